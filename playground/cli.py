@@ -1,0 +1,161 @@
+"""Command line: ``python -m playground {presets,generate,bench,train-drafter}``.
+
+Bad arguments exit with code 2 and a one-line message (no traceback).  This
+module only parses arguments and prints; the work happens elsewhere.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from playground.config import load_config
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(2)
+
+
+def _fail(msg: str) -> int:
+    sys.stderr.write(f"error: {msg}\n")
+    return 2
+
+
+def cmd_presets(args) -> int:
+    from playground.models import availability
+
+    cfg = load_config()
+    rows = []
+    for p in cfg.presets:
+        ok, reason = availability(p)
+        rows.append(
+            {
+                "name": p.name,
+                "label": p.label,
+                "default": p.name == cfg.default_preset,
+                "available": ok,
+                "reason": reason,
+                "source": p.source,
+                "target": p.target,
+                "drafter": p.drafter,
+                "drafter_model": p.drafter_model,
+                "drafters": list(p.drafters),
+                "dtype": p.dtype,
+                "gamma": p.gamma,
+            }
+        )
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    else:
+        for r in rows:
+            mark = "*" if r["default"] else " "
+            status = "available" if r["available"] else f"unavailable: {r['reason']}"
+            print(f"{mark} {r['name']:<22} {r['target']} + {r['drafter']}  ({status})")
+    return 0
+
+
+MARKS = {"accepted": ("\x1b[32m", "\x1b[0m"), "rejected": ("\x1b[9;31m", "\x1b[0m"), "resample": ("\x1b[33m", "\x1b[0m"), "bonus": ("\x1b[36m", "\x1b[0m"), "target": ("", "")}
+
+
+def _plain_marks(step) -> str:
+    """Text of one step with ASCII marks: [ok], [x rejected], {resampled}, <bonus>."""
+    out = []
+    for d in step.drafted:
+        if d.accepted:
+            out.append(d.text)
+        elif d.judged:
+            out.append(f"[x{d.text}]")
+    c = step.correction
+    if c is not None:
+        if c.kind == "resample":
+            out.append("{" + c.text + "}")
+        elif c.kind == "bonus":
+            out.append("<" + c.text + ">")
+        else:
+            out.append(c.text)
+    return "".join(out)
+
+
+def cmd_generate(args) -> int:
+    from playground.api import stream_generate
+    from playground.models import ModelUnavailable
+    from playground.records import GenerationResult
+
+    try:
+        items = stream_generate(
+            args.prompt,
+            preset=args.preset,
+            mode=args.mode,
+            drafter=args.drafter,
+            gamma=args.gamma,
+            temperature=args.temperature,
+            top_k=args.top_k,
+            top_p=args.top_p,
+            seed=args.seed,
+            max_new_tokens=args.max_new_tokens,
+            dtype=args.dtype,
+        )
+        result = None
+        for item in items:
+            if isinstance(item, GenerationResult):
+                result = item
+            elif not args.json:
+                sys.stdout.write(_plain_marks(item))
+                sys.stdout.flush()
+    except (ValueError, ModelUnavailable) as exc:
+        return _fail(str(exc))
+    if args.json:
+        print(json.dumps(result.to_dict(), ensure_ascii=False))
+    else:
+        s = result.stats
+        acc = "n/a" if s.acceptance_rate is None else f"{s.acceptance_rate:.2f}"
+        print()
+        print(
+            f"-- {s.new_tokens} tokens in {s.wall_ms / 1000:.2f} s ({s.tokens_per_s:.1f} tok/s), "
+            f"{s.mode}{' / ' + s.drafter if s.drafter else ''}, acceptance {acc}, "
+            f"{s.tokens_per_target_call:.2f} tokens per target call. "
+            "Marks: [xrejected] {resampled} <bonus>"
+        )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="python -m playground", description="Speculative Decoding Playground engine")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+    sub.required = True
+    p = sub.add_parser("presets", help="list model presets")
+    p.add_argument("--json", action="store_true")
+    g = sub.add_parser("generate", help="generate text with speculative or autoregressive decoding")
+    g.add_argument("--preset", default=None)
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--drafter", default=None, choices=["model", "prompt-lookup", "mtp"])
+    g.add_argument("--gamma", type=int, default=None)
+    g.add_argument("--temperature", type=float, default=0.0)
+    g.add_argument("--top-k", type=int, default=0)
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--dtype", choices=["float32", "bfloat16"], default=None)
+    g.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
+    g.add_argument("--json", action="store_true")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Subcommands with their own parsers.
+    if argv and argv[0] == "bench":
+        from playground import bench
+
+        return bench.main(argv[1:])
+    if argv and argv[0] == "train-drafter":
+        from playground import train_drafter
+
+        return train_drafter.main(argv[1:])
+    args = build_parser().parse_args(argv)
+    if args.command == "presets":
+        return cmd_presets(args)
+    return cmd_generate(args)

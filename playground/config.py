@@ -1,0 +1,117 @@
+"""Reads ``spaces_config.yaml``: presets, limits, queue settings, examples.
+
+Validates the file into frozen dataclasses.  This module does not load models
+(``playground.models``) and does not know about the UI.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
+SOURCES = ("packaged", "builtin", "hub")
+DRAFTER_KINDS = ("model", "prompt-lookup", "mtp")
+DTYPES = ("float32", "bfloat16")
+
+
+@dataclass(frozen=True)
+class Preset:
+    name: str
+    label: str
+    source: str
+    target: str
+    drafter: str
+    dtype: str
+    gamma: int
+    description: str = ""
+    drafter_model: str | None = None
+    drafter_weights: str | None = None  # MTP weights dir, relative to the repo
+
+    def __post_init__(self) -> None:
+        if self.source not in SOURCES:
+            raise ValueError(f"preset {self.name}: source must be one of {SOURCES}")
+        if self.drafter not in DRAFTER_KINDS:
+            raise ValueError(f"preset {self.name}: drafter must be one of {DRAFTER_KINDS}")
+        if self.dtype not in DTYPES:
+            raise ValueError(f"preset {self.name}: dtype must be one of {DTYPES}")
+        if self.drafter == "model" and not self.drafter_model:
+            raise ValueError(f"preset {self.name}: drafter 'model' needs drafter_model")
+
+    @property
+    def drafters(self) -> tuple[str, ...]:
+        """Drafter kinds this preset can run: its own, plus prompt lookup (always possible)."""
+        kinds = [self.drafter]
+        if self.drafter_model and "model" not in kinds:
+            kinds.append("model")
+        if self.drafter_weights and "mtp" not in kinds:
+            kinds.append("mtp")
+        if "prompt-lookup" not in kinds:
+            kinds.append("prompt-lookup")
+        return tuple(kinds)
+
+
+@dataclass(frozen=True)
+class Limits:
+    max_prompt_chars: int = 4000
+    max_prompt_tokens: int = 1024
+    max_new_tokens: int = 256
+    max_gamma: int = 16
+    max_temperature: float = 2.0
+    max_top_k: int = 1000
+    max_trace_bytes: int = 20_000_000
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    default_preset: str
+    presets: tuple[Preset, ...]
+    hub_allowlist: tuple[str, ...]
+    limits: Limits
+    queue: dict[str, int]
+    examples: tuple[dict[str, str], ...]
+    classroom: tuple[dict[str, Any], ...] = field(default_factory=tuple)
+    app: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        names = [p.name for p in self.presets]
+        if len(set(names)) != len(names):
+            raise ValueError("preset names must be unique")
+        if self.default_preset not in names:
+            raise ValueError(f"default_preset {self.default_preset!r} is not a preset")
+        for p in self.presets:
+            if p.source == "hub":
+                for repo in (p.target, p.drafter_model):
+                    if repo and repo not in self.hub_allowlist:
+                        raise ValueError(f"preset {p.name}: {repo} is not in hub_allowlist")
+
+    def preset(self, name: str) -> Preset:
+        for p in self.presets:
+            if p.name == name:
+                return p
+        raise KeyError(f"unknown preset {name!r}; choose one of: {', '.join(p.name for p in self.presets)}")
+
+
+def parse_config(data: dict[str, Any]) -> AppConfig:
+    return AppConfig(
+        default_preset=data["default_preset"],
+        presets=tuple(Preset(**p) for p in data["presets"]),
+        hub_allowlist=tuple(data.get("hub_allowlist", ())),
+        limits=Limits(**data.get("limits", {})),
+        queue=dict(data.get("queue", {})),
+        examples=tuple(data.get("examples", ())),
+        classroom=tuple(data.get("classroom", ())),
+        app=dict(data.get("app", {})),
+    )
+
+
+@lru_cache(maxsize=4)
+def load_config(path: str | None = None) -> AppConfig:
+    path = path or os.environ.get("SPECPLAY_CONFIG") or str(CONFIG_PATH)
+    with open(path, encoding="utf-8") as fh:
+        return parse_config(yaml.safe_load(fh))

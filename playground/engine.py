@@ -1,0 +1,431 @@
+"""The decoding loop: lossless speculative decoding and the autoregressive baseline.
+
+One speculative step, as in Leviathan et al. (2023) / Chen et al. (2023):
+
+  1. Draft    — the drafter proposes d_1..d_k (k <= γ) and the exact q_i each was drawn from.
+  2. Verify   — ONE target pass over [x_last, d_1..d_k] gives p_1..p_{k+1}.
+  3. Accept   — left to right, d_i survives iff u_i < min(1, p_i(d_i) / q_i(d_i)).
+  4. Correct  — after a rejection at i, sample from norm(max(0, p_i - q_i));
+                after k acceptances, sample the bonus token from p_{k+1}.
+
+Cache invariant (target and model drafters alike): the cache holds every
+committed token except the newest one, which is the first input of the next
+pass.  After step 3 the target cache is cropped to drop rejected drafts
+(``cache.crop(-n)``, with past recording on so sliding-window layers roll back
+too).  The autoregressive baseline is the same loop with no drafter.
+
+Randomness comes only from the ``torch.Generator`` passed in; every u is
+recorded.  The loop yields typed records (``playground.records``) and never
+prints; it does not load models (``playground.models``) or render anything.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass
+from typing import Iterable, Iterator
+
+import torch
+from transformers import DynamicCache
+
+from playground.drafters.base import Draft, Drafter, TargetState
+from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.sampling import (
+    SamplingParams,
+    acceptance_prob,
+    is_accepted,
+    logits_to_probs,
+    one_hot,
+    residual_distribution,
+    sample,
+)
+from playground.text import IncrementalText, TokenTexts
+
+MODES = ("speculative", "autoregressive")
+MAX_GAMMA = 16
+
+# Verification rules.  Only "lossless" is correct; the others exist so the
+# classroom lab (and the tests, as mutants) can show what real implementations
+# got wrong.  Each entry: (label, is_lossless).
+RULES = {
+    "lossless": ("Lossless speculative sampling (correct)", True),
+    "softmax-q": ("WRONG: argmax drafts verified against the drafter's softmax q (transformers #32867)", False),
+    "exact-match": ("Exact match: accept iff the draft equals a fresh target sample (lossless, wastes drafts)", True),
+    "target-sample": ("WRONG: after a rejection, emit a plain target sample instead of the residual", False),
+    "bonus-wrong-position": ("WRONG: bonus token drawn from position γ instead of γ+1", False),
+    "typical": ("LOSSY: Medusa typical acceptance, p(x) > min(ε, δ·exp(−H(p)))", False),
+}
+TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold
+TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Everything that decides a run's output, validated on construction."""
+
+    mode: str = "speculative"
+    gamma: int = 4
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 64
+    top_n: int = 5  # candidates recorded per distribution in the trace
+    trace: bool = True  # False skips top-k lists and per-token texts (overhead measurement)
+    rule: str = "lossless"  # see RULES; anything else is for teaching only
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        _check_int("gamma", self.gamma, 1, MAX_GAMMA)
+        _check_int("seed", self.seed, 0, 2**63 - 1)
+        _check_int("max_new_tokens", self.max_new_tokens, 1, 100_000)
+        _check_int("top_n", self.top_n, 1, 50)
+        self.sampling  # validates temperature / top_k / top_p
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+
+
+def _check_int(name: str, value, lo: int, hi: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}")
+
+
+@dataclass
+class _Pass:
+    logits: torch.Tensor  # [keep, V]
+    hidden: torch.Tensor | None  # [keep, H]
+    ms: float
+
+
+class Target:
+    """A causal LM plus its KV cache, driven one pass at a time."""
+
+    def __init__(self, model, rollback: bool) -> None:
+        self.model = model
+        self.cache = DynamicCache(config=model.config)
+        if rollback:
+            self.cache.activate_past_recording()
+        self.calls = 0
+        self.single_token_ms: list[float] = []
+
+    @torch.inference_mode()
+    def forward(self, ids: list[int], keep: int, hidden: bool) -> _Pass:
+        t0 = time.perf_counter()
+        out = self.model(
+            input_ids=torch.tensor([ids], device=self.model.device),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=keep,
+            output_hidden_states=hidden,
+        )
+        logits = out.logits[0, -keep:]  # [keep, V]
+        h = out.hidden_states[-1][0, -keep:] if hidden else None  # [keep, H]
+        ms = (time.perf_counter() - t0) * 1000.0
+        self.calls += 1
+        if len(ids) == 1:
+            self.single_token_ms.append(ms)
+        return _Pass(logits=logits, hidden=h, ms=ms)
+
+    def crop(self, n_remove: int) -> None:
+        self.cache.crop(-n_remove)
+
+    def __len__(self) -> int:
+        return self.cache.get_seq_length()
+
+
+def _top(probs: torch.Tensor, n: int, texts: TokenTexts | None) -> tuple[Candidate, ...]:
+    """Top-n of a [V] distribution, zero-probability entries dropped."""
+    if texts is None:
+        return ()
+    values, ids = torch.topk(probs, min(n, probs.shape[-1]))
+    return tuple(
+        Candidate(token_id=int(i), text=texts.solo(int(i)), prob=float(v))
+        for v, i in zip(values.tolist(), ids.tolist())
+        if v > 0.0
+    )
+
+
+def stream(
+    model,
+    tokenizer,
+    prompt_ids: list[int],
+    config: GenerationConfig,
+    drafter: Drafter | None = None,
+    eos_token_ids: Iterable[int] = (),
+    generator: torch.Generator | None = None,
+    prompt: str = "",
+) -> Iterator[StepRecord | GenerationResult]:
+    """Run one generation, yielding a StepRecord per target pass, then the GenerationResult."""
+    prompt_ids = [int(i) for i in prompt_ids]
+    if not prompt_ids:
+        raise ValueError("the prompt is empty: type at least one character")
+    speculative = config.mode == "speculative"
+    if speculative and drafter is None:
+        raise ValueError("speculative mode needs a drafter")
+    if generator is None:
+        generator = torch.Generator().manual_seed(config.seed)
+    params = config.sampling
+    eos = frozenset(int(e) for e in eos_token_ids)
+    vocab = model.config.get_text_config().vocab_size
+    texts = TokenTexts(tokenizer) if config.trace else None
+    committed_text = IncrementalText(tokenizer)
+    want_hidden = bool(speculative and drafter.needs_target_hidden)
+
+    t_start = time.perf_counter()
+    target = Target(model, rollback=speculative)
+    committed = list(prompt_ids)
+    state = TargetState(committed_ids=committed, target_cache=target.cache)
+
+    # Prefill everything but the newest token.
+    prefill_ms = 0.0
+    if len(committed) > 1:
+        pre = target.forward(committed[:-1], keep=1, hidden=want_hidden)
+        prefill_ms = pre.ms
+        state.hidden = pre.hidden[-1] if want_hidden else None
+    if speculative:
+        drafter.start(state)
+
+    steps: list[StepRecord] = []
+    new_ids: list[int] = []
+    draft_ms_total = verify_ms_total = 0.0
+    drafted_total = judged_total = accepted_total = drafter_calls = 0
+    gamma = config.gamma if speculative else 0
+    judged_at = [0] * gamma
+    accepted_at = [0] * gamma
+    hist = [0] * (gamma + 1)
+    stopped = "max_new_tokens"
+
+    while len(new_ids) < config.max_new_tokens:
+        t_step = time.perf_counter()
+        remaining = config.max_new_tokens - len(new_ids)
+        # ---- 1. Draft (never past the budget: a step emits up to k+1 tokens) ----
+        k_max = min(gamma, remaining - 1)
+        draft = Draft(token_ids=[], draft_probs=None)
+        draft_ms = 0.0
+        if speculative and k_max > 0:
+            t0 = time.perf_counter()
+            draft = drafter.propose(state, k_max, params, generator)
+            draft_ms = (time.perf_counter() - t0) * 1000.0
+            drafter_calls += draft.forward_calls
+        drafts = [int(t) for t in draft.token_ids[:k_max]]
+        for i, tok in enumerate(drafts):  # stop drafting at EOS
+            if tok in eos:
+                drafts = drafts[: i + 1]
+                break
+        k = len(drafts)
+        if draft.draft_probs is not None:
+            draft_probs = draft.draft_probs[:k].float()  # [k, V]
+        else:
+            draft_probs = one_hot(torch.tensor(drafts, dtype=torch.long), vocab) if k else None
+        if config.rule == "softmax-q" and draft.soft_probs is not None and k:
+            draft_probs = draft.soft_probs[:k].float()  # the bug: not what the drafts were drawn from
+
+        # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
+        out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
+        target_probs = logits_to_probs(out.logits, params)  # [k+1, V]
+        verify_ms = out.ms
+
+        # ---- 3. Accept left to right ----
+        decisions: list[DraftDecision] = []
+        n_acc = 0
+        rejected_at: int | None = None
+        eos_accepted = False
+        target_draw: int | None = None  # exact-match rule: the target's own sample at the rejection
+        for i, tok in enumerate(drafts):
+            p = float(target_probs[i, tok])
+            q = float(draft_probs[i, tok])
+            a = acceptance_prob(p, q)
+            if config.rule == "exact-match":
+                u = None
+                target_draw = sample(target_probs[i], generator)
+                ok = target_draw == tok
+            elif config.rule == "typical":
+                u = None
+                ok = p > typical_threshold(target_probs[i])
+            else:
+                u = float(torch.rand((), generator=generator))
+                ok = is_accepted(u, a)
+            decisions.append(
+                DraftDecision(
+                    position=i + 1,
+                    token_id=tok,
+                    text=texts.in_context(committed + drafts[:i], tok) if texts else "",
+                    draft_prob=q,
+                    target_prob=p,
+                    ratio=(p / q) if q > 0 else None,
+                    accept_prob=a,
+                    u=u,
+                    judged=True,
+                    accepted=ok,
+                    target_top=_top(target_probs[i], config.top_n, texts),
+                    draft_top=_top(draft_probs[i], config.top_n, texts),
+                )
+            )
+            judged_at[i] += 1
+            if not ok:
+                rejected_at = i
+                break
+            accepted_at[i] += 1
+            n_acc += 1
+            if tok in eos:
+                eos_accepted = True
+                break
+        for j in range(len(decisions), k):  # drafted after the first rejection: never judged
+            tok = drafts[j]
+            decisions.append(
+                DraftDecision(
+                    position=j + 1,
+                    token_id=tok,
+                    text=texts.in_context(committed + drafts[:j], tok) if texts else "",
+                    draft_prob=float(draft_probs[j, tok]),
+                    target_prob=float(target_probs[j, tok]),
+                    ratio=None,
+                    accept_prob=acceptance_prob(float(target_probs[j, tok]), float(draft_probs[j, tok])),
+                    u=None,
+                    judged=False,
+                    accepted=False,
+                    target_top=_top(target_probs[j], config.top_n, texts),
+                    draft_top=_top(draft_probs[j], config.top_n, texts),
+                )
+            )
+
+        # ---- 4. One more token: residual resample or bonus ----
+        correction: Correction | None = None
+        emitted = drafts[:n_acc]
+        if not eos_accepted:
+            if rejected_at is not None:
+                i = rejected_at
+                if config.rule in ("target-sample", "typical", "exact-match"):
+                    dist = target_probs[i]  # [V]  (lossy except for exact-match, whose draw excludes the draft)
+                else:
+                    dist = residual_distribution(target_probs[i], draft_probs[i])  # [V]
+                kind, pos, dtop = "resample", i + 1, _top(draft_probs[i], config.top_n, texts)
+            else:
+                i = k
+                if config.rule == "bonus-wrong-position" and k:
+                    i = k - 1  # the bug: reuse the last draft's position
+                dist = target_probs[i]  # [V]
+                kind, pos, dtop = ("bonus" if k else "target"), i + 1, ()
+            tok = target_draw if (rejected_at is not None and target_draw is not None) else sample(dist, generator)
+            correction = Correction(
+                kind=kind,
+                position=pos,
+                token_id=tok,
+                text=texts.in_context(committed + emitted, tok) if texts else "",
+                prob=float(dist[tok]),
+                target_prob=float(target_probs[i, tok]),
+                distribution_top=_top(dist, config.top_n, texts),
+                target_top=_top(target_probs[i], config.top_n, texts) if kind == "resample" else (),
+                draft_top=dtop,
+            )
+            emitted = emitted + [tok]
+
+        # ---- Roll back: keep x_last + accepted drafts in the target cache ----
+        target.crop(k - n_acc)
+        committed.extend(emitted)
+        new_ids.extend(emitted)
+        hit_eos = any(t in eos for t in emitted)
+        state.hidden = out.hidden[n_acc] if want_hidden else None  # [H], produced the newest token
+        if speculative and not hit_eos:
+            drafter.accept(n_acc, state)
+
+        draft_ms_total += draft_ms
+        verify_ms_total += verify_ms
+        drafted_total += k
+        judged_total += sum(1 for d in decisions if d.judged)
+        accepted_total += n_acc
+        if speculative:
+            hist[n_acc] += 1
+        now = time.perf_counter()
+        record = StepRecord(
+            index=len(steps),
+            mode=config.mode,
+            drafter=drafter.name if speculative else None,
+            gamma=k_max if speculative else 0,
+            drafted=tuple(decisions),
+            n_accepted=n_acc,
+            correction=correction,
+            emitted_ids=tuple(emitted),
+            emitted_text=committed_text.extend(emitted),
+            draft_ms=draft_ms,
+            verify_ms=verify_ms,
+            step_ms=(now - t_step) * 1000.0,
+            elapsed_ms=(now - t_start) * 1000.0,
+            committed_tokens=len(new_ids),
+            target_cache_len=len(target),
+            drafter_cache_len=drafter.cache_len() if speculative else None,
+            eos=hit_eos,
+            drafter_info=dict(draft.info),
+        )
+        steps.append(record)
+        yield record
+        if hit_eos:
+            stopped = "eos"
+            break
+
+    wall_ms = (time.perf_counter() - t_start) * 1000.0
+    decode_calls = target.calls - (1 if prefill_ms else 0)
+    stats = RunStats(
+        mode=config.mode,
+        drafter=drafter.name if speculative else None,
+        gamma=gamma,
+        new_tokens=len(new_ids),
+        steps=len(steps),
+        target_calls=target.calls,
+        drafter_calls=drafter_calls,
+        drafted_tokens=drafted_total,
+        judged_tokens=judged_total,
+        accepted_tokens=accepted_total,
+        acceptance_rate=(accepted_total / judged_total) if judged_total else None,
+        draft_efficiency=(accepted_total / drafted_total) if drafted_total else None,
+        acceptance_by_position=tuple((a / j) if j else None for a, j in zip(accepted_at, judged_at)),
+        accepted_length_hist=tuple(hist),
+        mean_accepted_length=(sum(n * c for n, c in enumerate(hist)) / sum(hist)) if sum(hist) else None,
+        tokens_per_target_call=len(new_ids) / max(decode_calls, 1),
+        prefill_ms=prefill_ms,
+        draft_ms=draft_ms_total,
+        verify_ms=verify_ms_total,
+        wall_ms=wall_ms,
+        tokens_per_s=len(new_ids) / (wall_ms / 1000.0) if wall_ms > 0 else float("nan"),
+        draft_ms_per_token=(draft_ms_total / drafted_total) if drafted_total else None,
+        verify_ms_per_call=(verify_ms_total / max(decode_calls, 1)),
+        single_token_ms=(sum(target.single_token_ms) / len(target.single_token_ms))
+        if target.single_token_ms
+        else None,
+        stopped=stopped,
+    )
+    text = committed_text.text
+    yield GenerationResult(
+        prompt=prompt,
+        prompt_ids=tuple(prompt_ids),
+        token_ids=tuple(new_ids),
+        text=text,
+        steps=tuple(steps),
+        stats=stats,
+        config={**asdict(config), "drafter": drafter.name if speculative else None},
+    )
+
+
+def typical_threshold(target_probs: torch.Tensor) -> float:
+    """Medusa's typical-acceptance threshold min(ε, δ·exp(−H(p))) for one [V] distribution."""
+    p = target_probs.float()
+    entropy = float(-(p[p > 0] * p[p > 0].log()).sum())
+    return min(TYPICAL_EPSILON, TYPICAL_DELTA * math.exp(-entropy))
+
+
+def run(*args, **kwargs) -> GenerationResult:
+    """Like ``stream`` but returns only the final result."""
+    result = None
+    for item in stream(*args, **kwargs):
+        result = item
+    assert isinstance(result, GenerationResult)
+    return result
+
