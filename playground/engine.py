@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator
 
 import torch
 from transformers import DynamicCache
@@ -153,6 +153,85 @@ def _top(probs: torch.Tensor, n: int, texts: TokenTexts | None) -> tuple[Candida
     )
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of steps 3-4 for one verify pass (0-based positions)."""
+
+    n_accepted: int
+    accepted: tuple[bool, ...]  # one per judged draft (judging stops at the first rejection)
+    us: tuple[float | None, ...]  # the uniform draw per judged draft (None for rules that use none)
+    rejected_at: int | None
+    eos_accepted: bool  # an accepted draft was EOS: the step ends without a correction
+    correction_kind: str | None  # "resample" | "bonus" | "target" | None
+    correction_row: int | None  # row of target_probs the correction belongs to
+    correction_dist: torch.Tensor | None  # [V] the distribution it was drawn from
+    correction_token: int | None
+
+
+def verify(
+    drafts: list[int],
+    draft_probs: torch.Tensor | None,  # [k, V] exactly what each draft was drawn from
+    target_probs: torch.Tensor,  # [k+1, V] target distributions after the same processing
+    *,
+    rule: str = "lossless",
+    eos: frozenset[int] = frozenset(),
+    uniform: Callable[[], float],
+    draw: Callable[[torch.Tensor], int],
+) -> Verdict:
+    """Steps 3-4 of a speculative step, pure apart from the two random sources.
+
+    3. Accept d_i iff u_i < min(1, p_i(d_i) / q_i(d_i)), left to right, stopping at the
+       first rejection.  4. After a rejection at i, draw from norm(max(0, p_i - q_i));
+    after k acceptances, draw the bonus from p_{k+1}.  ``rule`` swaps in the
+    teaching variants listed in RULES (all but "lossless" and "exact-match" are wrong).
+    """
+    k = len(drafts)
+    accepted: list[bool] = []
+    us: list[float | None] = []
+    rejected_at: int | None = None
+    target_draw: int | None = None
+    for i, tok in enumerate(drafts):
+        p = float(target_probs[i, tok])
+        q = float(draft_probs[i, tok])
+        if rule == "exact-match":
+            u = None
+            target_draw = draw(target_probs[i])
+            ok = target_draw == tok
+        elif rule == "typical":
+            u = None
+            ok = p > typical_threshold(target_probs[i])
+        else:
+            u = uniform()
+            ok = is_accepted(u, acceptance_prob(p, q))
+        accepted.append(ok)
+        us.append(u)
+        if not ok:
+            rejected_at = i
+            break
+        if tok in eos:
+            n = len(accepted)
+            return Verdict(n, tuple(accepted), tuple(us), None, True, None, None, None, None)
+    n_acc = sum(accepted)
+    if rejected_at is not None:
+        row, kind = rejected_at, "resample"
+        if rule == "exact-match":
+            # The target's own sample (it differs from the draft): lossless, as a plain target step.
+            dist, token = target_probs[row], target_draw
+        else:
+            if rule in ("target-sample", "typical"):
+                dist = target_probs[row]  # WRONG (lossy): ignores that q already had its chance
+            else:
+                dist = residual_distribution(target_probs[row], draft_probs[row])  # [V]
+            token = draw(dist)
+    else:
+        row, kind = k, ("bonus" if k else "target")
+        if rule == "bonus-wrong-position" and k:
+            row = k - 1  # WRONG: reuses the last draft's position
+        dist = target_probs[row]  # [V]
+        token = draw(dist)
+    return Verdict(n_acc, tuple(accepted), tuple(us), rejected_at, False, kind, row, dist, int(token))
+
+
 def stream(
     model,
     tokenizer,
@@ -233,98 +312,55 @@ def stream(
         target_probs = logits_to_probs(out.logits, params)  # [k+1, V]
         verify_ms = out.ms
 
-        # ---- 3. Accept left to right ----
+        # ---- 3 + 4. Accept left to right, then one more token ----
+        verdict = verify(
+            drafts,
+            draft_probs,
+            target_probs,
+            rule=config.rule,
+            eos=eos,
+            uniform=lambda: float(torch.rand((), generator=generator)),
+            draw=lambda dist: sample(dist, generator),
+        )
+        n_acc = verdict.n_accepted
         decisions: list[DraftDecision] = []
-        n_acc = 0
-        rejected_at: int | None = None
-        eos_accepted = False
-        target_draw: int | None = None  # exact-match rule: the target's own sample at the rejection
-        for i, tok in enumerate(drafts):
-            p = float(target_probs[i, tok])
-            q = float(draft_probs[i, tok])
-            a = acceptance_prob(p, q)
-            if config.rule == "exact-match":
-                u = None
-                target_draw = sample(target_probs[i], generator)
-                ok = target_draw == tok
-            elif config.rule == "typical":
-                u = None
-                ok = p > typical_threshold(target_probs[i])
-            else:
-                u = float(torch.rand((), generator=generator))
-                ok = is_accepted(u, a)
-            decisions.append(
-                DraftDecision(
-                    position=i + 1,
-                    token_id=tok,
-                    text=texts.in_context(committed + drafts[:i], tok) if texts else "",
-                    draft_prob=q,
-                    target_prob=p,
-                    ratio=(p / q) if q > 0 else None,
-                    accept_prob=a,
-                    u=u,
-                    judged=True,
-                    accepted=ok,
-                    target_top=_top(target_probs[i], config.top_n, texts),
-                    draft_top=_top(draft_probs[i], config.top_n, texts),
-                )
-            )
-            judged_at[i] += 1
-            if not ok:
-                rejected_at = i
-                break
-            accepted_at[i] += 1
-            n_acc += 1
-            if tok in eos:
-                eos_accepted = True
-                break
-        for j in range(len(decisions), k):  # drafted after the first rejection: never judged
-            tok = drafts[j]
+        for j, tok in enumerate(drafts):
+            p, q = float(target_probs[j, tok]), float(draft_probs[j, tok])
+            judged = j < len(verdict.accepted)
             decisions.append(
                 DraftDecision(
                     position=j + 1,
                     token_id=tok,
                     text=texts.in_context(committed + drafts[:j], tok) if texts else "",
-                    draft_prob=float(draft_probs[j, tok]),
-                    target_prob=float(target_probs[j, tok]),
-                    ratio=None,
-                    accept_prob=acceptance_prob(float(target_probs[j, tok]), float(draft_probs[j, tok])),
-                    u=None,
-                    judged=False,
-                    accepted=False,
+                    draft_prob=q,
+                    target_prob=p,
+                    ratio=(p / q) if q > 0 else None,
+                    accept_prob=acceptance_prob(p, q),
+                    u=verdict.us[j] if judged else None,
+                    judged=judged,
+                    accepted=judged and verdict.accepted[j],
                     target_top=_top(target_probs[j], config.top_n, texts),
                     draft_top=_top(draft_probs[j], config.top_n, texts),
                 )
             )
+            if judged:
+                judged_at[j] += 1
+                accepted_at[j] += int(verdict.accepted[j])
 
-        # ---- 4. One more token: residual resample or bonus ----
         correction: Correction | None = None
         emitted = drafts[:n_acc]
-        if not eos_accepted:
-            if rejected_at is not None:
-                i = rejected_at
-                if config.rule in ("target-sample", "typical", "exact-match"):
-                    dist = target_probs[i]  # [V]  (lossy except for exact-match, whose draw excludes the draft)
-                else:
-                    dist = residual_distribution(target_probs[i], draft_probs[i])  # [V]
-                kind, pos, dtop = "resample", i + 1, _top(draft_probs[i], config.top_n, texts)
-            else:
-                i = k
-                if config.rule == "bonus-wrong-position" and k:
-                    i = k - 1  # the bug: reuse the last draft's position
-                dist = target_probs[i]  # [V]
-                kind, pos, dtop = ("bonus" if k else "target"), i + 1, ()
-            tok = target_draw if (rejected_at is not None and target_draw is not None) else sample(dist, generator)
+        if verdict.correction_token is not None:
+            i, dist, tok, kind = verdict.correction_row, verdict.correction_dist, verdict.correction_token, verdict.correction_kind
             correction = Correction(
                 kind=kind,
-                position=pos,
+                position=i + 1,
                 token_id=tok,
                 text=texts.in_context(committed + emitted, tok) if texts else "",
                 prob=float(dist[tok]),
                 target_prob=float(target_probs[i, tok]),
                 distribution_top=_top(dist, config.top_n, texts),
                 target_top=_top(target_probs[i], config.top_n, texts) if kind == "resample" else (),
-                draft_top=dtop,
+                draft_top=_top(draft_probs[i], config.top_n, texts) if kind == "resample" else (),
             )
             emitted = emitted + [tok]
 
@@ -340,7 +376,7 @@ def stream(
         draft_ms_total += draft_ms
         verify_ms_total += verify_ms
         drafted_total += k
-        judged_total += sum(1 for d in decisions if d.judged)
+        judged_total += len(verdict.accepted)
         accepted_total += n_acc
         if speculative:
             hist[n_acc] += 1

@@ -1,0 +1,473 @@
+"""A Gemma-4-style multi-token-prediction (MTP) drafter for a Gemma 3 target.
+
+One draft step (all tensors are the target's dtype; H = target hidden size):
+
+    x  = pre_proj( [ norm_e(embed(token)) ; norm_h(state) ] )        2H -> H
+    x  = decoder layer(s) (Gemma 3 layout: sandwich norms, q/k norms, GeLU MLP);
+         attention reads the target's own K/V of its last full-attention layer
+         (the committed context, read-only) plus the drafter's keys for the
+         draft steps of this call
+    s' = post_proj(x)                                               H -> H, fed back
+    logits = final_norm(s') @ E[candidates]^T                       sparse head
+
+``state`` starts as the target's final-norm hidden state at the position
+before the newest committed token (``TargetState.hidden``) — a learned start
+vector if there is none (one-token prompt) — and is then the drafter's own
+output ``s'``: each step conditions on the previous step's prediction, as in
+Gemma 4's assistant and EAGLE.  The output head is the target's tied
+embedding restricted to ``N`` candidate tokens (the tokens that carried the
+most target probability mass in the training text), so a step scores N rows
+instead of 262k.  Tokens outside the candidate set have q = 0: they are
+never drafted (the target still emits them, through the residual or bonus).
+
+Exactness: the drafted token is drawn from ``logits_to_probs(candidate
+logits, params)`` — temperature / top-k / top-p applied over the candidate
+set — and that very distribution is scattered into a full-vocabulary row of
+``draft_probs`` (zeros elsewhere).  At temperature 0 the draft is the
+argmax and ``draft_probs`` is None (point masses).
+
+The drafter keeps no cache across calls: it rebuilds its state from
+``TargetState`` (hidden state + target K/V) on every ``propose``, so rollback
+after a rejection is free (``accept`` only records statistics).
+
+This module does not train the head (``playground.train_drafter``) and does
+not verify or sample target tokens (``playground.engine``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from playground.drafters.base import Draft, TargetState
+from playground.sampling import SamplingParams, logits_to_probs, sample
+
+DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "weights" / "gemma3-270m-mtp"
+
+
+# --------------------------------------------------------------------------------------
+# configuration
+
+
+@dataclass
+class MTPConfig:
+    hidden_size: int
+    num_attention_heads: int
+    num_key_value_heads: int
+    head_dim: int
+    intermediate_size: int
+    num_layers: int = 1
+    attend: str = "target"  # "target": read the target's K/V of `attn_layer`; "none": own draft keys only
+    attn_layer: int = -1  # target layer whose K/V the drafter reads
+    rope_theta: float = 1_000_000.0
+    rms_norm_eps: float = 1e-6
+    query_pre_attn_scalar: float = 256.0
+    num_candidates: int = 8192
+    vocab_size: int = 262144
+    target: str = "gemma3-270m"
+
+    @classmethod
+    def from_target(cls, config, **overrides) -> "MTPConfig":
+        """Mirror the target's attention geometry (so its last full-attention layer can
+        initialise the drafter layer and its K/V can be read as they are)."""
+        cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
+        types = list(getattr(cfg, "layer_types", None) or ["full_attention"] * cfg.num_hidden_layers)
+        full = [i for i, t in enumerate(types) if t == "full_attention"]
+        attn_layer = full[-1] if full else cfg.num_hidden_layers - 1
+        kw = dict(
+            hidden_size=cfg.hidden_size,
+            num_attention_heads=cfg.num_attention_heads,
+            num_key_value_heads=cfg.num_key_value_heads,
+            head_dim=getattr(cfg, "head_dim", None) or cfg.hidden_size // cfg.num_attention_heads,
+            intermediate_size=cfg.intermediate_size,
+            attn_layer=attn_layer,
+            rope_theta=_rope_theta(cfg, types[attn_layer]),
+            rms_norm_eps=float(cfg.rms_norm_eps),
+            query_pre_attn_scalar=float(getattr(cfg, "query_pre_attn_scalar", None) or cfg.head_dim),
+            vocab_size=cfg.vocab_size,
+        )
+        kw.update(overrides)
+        return cls(**kw)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> "MTPConfig":
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def _rope_theta(cfg, layer_type: str) -> float:
+    rp = getattr(cfg, "rope_parameters", None)
+    if isinstance(rp, dict):
+        if layer_type in rp and isinstance(rp[layer_type], dict):
+            return float(rp[layer_type].get("rope_theta", 10000.0))
+        if "rope_theta" in rp:
+            return float(rp["rope_theta"])
+    return float(getattr(cfg, "rope_theta", 10000.0) or 10000.0)
+
+
+# --------------------------------------------------------------------------------------
+# building blocks (Gemma 3 conventions)
+
+
+class RMSNorm(nn.Module):
+    """Gemma RMSNorm: x / rms(x) * (1 + w), computed in float32."""
+
+    def __init__(self, dim: int, eps: float) -> None:
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        xf = x.float()
+        xf = xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (xf * (1.0 + self.weight.float())).to(x.dtype)
+
+
+def rope_cos_sin(positions: torch.Tensor, head_dim: int, theta: float, dtype: torch.dtype):
+    """cos, sin [..., head_dim] for integer positions [...] (HF 'default' rope, half-rotation)."""
+    inv = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float32, device=positions.device) / head_dim))
+    freqs = positions.float().unsqueeze(-1) * inv
+    emb = torch.cat([freqs, freqs], dim=-1)
+    return emb.cos().to(dtype), emb.sin().to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    a, b = x.chunk(2, dim=-1)
+    return torch.cat([-b, a], dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x [B, heads, T, D]; cos/sin [B, T, D]."""
+    return x * cos.unsqueeze(1) + _rotate_half(x) * sin.unsqueeze(1)
+
+
+class DrafterLayer(nn.Module):
+    """A Gemma 3 decoder layer whose attention reads external (target) K/V plus its own draft keys."""
+
+    def __init__(self, cfg: MTPConfig) -> None:
+        super().__init__()
+        H, nh, nkv, D = cfg.hidden_size, cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.nh, self.nkv, self.D = nh, nkv, D
+        self.scale = cfg.query_pre_attn_scalar**-0.5
+        self.input_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+        self.q_proj = nn.Linear(H, nh * D, bias=False)
+        self.k_proj = nn.Linear(H, nkv * D, bias=False)
+        self.v_proj = nn.Linear(H, nkv * D, bias=False)
+        self.o_proj = nn.Linear(nh * D, H, bias=False)
+        self.q_norm = RMSNorm(D, cfg.rms_norm_eps)
+        self.k_norm = RMSNorm(D, cfg.rms_norm_eps)
+        self.post_attention_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+        self.pre_feedforward_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+        self.gate_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
+        self.up_proj = nn.Linear(H, cfg.intermediate_size, bias=False)
+        self.down_proj = nn.Linear(cfg.intermediate_size, H, bias=False)
+        self.post_feedforward_layernorm = RMSNorm(H, cfg.rms_norm_eps)
+
+    def forward(self, x, cos, sin, ctx_k, ctx_v, ctx_mask, own_k: list, own_v: list):
+        """x [B, T, H] (T independent draft chains, one step each).
+
+        ctx_k/ctx_v: [B, nkv, M, D] target keys/values (RoPE already applied) or None;
+        ctx_mask: [T, M] or [B, T, M] bool (True = may attend) or None (attend to all);
+        own_k/own_v: this layer's keys/values of earlier steps of the same chains, each
+        [B, nkv, T, D]; this step's are appended (so a query always sees itself).
+        """
+        B, T, _ = x.shape
+        h = self.input_layernorm(x)
+        q = self.q_norm(self.q_proj(h).view(B, T, self.nh, self.D)).transpose(1, 2)  # [B, nh, T, D]
+        k = self.k_norm(self.k_proj(h).view(B, T, self.nkv, self.D)).transpose(1, 2)
+        v = self.v_proj(h).view(B, T, self.nkv, self.D).transpose(1, 2)
+        q = apply_rope(q, cos, sin)
+        k = apply_rope(k, cos, sin)
+        own_k.append(k)
+        own_v.append(v)
+        g = self.nh // self.nkv
+        qg = q.view(B, self.nkv, g, T, self.D)  # heads grouped by their kv head
+        # scores against this call's own keys: elementwise per chain -> [B, nkv, g, T, j]
+        ks = torch.stack(own_k, dim=-2)  # [B, nkv, T, j, D]
+        vs = torch.stack(own_v, dim=-2)
+        s_own = torch.einsum("bkgtd,bktjd->bkgtj", qg, ks) * self.scale
+        if ctx_k is not None and ctx_k.shape[-2] > 0:
+            s_ctx = torch.einsum("bkgtd,bkmd->bkgtm", qg, ctx_k) * self.scale  # [B, nkv, g, T, M]
+            if ctx_mask is not None:
+                m = ctx_mask if ctx_mask.dim() == 3 else ctx_mask.unsqueeze(0)
+                s_ctx = s_ctx.masked_fill(~m[:, None, None], float("-inf"))
+            M = s_ctx.shape[-1]
+            w = torch.softmax(torch.cat([s_ctx, s_own], dim=-1).float(), dim=-1).to(q.dtype)
+            o = torch.einsum("bkgtm,bkmd->bkgtd", w[..., :M], ctx_v) + torch.einsum(
+                "bkgtj,bktjd->bkgtd", w[..., M:], vs
+            )
+        else:
+            w = torch.softmax(s_own.float(), dim=-1).to(q.dtype)
+            o = torch.einsum("bkgtj,bktjd->bkgtd", w, vs)
+        o = o.reshape(B, self.nh, T, self.D).transpose(1, 2).reshape(B, T, self.nh * self.D)
+        x = x + self.post_attention_layernorm(self.o_proj(o))
+        h = self.pre_feedforward_layernorm(x)
+        h = self.down_proj(F.gelu(self.gate_proj(h), approximate="tanh") * self.up_proj(h))
+        return x + self.post_feedforward_layernorm(h)
+
+
+class MTPHead(nn.Module):
+    """The drafter's own weights (the tied embedding stays in the target)."""
+
+    def __init__(self, cfg: MTPConfig) -> None:
+        super().__init__()
+        H = cfg.hidden_size
+        self.cfg = cfg
+        self.start_state = nn.Parameter(torch.zeros(H))  # stands in for a missing target hidden state
+        self.emb_norm = RMSNorm(H, cfg.rms_norm_eps)
+        self.hid_norm = RMSNorm(H, cfg.rms_norm_eps)
+        self.pre_proj = nn.Linear(2 * H, H, bias=False)
+        self.layers = nn.ModuleList(DrafterLayer(cfg) for _ in range(cfg.num_layers))
+        self.post_proj = nn.Linear(H, H, bias=False)
+        self.final_norm = RMSNorm(H, cfg.rms_norm_eps)
+        self.register_buffer("candidates", torch.arange(cfg.num_candidates, dtype=torch.long))
+        nn.init.normal_(self.pre_proj.weight, std=0.02)
+        nn.init.eye_(self.post_proj.weight)
+
+    def init_from_target(self, target) -> None:
+        """Copy the target's last full-attention layer into every drafter layer and the
+        target's final norm into ``final_norm`` (a warm start, not a requirement)."""
+        base = _text_model(target)
+        src = base.layers[self.cfg.attn_layer]
+        with torch.no_grad():
+            for layer in self.layers:
+                for name in ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm"):
+                    getattr(layer, name).load_state_dict(getattr(src.self_attn, name).state_dict())
+                for name in ("gate_proj", "up_proj", "down_proj"):
+                    getattr(layer, name).load_state_dict(getattr(src.mlp, name).state_dict())
+                for name in (
+                    "input_layernorm",
+                    "post_attention_layernorm",
+                    "pre_feedforward_layernorm",
+                    "post_feedforward_layernorm",
+                ):
+                    getattr(layer, name).load_state_dict(getattr(src, name).state_dict())
+            self.final_norm.load_state_dict(base.norm.state_dict())
+
+    def step(self, emb, state, positions, ctx_k, ctx_v, ctx_mask, own: list[tuple[list, list]]):
+        """One draft step for B×T independent chains.
+
+        emb, state: [B, T, H]; positions: [B, T] (the query position = position of the
+        input token); own: per layer (keys, values) lists of this call's earlier steps.
+        Returns the new state s' [B, T, H] (pre final norm).
+        """
+        x = self.pre_proj(torch.cat([self.emb_norm(emb), self.hid_norm(state)], dim=-1))
+        cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype)
+        use_ctx = self.cfg.attend == "target"
+        for layer, (ok, ov) in zip(self.layers, own):
+            x = layer(x, cos, sin, ctx_k if use_ctx else None, ctx_v if use_ctx else None, ctx_mask, ok, ov)
+        return self.post_proj(x)
+
+    def logits(self, state: torch.Tensor, cand_emb: torch.Tensor) -> torch.Tensor:
+        """Candidate logits [..., N] from a state [..., H] and E[candidates] [N, H]."""
+        return self.final_norm(state) @ cand_emb.t()
+
+
+def unrolled_states(head: MTPHead, emb, hidden, ctx_k, ctx_v, steps: int) -> list[torch.Tensor]:
+    """Training/evaluation form of ``steps`` draft steps for every start position at once.
+
+    emb: [B, T, H] target input embeddings of the sequence tokens x_0..x_{T-1};
+    hidden: [B, T, H] target final-norm hidden states h_0..h_{T-1};
+    ctx_k/ctx_v: [B, nkv, T, D] the target's K/V (RoPE applied) of ``cfg.attn_layer``.
+    Chain n starts from state h_{n-1} (``start_state`` for n = 0) and token x_n at
+    position n and reads target keys 0..n-1, exactly what ``MTPDrafter.propose`` sees
+    with committed = x_0..x_n; step j feeds token x_{n+j-1} (teacher forcing of the
+    tokens, which equal the drafts whenever those are accepted) and the drafter's
+    own previous state.  Returns [s_1, ..., s_steps], each [B, T, H]; s_j predicts
+    x_{n+j}, so its target distribution is the target's at position n+j-1.
+    """
+    B, T, H = emb.shape
+    dev = emb.device
+    s = torch.cat([head.start_state.to(hidden.dtype).expand(B, 1, H), hidden[:, :-1]], dim=1)
+    n = torch.arange(T, device=dev)
+    ctx_mask = n[None, :] < n[:, None]  # [T(query chain), M(key)]: key m < n
+    own = [([], []) for _ in head.layers]
+    out = []
+    for j in range(1, steps + 1):
+        e = emb[:, j - 1 :]
+        if j > 1:
+            e = torch.cat([e, emb.new_zeros(B, j - 1, H)], dim=1)
+        pos = (n + j - 1).unsqueeze(0).expand(B, T)
+        s = head.step(e, s, pos, ctx_k, ctx_v, ctx_mask, own)
+        out.append(s)
+    return out
+
+
+def _text_model(target):
+    """The decoder stack (``.layers``, ``.norm``, ``.embed_tokens``) of a causal LM."""
+    m = target.model if hasattr(target, "model") else target
+    if hasattr(m, "language_model"):
+        m = m.language_model
+    return m
+
+
+# --------------------------------------------------------------------------------------
+# persistence
+
+
+def save_head(head: MTPHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+    from safetensors.torch import save_file
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    sd = {}
+    for k, v in head.state_dict().items():
+        v = v.detach().cpu().contiguous()
+        sd[k] = v if not v.is_floating_point() else v.to(dtype)
+    save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
+    (out / "config.json").write_text(json.dumps({"model_type": "playground-mtp", **head.cfg.to_dict()}, indent=2))
+    return out
+
+
+def load_head(path: str | Path = DEFAULT_WEIGHTS, dtype: torch.dtype = torch.float32) -> MTPHead:
+    from safetensors.torch import load_file
+
+    path = Path(path)
+    cfg = MTPConfig.from_dict(json.loads((path / "config.json").read_text()))
+    head = MTPHead(cfg)
+    sd = load_file(str(path / "model.safetensors"))
+    head.load_state_dict(sd)
+    return head.to(dtype).eval()
+
+
+# --------------------------------------------------------------------------------------
+# the drafter
+
+
+def target_kv(cache, layer: int, n_ctx: int):
+    """(keys, values) [1, nkv, M, D] of one target layer for the committed context (at most
+    the first n_ctx cached positions), or (None, None) if the cache has nothing there."""
+    if cache is None or n_ctx <= 0:
+        return None, None
+    try:
+        lay = cache.layers[layer]
+    except (AttributeError, IndexError):
+        return None, None
+    k, v = getattr(lay, "keys", None), getattr(lay, "values", None)
+    if k is None or k.dim() != 4 or k.shape[-2] == 0:
+        return None, None
+    cum = getattr(lay, "cumulative_length", None)
+    total = int(cum) if isinstance(cum, int) and cum >= k.shape[-2] else k.shape[-2]
+    # a full layer holds positions 0..total-1; a sliding one the last k.shape[-2] of them
+    extra = total - n_ctx  # positions beyond the committed context (should be 0)
+    if extra > 0:
+        k, v = k[..., : k.shape[-2] - extra, :], v[..., : v.shape[-2] - extra, :]
+    return k, v
+
+
+class MTPDrafter:
+    """Drafter kind ``"mtp"``: the MTP head driven by the target's hidden state and K/V."""
+
+    name = "mtp"
+    needs_target_hidden = True
+
+    def __init__(self, target, head: MTPHead, eos_token_ids=()) -> None:
+        self.target = target
+        base = _text_model(target)
+        self.embed = base.embed_tokens  # scaled embedding (Gemma multiplies by sqrt(H))
+        weight = self.embed.weight
+        self.dtype = weight.dtype
+        self.head = head.to(device=weight.device, dtype=self.dtype).eval()
+        cfg = head.cfg
+        self.cfg = cfg
+        self.vocab_size = int(weight.shape[0])
+        cand = head.candidates.to(weight.device)
+        if int(cand.max()) >= self.vocab_size:
+            raise ValueError("candidate ids exceed the target vocabulary: weights for another target?")
+        self.candidates = cand
+        self.cand_emb = weight.detach()[cand]  # [N, H] sparse output head (tied embedding rows)
+        if eos_token_ids is None:
+            eos_token_ids = ()
+        if isinstance(eos_token_ids, int):
+            eos_token_ids = (eos_token_ids,)
+        self.eos = frozenset(int(e) for e in eos_token_ids)
+        self.last_ms_per_token: float | None = None
+
+    @classmethod
+    def from_pretrained(cls, target, path: str | Path = DEFAULT_WEIGHTS, eos_token_ids=None) -> "MTPDrafter":
+        head = load_head(path, dtype=torch.float32)
+        if eos_token_ids is None:
+            eos = target.config.get_text_config().eos_token_id if hasattr(target.config, "get_text_config") else None
+            eos_token_ids = eos if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
+        return cls(target, head, eos_token_ids)
+
+    # -- protocol --------------------------------------------------------------------
+    def start(self, state: TargetState) -> None:
+        self.last_ms_per_token = None
+
+    def accept(self, n_accepted: int, state: TargetState) -> None:
+        """Nothing to roll back: the state is rebuilt from the target on every propose."""
+
+    def cache_len(self) -> int | None:
+        return None
+
+    @torch.inference_mode()
+    def propose(
+        self, state: TargetState, gamma: int, params: SamplingParams, generator: torch.Generator | None
+    ) -> Draft:
+        committed = state.committed_ids
+        if gamma <= 0 or not committed:
+            return Draft(token_ids=[], draft_probs=None, info=self._info(None, 0, 0))
+        t0 = time.perf_counter()
+        dev = self.cand_emb.device
+        n_ctx = len(committed) - 1  # committed tokens in the target cache
+        pos = n_ctx  # position of the newest committed token (the first input)
+        if state.hidden is not None:
+            s = state.hidden.reshape(1, 1, -1).to(device=dev, dtype=self.dtype)
+            hidden_from = pos - 1
+        else:
+            s = self.head.start_state.reshape(1, 1, -1)
+            hidden_from = None
+        ctx_k, ctx_v = target_kv(state.target_cache, self.cfg.attn_layer, n_ctx)
+        if ctx_k is not None:
+            ctx_k, ctx_v = ctx_k.to(self.dtype), ctx_v.to(self.dtype)
+        own = [([], []) for _ in self.head.layers]
+        tok = int(committed[-1])
+        tokens: list[int] = []
+        rows: list[torch.Tensor] = []
+        for j in range(gamma):
+            emb = self.embed(torch.tensor([[tok]], device=dev))
+            p = torch.tensor([[pos + j]], device=dev)
+            s = self.head.step(emb, s, p, ctx_k, ctx_v, None, own)
+            logits = self.head.logits(s[0, 0], self.cand_emb)  # [N]
+            probs = logits_to_probs(logits, params)  # exactly what the draft is drawn from
+            idx = sample(probs, generator)
+            tok = int(self.candidates[idx])
+            tokens.append(tok)
+            if not params.greedy:
+                row = torch.zeros(self.vocab_size, dtype=torch.float32, device=dev)
+                row[self.candidates] = probs
+                rows.append(row)
+            if tok in self.eos:
+                break
+        ms = (time.perf_counter() - t0) * 1000.0
+        self.last_ms_per_token = ms / len(tokens)
+        draft_probs = torch.stack(rows) if rows else None
+        n_keys = 0 if ctx_k is None else int(ctx_k.shape[-2])
+        return Draft(
+            token_ids=tokens,
+            draft_probs=draft_probs,
+            info=self._info(hidden_from, n_keys, len(tokens)),
+            forward_calls=len(tokens),
+        )
+
+    def _info(self, hidden_from, n_keys: int, n: int) -> dict[str, Any]:
+        return {
+            "hidden_from_position": hidden_from,
+            "candidates_scored": int(self.candidates.numel()),
+            "vocab_size": self.vocab_size,
+            "target_kv_positions": n_keys,
+            "draft_steps": n,
+            "draft_ms_per_token": None if self.last_ms_per_token is None else round(self.last_ms_per_token, 3),
+        }
