@@ -78,7 +78,8 @@ class ModelDrafter:
                 rows.append(probs)
             tokens.append(tok)
             pending = [tok]
-        self.cache.crop(0)  # trim sliding-window layers back to their working size
+        # No crop here: rolling back up to γ tokens in accept() needs the full history
+        # since the last crop (sliding-window layers record the past until then).
         return Draft(
             token_ids=tokens,
             draft_probs=None if deterministic else torch.stack(rows),  # [k, V]; None = one-hot

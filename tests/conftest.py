@@ -1,0 +1,34 @@
+"""Shared test setup.
+
+Tiny models run fastest on one thread (and the CI machine has two cores), so
+tests default to one torch thread; tests on the real packaged models raise it
+with the ``all_threads`` fixture.
+"""
+
+import os
+
+import pytest
+import torch
+
+torch.set_num_threads(1)
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download weights
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+@pytest.fixture
+def all_threads():
+    before = torch.get_num_threads()
+    try:
+        n = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover
+        n = os.cpu_count() or 1
+    torch.set_num_threads(n)
+    yield n
+    torch.set_num_threads(before)
+
+
+@pytest.fixture(scope="session")
+def tiny_pair():
+    from playground.tiny import build_tiny_pair
+
+    return build_tiny_pair()

@@ -1,0 +1,47 @@
+"""Table-driven fake causal LMs: the next-token logits depend only on the current token.
+
+``BigramLM(table)``: table[t] is the logits row after token t ([V, V]).  It
+speaks the slice of the transformers interface the engine uses (``config``,
+``device``, ``__call__(input_ids, cache, logits_to_keep, output_hidden_states)``)
+and really writes one entry per token into the DynamicCache it is given, so
+cache lengths and rollbacks are checked for real.
+"""
+
+from types import SimpleNamespace
+
+import torch
+from transformers import LlamaConfig
+
+
+class BigramLM(torch.nn.Module):
+    def __init__(self, table: torch.Tensor, eos_token_id: int | None = None):
+        super().__init__()
+        self.table = table.float()  # [V, V]
+        V = table.shape[0]
+        self.config = LlamaConfig(vocab_size=V, num_hidden_layers=1, hidden_size=8, num_attention_heads=1,
+                                  num_key_value_heads=1, intermediate_size=8)
+        self.device = torch.device("cpu")
+        self.generation_config = SimpleNamespace(eos_token_id=eos_token_id)
+        self.calls = []  # number of input tokens per call
+
+    def forward(self, input_ids, cache=None, use_cache=True, logits_to_keep=0, output_hidden_states=False, **_):
+        ids = input_ids[0]
+        n = ids.shape[0]
+        self.calls.append(n)
+        if cache is not None:
+            pos = cache.get_seq_length() + torch.arange(n, dtype=torch.float32)
+            kv = pos.view(1, 1, n, 1)  # the "key" of a token is its position: easy to check
+            cache.update(kv, kv.clone(), 0)
+        logits = self.table[ids][None]  # [1, n, V]
+        if logits_to_keep:
+            logits = logits[:, -logits_to_keep:]
+        hidden = torch.nn.functional.one_hot(ids, self.table.shape[0]).float()[None]
+        return SimpleNamespace(logits=logits, hidden_states=(hidden,) if output_hidden_states else None)
+
+
+def bigram_table(next_of: dict[int, int], V: int, peak: float = 30.0) -> torch.Tensor:
+    """Greedy bigram: after token t the argmax is next_of[t] (default: t+1 mod V)."""
+    table = torch.zeros(V, V)
+    for t in range(V):
+        table[t, next_of.get(t, (t + 1) % V)] = peak
+    return table

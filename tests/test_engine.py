@@ -1,0 +1,296 @@
+"""The decoding loop: greedy equality with transformers, cache invariants, edge cases.
+
+Reference for greedy equality: ``model.generate(do_sample=False)`` from
+transformers on the same model (float32).
+"""
+
+import pytest
+import torch
+from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
+
+from playground.drafters.base import TargetState
+from playground.drafters.model import ModelDrafter
+from playground.drafters.prompt_lookup import PromptLookupDrafter, find_continuation
+from playground.engine import GenerationConfig, run, stream
+from playground.records import GenerationResult, StepRecord
+from playground.tiny import EOS, CharTokenizer
+from tests.fakes import BigramLM, bigram_table
+
+GAMMAS = [1, 2, 4, 8]
+PROMPTS = ["The capital of France is", "a", "def f(x):\n    return x * x\n\nprint(f(3))  # 9\nprint(f("]
+
+
+def hf_greedy(model, ids, n):
+    out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=EOS, pad_token_id=EOS)
+    return out[0, len(ids):].tolist()
+
+
+def make_drafter(kind, drafter_model):
+    return PromptLookupDrafter() if kind == "prompt-lookup" else ModelDrafter(drafter_model, 100)
+
+
+# ---------------------------------------------------------------- greedy equality
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+@pytest.mark.parametrize("kind", ["model", "prompt-lookup"])
+def test_greedy_speculative_equals_transformers_generate_tiny(tiny_pair, kind, gamma):
+    target, drafter_model, tok = tiny_pair
+    for prompt in PROMPTS:
+        ids = tok.encode(prompt)
+        ref = hf_greedy(target, ids, 40)
+        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=40), drafter=make_drafter(kind, drafter_model), eos_token_ids=[EOS])
+        assert list(r.token_ids) == ref, prompt
+    assert r.stats.steps < len(r.token_ids) or kind == "prompt-lookup"  # drafts really were accepted
+
+
+def test_greedy_autoregressive_equals_transformers_generate(tiny_pair):
+    target, _, tok = tiny_pair
+    for prompt in PROMPTS:
+        ids = tok.encode(prompt)
+        r = run(target, tok, ids, GenerationConfig(mode="autoregressive", max_new_tokens=30), eos_token_ids=[EOS])
+        assert list(r.token_ids) == hf_greedy(target, ids, 30)
+        assert r.stats.target_calls == len(r.token_ids) + 1  # prefill + one pass per token
+
+
+def sliding_pair(window=4):
+    """Tiny Gemma 3 with sliding-window layers (window 4) and a noisy copy as drafter."""
+    cfg = Gemma3TextConfig(
+        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, sliding_window=window, max_position_embeddings=512,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
+        bos_token_id=EOS - 1, eos_token_id=EOS, pad_token_id=EOS + 1, attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    target = Gemma3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        target.lm_head.weight.mul_(1.0)  # tied to embeddings
+    drafter = Gemma3ForCausalLM(cfg).eval()
+    drafter.load_state_dict(target.state_dict())
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, w in drafter.named_parameters():
+            if w.ndim == 2 and "embed" not in name:
+                w.add_(torch.randn(w.shape, generator=g) * 0.5 * w.std())
+    return target, drafter
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+@pytest.mark.parametrize("kind", ["model", "prompt-lookup"])
+def test_greedy_equality_with_sliding_window_rollback(kind, gamma):
+    target, drafter_model = sliding_pair(window=4)
+    tok = CharTokenizer()
+    ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
+    ref = hf_greedy(target, ids, 30)
+    spy = CacheSpy(make_drafter(kind, drafter_model), target)
+    r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
+    assert list(r.token_ids) == ref
+    rejections = sum(1 for s in r.steps for d in s.drafted if d.judged and not d.accepted)
+    assert spy.checks == len(r.steps) - (1 if r.stats.stopped == "eos" else 0)
+    if kind == "model":
+        assert rejections > 0  # rollbacks across the window really happened
+
+
+# ---------------------------------------------------------------- cache invariant
+
+
+class CacheSpy:
+    """Wraps a drafter; after every step checks that the target's cache equals a
+    fresh prefill of the committed prefix (everything but the newest token)."""
+
+    def __init__(self, inner, model):
+        self.inner, self.model, self.checks = inner, model, 0
+        self.name, self.needs_target_hidden = inner.name, inner.needs_target_hidden
+
+    def start(self, state):
+        self.inner.start(state)
+
+    def propose(self, *args):
+        return self.inner.propose(*args)
+
+    def cache_len(self):
+        return self.inner.cache_len()
+
+    @torch.inference_mode()
+    def accept(self, n, state: TargetState):
+        self.inner.accept(n, state)
+        fresh = DynamicCache(config=self.model.config)
+        self.model(input_ids=torch.tensor([state.committed_ids[:-1]]), cache=fresh, use_cache=True)
+        live = state.target_cache
+        assert live.get_seq_length() == len(state.committed_ids) - 1
+        for a, b in zip(live.layers, fresh.layers):
+            assert a.keys.shape == b.keys.shape
+            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+        self.checks += 1
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_target_cache_equals_fresh_prefill_after_every_step(tiny_pair, temperature, gamma):
+    target, drafter_model, tok = tiny_pair
+    spy = CacheSpy(ModelDrafter(drafter_model, 100), target)
+    r = run(target, tok, tok.encode("Check the cache"), GenerationConfig(gamma=gamma, temperature=temperature, max_new_tokens=25, seed=3), drafter=spy, eos_token_ids=[EOS])
+    assert spy.checks >= len(r.steps) - 1 > 0
+
+
+def test_model_drafter_cache_is_a_prefix_of_committed(tiny_pair):
+    target, drafter_model, tok = tiny_pair
+    d = ModelDrafter(drafter_model, 100)
+    for item in stream(target, tok, tok.encode("prefix"), GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=20), drafter=d, eos_token_ids=[EOS]):
+        if isinstance(item, StepRecord) and not item.eos:
+            assert item.drafter_cache_len == len(d._seen) <= len(tok.encode("prefix")) + item.committed_tokens - 1
+
+
+# ---------------------------------------------------------------- replay and records
+
+
+def test_same_seed_replays_exactly_and_records_every_u(tiny_pair):
+    target, drafter_model, tok = tiny_pair
+    cfg = GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=30, seed=11)
+    a = run(target, tok, tok.encode("replay"), cfg, drafter=ModelDrafter(drafter_model, 100), eos_token_ids=[EOS])
+    b = run(target, tok, tok.encode("replay"), cfg, drafter=ModelDrafter(drafter_model, 100), eos_token_ids=[EOS])
+    assert a.token_ids == b.token_ids
+    us_a = [d.u for s in a.steps for d in s.drafted if d.judged]
+    assert us_a == [d.u for s in b.steps for d in s.drafted if d.judged]
+    assert all(u is not None and 0 <= u < 1 for u in us_a)
+    for s in a.steps:  # every judged verdict agrees with its own recorded numbers
+        for d in s.drafted:
+            if d.judged:
+                assert d.accepted == (d.u < d.accept_prob)
+        assert s.correction is not None
+        assert s.n_accepted + 1 == len(s.emitted_ids)
+
+
+def test_result_round_trips_through_json(tiny_pair):
+    import json
+
+    target, drafter_model, tok = tiny_pair
+    r = run(target, tok, tok.encode("json"), GenerationConfig(gamma=3, temperature=1.0, max_new_tokens=12), drafter=ModelDrafter(drafter_model, 100), eos_token_ids=[EOS])
+    back = GenerationResult.from_dict(json.loads(json.dumps(r.to_dict())))
+    assert back.token_ids == r.token_ids and back.steps == r.steps and back.stats == r.stats
+
+
+def test_stats_are_consistent(tiny_pair):
+    target, drafter_model, tok = tiny_pair
+    r = run(target, tok, tok.encode("stats"), GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=40, seed=2), drafter=ModelDrafter(drafter_model, 100), eos_token_ids=[EOS])
+    s = r.stats
+    assert s.new_tokens == len(r.token_ids) == sum(len(x.emitted_ids) for x in r.steps)
+    assert s.accepted_tokens == sum(x.n_accepted for x in r.steps)
+    assert sum(s.accepted_length_hist) == s.steps
+    assert s.target_calls == s.steps + 1  # one verify pass per step + prefill
+    assert s.tokens_per_target_call == pytest.approx(s.new_tokens / s.steps)
+    judged = sum(1 for x in r.steps for d in x.drafted if d.judged)
+    assert s.acceptance_rate == pytest.approx(s.accepted_tokens / judged)
+    assert "".join(x.emitted_text for x in r.steps) == r.text
+
+
+# ---------------------------------------------------------------- edge cases (table-driven fakes)
+
+
+class _Letters:
+    def decode(self, ids, **_):
+        return "".join(chr(65 + int(i)) for i in ids)
+
+    def convert_ids_to_tokens(self, i):
+        return chr(65 + int(i))
+
+
+V, EOS_F = 10, 9
+
+
+def test_eos_inside_a_draft_is_accepted_and_stops_without_bonus():
+    table = bigram_table({5: 6, 6: 7, 7: EOS_F, EOS_F: 1}, V)
+    target, drafter = BigramLM(table), BigramLM(table)
+    r = run(target, _Letters(), [4, 5], GenerationConfig(gamma=6, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    assert list(r.token_ids) == [6, 7, EOS_F]
+    (step,) = r.steps
+    assert [d.token_id for d in step.drafted] == [6, 7, EOS_F]  # drafting stopped at EOS
+    assert step.correction is None and step.eos and r.stats.stopped == "eos"
+
+
+def test_eos_as_the_bonus_token():
+    table = bigram_table({5: 6, 6: 7, 7: EOS_F}, V)
+    target, drafter = BigramLM(table), BigramLM(table)
+    r = run(target, _Letters(), [5], GenerationConfig(gamma=2, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    assert list(r.token_ids) == [6, 7, EOS_F]
+    assert r.steps[0].correction.kind == "bonus" and r.steps[0].correction.token_id == EOS_F
+
+
+def test_eos_from_the_residual_stops_generation():
+    target = BigramLM(bigram_table({5: EOS_F}, V))
+    drafter = BigramLM(bigram_table({5: 2}, V))
+    r = run(target, _Letters(), [5], GenerationConfig(gamma=3, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    assert list(r.token_ids) == [EOS_F] and r.steps[0].correction.kind == "resample"
+
+
+@pytest.mark.parametrize("max_new", [1, 2, 3, 5])
+def test_never_drafts_past_the_budget(max_new):
+    table = bigram_table({}, V)
+    target, drafter = BigramLM(table), BigramLM(table)
+    r = run(target, _Letters(), [0], GenerationConfig(gamma=8, max_new_tokens=max_new), drafter=ModelDrafter(drafter, V), eos_token_ids=[])
+    assert len(r.token_ids) == max_new
+    for s in r.steps:
+        assert len(s.drafted) <= max_new - 1
+    assert target.calls == [max_new]  # one-token prompt: no prefill; one pass over the last token + max_new-1 drafts
+
+
+def test_one_token_prompt():
+    table = bigram_table({}, V)
+    target, drafter = BigramLM(table), BigramLM(table)
+    r = run(target, _Letters(), [3], GenerationConfig(gamma=2, max_new_tokens=6), drafter=ModelDrafter(drafter, V))
+    assert list(r.token_ids) == [4, 5, 6, 7, 8, 9]
+    assert target.calls == [3, 3]  # no prefill; two passes of 1 + 2 drafts
+
+
+def test_prompt_lookup_without_match_falls_back_to_plain_steps():
+    table = bigram_table({}, V)
+    target = BigramLM(table)
+    r = run(target, _Letters(), [0, 1, 2], GenerationConfig(gamma=4, max_new_tokens=3), drafter=PromptLookupDrafter())
+    assert list(r.token_ids) == [3, 4, 5]
+    assert all(len(s.drafted) == 0 and s.correction.kind == "target" for s in r.steps)
+    assert r.stats.acceptance_rate is None
+
+
+def test_prompt_lookup_copies_after_most_recent_match():
+    assert find_continuation([1, 2, 3, 9, 1, 2, 3, 7, 8, 1, 2, 3], 3) == [7, 8, 1]
+    assert find_continuation([5, 6, 7], 4) == []
+    assert find_continuation([4, 4, 4], 2) == [4]  # the suffix itself is excluded
+
+
+def test_empty_prompt_is_rejected_with_a_clear_message():
+    from playground import generate
+
+    with pytest.raises(ValueError, match="empty"):
+        generate("   ", preset="tiny-random")
+    with pytest.raises(ValueError, match="empty"):
+        run(BigramLM(bigram_table({}, V)), _Letters(), [], GenerationConfig(), drafter=PromptLookupDrafter())
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(gamma=0), "gamma"),
+        (dict(gamma=99), "gamma"),
+        (dict(temperature=-0.1), "temperature"),
+        (dict(temperature=float("nan")), "temperature"),
+        (dict(top_p=0.0), "top_p"),
+        (dict(max_new_tokens=0), "max_new_tokens"),
+        (dict(preset="no-such-preset"), "unknown preset"),
+        (dict(drafter="mtp"), "drafter"),
+        (dict(mode="beam"), "mode"),
+    ],
+)
+def test_api_rejects_bad_settings(kwargs, match):
+    from playground import generate
+
+    with pytest.raises(ValueError, match=match):
+        generate("hello", **{"preset": "tiny-random", **kwargs})
+
+
+def test_api_generate_tiny_random():
+    from playground import generate
+
+    r = generate("Hello", preset="tiny-random", gamma=3, max_new_tokens=10, temperature=0.0)
+    assert len(r.token_ids) == 10 and r.stats.mode == "speculative" and r.config["preset"] == "tiny-random"
+    ar = generate("Hello", preset="tiny-random", mode="autoregressive", max_new_tokens=10)
+    assert ar.token_ids == r.token_ids
