@@ -43,7 +43,7 @@ class TokenTexts:
         ctx = previous[-self.context :]
         if not ctx:
             return self.solo(token_id)
-        before = self._decode(ctx)
+        before = self._decode(ctx).rstrip(REPLACEMENT)  # an incomplete char completes here
         after = self._decode(ctx + [token_id])
         if after.startswith(before) and REPLACEMENT not in after[len(before) :]:
             piece = after[len(before) :]

@@ -45,3 +45,16 @@ def bigram_table(next_of: dict[int, int], V: int, peak: float = 30.0) -> torch.T
     for t in range(V):
         table[t, next_of.get(t, (t + 1) % V)] = peak
     return table
+
+
+class ByteTokenizer:
+    """UTF-8 bytes as tokens (ids 0..255): splits every non-ASCII character."""
+
+    def decode(self, ids, skip_special_tokens=False, **_):
+        return bytes(int(i) for i in ids).decode("utf-8", errors="replace")
+
+    def convert_ids_to_tokens(self, i):
+        return f"<0x{int(i):02X}>"
+
+    def encode(self, text):
+        return list(text.encode("utf-8"))
