@@ -1,0 +1,75 @@
+"""Greedy equality on the real packaged Gemma 3 270M (float32), both drafters.
+
+The packaged GGUF is converted once (~60 s, cached under the playground cache
+dir) the first time; nothing is downloaded.  The model drafter here is a small
+*random* model with Gemma's vocabulary: it is almost always rejected, which
+exercises rejection, residual resampling and rollback on the real target
+(including its 512-token sliding-window layers only loosely; the tight
+window-crossing rollback is tested with a window of 4 in test_engine.py).
+"""
+
+import pytest
+import torch
+from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+from playground import convert
+from playground.drafters.model import ModelDrafter
+from playground.drafters.prompt_lookup import PromptLookupDrafter
+from playground.engine import GenerationConfig, run
+from playground.text import REPLACEMENT, IncrementalText
+
+pytestmark = pytest.mark.real_model
+
+PROMPTS = [
+    "The capital of France is",
+    "Repeat after me: the quick brown fox jumps over the lazy dog. The quick brown fox",
+    "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n",
+]
+NEW = 20
+
+
+@pytest.fixture(scope="module")
+def gemma():
+    try:
+        convert.gguf_path("gemma3-270m")
+    except convert.ModelUnavailable as exc:
+        pytest.skip(f"packaged Gemma 3 270M not installed: {exc}")
+    model, tok = convert.load_packaged("gemma3-270m", dtype=torch.float32)
+    eos = convert.eos_token_ids(model, tok)
+    refs = {}
+    with torch.inference_mode():
+        for p in PROMPTS:
+            ids = tok(p)["input_ids"]
+            out = model.generate(torch.tensor([ids]), max_new_tokens=NEW, do_sample=False)
+            refs[p] = (ids, out[0, len(ids):].tolist())
+    return model, tok, eos, refs
+
+
+def random_gemma_vocab_drafter(vocab):
+    cfg = Gemma3TextConfig(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                           num_attention_heads=1, num_key_value_heads=1, head_dim=16, sliding_window=8,
+                           layer_types=["sliding_attention"], attn_implementation="eager")
+    torch.manual_seed(0)
+    return Gemma3ForCausalLM(cfg).eval()
+
+
+@pytest.mark.parametrize("gamma", [1, 2, 4, 8])
+@pytest.mark.parametrize("kind", ["prompt-lookup", "model"])
+def test_gemma_greedy_speculative_equals_transformers(gemma, all_threads, kind, gamma):
+    model, tok, eos, refs = gemma
+    vocab = model.config.vocab_size
+    for prompt in PROMPTS:
+        ids, ref = refs[prompt]
+        drafter = PromptLookupDrafter() if kind == "prompt-lookup" else ModelDrafter(random_gemma_vocab_drafter(vocab), vocab)
+        r = run(model, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=NEW), drafter=drafter, eos_token_ids=eos)
+        assert list(r.token_ids) == ref, (prompt, tok.decode(ref), r.text)
+
+
+def test_gemma_multibyte_text_is_never_broken(gemma):
+    model, tok, _, _ = gemma
+    text = "北京是中国的首都。🎉🚀 Ünïcödé"
+    ids = tok(text, add_special_tokens=False)["input_ids"]
+    inc = IncrementalText(tok)
+    pieces = [inc.extend([i]) for i in ids]
+    assert all(REPLACEMENT not in p for p in pieces)
+    assert "".join(pieces) == text
