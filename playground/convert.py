@@ -20,9 +20,14 @@ in a few seconds.
 
 Measured on the project's 2-core machine (transformers 5.24, torch 2.13 CPU):
 
-* conversion: Gemma 3 270M ~60 s, SmolLM2-135M ~20 s; loading the converted
-  checkpoint afterwards: Gemma ~2-3 s, SmolLM2 ~1 s (see ``_NOTES`` below for
-  the exact figures).
+* conversion (``ensure_converted``, first time): Gemma 3 270M 63-75 s (mostly
+  transformers reading the GGUF metadata with its 262k-token vocabulary:
+  ~15 s for the tokenizer, ~40 s again for the model before its 236 tensors
+  are dequantised in ~8 s), SmolLM2-135M 20-29 s.  Loading the GGUF
+  directly costs the same every time (Gemma 77 s, SmolLM2 17 s).
+* ``load_packaged`` afterwards: Gemma 3.7 s float32 / 7.4 s bfloat16 (the cast
+  from the float32 file), SmolLM2 2.4 s / 0.4 s; 2-3x that while other jobs
+  saturate the two cores.
 * The weights are saved in **float32**.  Dequantised Q4_K / Q6_K / Q4_1 values
   are ``d * scale * q - m`` with fp16 super-block scales, i.e. up to ~21
   significant bits: 88 % of Gemma's and 82 % of SmolLM2's dequantised weights
@@ -31,14 +36,16 @@ Measured on the project's 2-core machine (transformers 5.24, torch 2.13 CPU):
   GGUF-loaded model bit for bit (logits equal), and ``dtype=torch.bfloat16``
   gives exactly the round-to-nearest bfloat16 cast of the GGUF weights (the
   same as casting the GGUF-loaded model), not a second rounding.
-* Attention implementation: see ``ATTN_IMPLEMENTATION``.
+* Attention implementation: "sdpa" (faster than "eager" here; see
+  ``ATTN_IMPLEMENTATION``).
 * End-of-sequence ids (``eos_token_ids``): Gemma 3 base -> ``[1, 106]``
   (``<eos>``, ``<end_of_turn>``); SmolLM2-Instruct -> ``[2, 0]``
   (``<|im_end|>``, ``<|endoftext|>``).
 * Gemma's tokenizer keeps the leading space of a single token:
   ``decode([9079])`` (``"▁Paris"``) is ``" Paris"``, and SmolLM2's
   ``decode([7042])`` (``"ĠParis"``) is ``" Paris"`` too, so per-token decoding
-  can be concatenated for display.
+  can be concatenated for display (except where a character is split across
+  byte tokens, which decode to U+FFFD on their own).
 
 The cache directory is written atomically (temporary directory, then rename)
 and carries a marker file ``converted.json`` recording the source GGUF's sha256
@@ -101,12 +108,16 @@ MARKER_NAME = "converted.json"
 #: Bumped when the layout of a converted directory changes; old ones re-convert.
 FORMAT_VERSION = 1
 
-#: Attention kernel used by ``load_packaged``.  Measured on the 2-core machine,
-#: Gemma 3 270M, one new token on a 128-token ``DynamicCache``, median of 30:
-#: float32 sdpa 110 ms vs eager 111 ms; bfloat16 sdpa 70 ms vs eager 72 ms
-#: (see the report in the project notes) -- a tie within noise, dominated by
-#: the 262k x 640 LM head.  "sdpa" is kept: it is exact enough for the float32
-#: equality tests and is the transformers default.
+#: Attention kernel used by ``load_packaged``.  Measured for Gemma 3 270M, one
+#: new token on a 128-token ``DynamicCache``, 100 interleaved repetitions, on
+#: the 2-core machine while other jobs kept its load average at 6-8 (so the
+#: absolute numbers are ~3-5x the uncontended ones in DESIGN.md section 4):
+#:   float32:  sdpa median 582 ms (CPU time 297 ms)  vs eager 697 ms (328 ms)
+#:   bfloat16: sdpa median 1005 ms (CPU time 431 ms) vs eager 1328 ms (539 ms)
+#: sdpa was as fast or faster in every run (the step is dominated by the
+#: 262k x 640 LM head, attention over 128 positions is small).  Both give the
+#: same argmax; logits differ by 6e-5 in float32 but up to 1.1 in bfloat16, so
+#: exactness tests must use one implementation throughout.
 ATTN_IMPLEMENTATION = "sdpa"
 
 
@@ -228,7 +239,8 @@ PACKAGED: dict[str, PackagedModel] = {
 
 #: Tokens that end a turn/document in the packaged families; counted as EOS
 #: only when the tokenizer knows them as special tokens.
-_END_TOKENS = ("<eos>", "<end_of_turn>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>", "</s>")
+#: (Not "</s>": Gemma 3 has it as an ordinary added token, id 212.)
+_END_TOKENS = ("<end_of_turn>", "<|im_end|>", "<|endoftext|>", "<|eot_id|>")
 
 
 def _model(key: str) -> PackagedModel:
