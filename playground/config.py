@@ -110,8 +110,12 @@ def parse_config(data: dict[str, Any]) -> AppConfig:
     )
 
 
-@lru_cache(maxsize=4)
 def load_config(path: str | None = None) -> AppConfig:
-    path = path or os.environ.get("SPECPLAY_CONFIG") or str(CONFIG_PATH)
+    """The app config from ``path``, else ``$SPECPLAY_CONFIG``, else spaces_config.yaml (cached per path)."""
+    return _load(path or os.environ.get("SPECPLAY_CONFIG") or str(CONFIG_PATH))
+
+
+@lru_cache(maxsize=8)
+def _load(path: str) -> AppConfig:
     with open(path, encoding="utf-8") as fh:
         return parse_config(yaml.safe_load(fh))

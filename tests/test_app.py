@@ -1,0 +1,263 @@
+"""The app: `/speculate` through gradio_client against a launched Blocks (tiny-random), bad inputs,
+the Run/replay handlers, and the Spaces header in README.md vs spaces_config.yaml."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import yaml
+
+from playground.config import CONFIG_PATH
+from playground.records import GenerationResult
+from tests.app_server import server, tiny_default  # noqa: F401  (fixtures)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def client(server):
+    from gradio_client import Client
+
+    return Client(server, verbose=False)
+
+
+# ---------------------------------------------------------------------------- /speculate
+
+
+def test_speculate_returns_the_trace_as_json(client):
+    out = client.predict(prompt="The capital of France is", preset="tiny-random", gamma=3, temperature=0.8, top_k=20,
+                         top_p=0.95, seed=7, max_new_tokens=12, api_name="/speculate")
+    assert {"text", "token_ids", "steps", "stats"} <= set(out)
+    assert 1 <= len(out["token_ids"]) <= 12
+    assert out["stats"]["new_tokens"] == len(out["token_ids"])
+    assert sum(len(s["emitted_ids"]) for s in out["steps"]) == len(out["token_ids"])
+    assert all(len(s["drafted"]) <= 3 for s in out["steps"])
+    assert out["config"]["preset"] == "tiny-random" and out["config"]["gamma"] == 3
+    r = GenerationResult.from_dict(out)  # the JSON round-trips into the engine's records
+    assert list(r.token_ids) == out["token_ids"]
+
+    from playground import generate
+
+    direct = generate("The capital of France is", preset="tiny-random", gamma=3, temperature=0.8, top_k=20, top_p=0.95,
+                      seed=7, max_new_tokens=12)
+    assert list(direct.token_ids) == out["token_ids"]  # the endpoint is the engine, same seed, same tokens
+
+
+def test_speculate_needs_only_the_prompt(client, tiny_default):
+    out = client.predict("Monday, Tuesday,", api_name="/speculate")
+    assert out["config"]["preset"] == tiny_default.default_preset == "tiny-random"
+    assert out["config"]["max_new_tokens"] == 64 and out["config"]["temperature"] == 0.0
+    assert out["config"]["gamma"] == tiny_default.preset("tiny-random").gamma
+
+
+def test_speculate_signature_is_keyword_friendly(client):
+    info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/speculate"]
+    params = {p["parameter_name"]: p for p in info["parameters"]}
+    assert list(params) == ["prompt", "preset", "drafter", "gamma", "temperature", "top_k", "top_p", "seed",
+                            "max_new_tokens"]
+    assert not params["prompt"]["parameter_has_default"]
+    assert all(p["parameter_has_default"] for name, p in params.items() if name != "prompt")
+
+
+BAD = [
+    (dict(prompt=""), "prompt is empty"),
+    (dict(prompt="   \n"), "prompt is empty"),
+    (dict(prompt="x" * 4001), "too long: 4001 characters"),
+    (dict(prompt="hi", preset="no-such-preset"), "unknown preset 'no-such-preset'"),
+    (dict(prompt="hi", drafter="telepathy"), "no 'telepathy' drafter"),
+    (dict(prompt="hi", gamma=0), "gamma must be between 1 and 16"),
+    (dict(prompt="hi", gamma=17), "gamma must be between 1 and 16"),
+    (dict(prompt="hi", temperature=2.5), "temperature must be between 0 and 2.0"),
+    (dict(prompt="hi", top_p=0.0), "top_p must be in (0, 1]"),
+    (dict(prompt="hi", top_k=-1), "top_k must be between 0"),
+    (dict(prompt="hi", max_new_tokens=0), "max_new_tokens must be between 1 and 256"),
+    (dict(prompt="hi", max_new_tokens=100000), "max_new_tokens must be between 1 and 256"),
+    (dict(prompt="hi", seed=-1), "seed must be >= 0"),
+    (dict(prompt="hi", gamma="four"), "gamma must be an integer"),
+]
+
+
+@pytest.mark.parametrize("kwargs, message", BAD, ids=[m for _, m in BAD])
+def test_bad_input_gets_a_clear_message(client, kwargs, message):
+    from gradio_client.exceptions import AppError
+
+    kwargs = {"preset": "tiny-random", "max_new_tokens": 4, **kwargs}
+    with pytest.raises(AppError) as err:
+        client.predict(**kwargs, api_name="/speculate")
+    assert message in str(err.value)
+
+
+@pytest.mark.parametrize("position, name", [(4, "temperature"), (6, "top_p")])
+def test_nan_over_raw_http_gets_a_clear_message(server, position, name):
+    """gradio_client refuses to send NaN; a raw HTTP caller can (JSON's NaN extension), and is told why it fails."""
+    import httpx
+
+    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4"]
+    data[position] = "NaN"
+    base = server + "/gradio_api/call/speculate"
+    r = httpx.post(base, content=('{"data": [' + ", ".join(['"hi"', '"tiny-random"'] + data[2:]) + "]}").encode(),
+                   headers={"Content-Type": "application/json"}, timeout=30)
+    event_id = r.json()["event_id"]
+    with httpx.stream("GET", f"{base}/{event_id}", timeout=60) as resp:
+        body = "".join(resp.iter_text())
+    assert "event: error" in body and f"{name} must be a finite number, got nan" in body
+
+
+def test_app_keeps_serving_after_bad_input(client):
+    from gradio_client.exceptions import AppError
+
+    with pytest.raises(AppError):
+        client.predict(prompt="", preset="tiny-random", api_name="/speculate")
+    out = client.predict(prompt="<script>alert(1)</script>", preset="tiny-random", max_new_tokens=5, api_name="/speculate")
+    assert len(out["token_ids"]) >= 1
+
+
+# ---------------------------------------------------------------------------- the Run handler and replay
+
+
+def _run(tiny_default, mode="Speculative", calibrate=True, **overrides):
+    from visual import playground_tab as pt
+
+    choices = pt.preset_choices(tiny_default)
+    handler = pt.make_run_handler(tiny_default, choices)
+    args = dict(trace=pt.empty_trace(), prompt="The capital of <b>France</b> is", preset="tiny-random", drafter="model",
+                gamma=4, temperature=0.7, top_k=0, top_p=1.0, seed=3, max_new_tokens=16, dtype="preset default",
+                mode=mode, calibrate=calibrate)
+    args.update(overrides)
+    return list(handler(*args.values()))
+
+
+def test_run_handler_streams_steps_then_finishes(tiny_default):
+    outs = _run(tiny_default)
+    traces = [o[0] for o in outs]
+    counts = [len(t["spec_steps"]) for t in traces]
+    assert counts == sorted(counts) and counts[-1] >= 1  # steps arrive one by one
+    final = traces[-1]
+    assert final["done"] and final["phase"] == "done" and final["error"] is None
+    assert final["spec"].stats.steps == counts[-1]
+    assert final["calibration"] is not None and final["calibration"].single_token_ms > 0
+    status, stats_html, table, json_dl, csv_dl, text = outs[-1][1], outs[-1][7], outs[-1][8], outs[-1][9], outs[-1][10], outs[-1][11]
+    assert status.startswith("**Done.**")
+    assert "calibration run" in stats_html and "Predicted speedup" in stats_html
+    assert len(table) == sum(len(s.drafted) + (s.correction is not None) for s in final["spec_steps"])
+    assert Path(json_dl.value["path"]).name == "speculative_trace.json" and Path(csv_dl.value["path"]).exists()
+    assert text == final["spec"].text
+
+
+def test_race_runs_both_and_measures_the_speedup(tiny_default):
+    outs = _run(tiny_default, mode="Race", temperature=0.0, max_new_tokens=10)
+    final = outs[-1][0]
+    assert final["ar"] is not None and final["ar"].stats.mode == "autoregressive"
+    assert len(final["ar_steps"]) == final["ar"].stats.steps == final["ar"].stats.new_tokens
+    assert final["calibration"] is None  # the race's own autoregressive run measures t1
+    stats_html = outs[-1][7]
+    assert "measured speedup" in stats_html and "each run timed on its own" in stats_html
+    # greedy and float32: speculative decoding reproduces the target's own output exactly
+    assert final["spec"].token_ids == final["ar"].token_ids
+    assert "outputs are identical" in stats_html
+
+
+def test_run_handler_rejects_bad_input_with_gr_error(tiny_default):
+    import gradio as gr
+
+    with pytest.raises(gr.Error, match="prompt is empty"):
+        _run(tiny_default, prompt="  ")
+    with pytest.raises(gr.Error, match="temperature must be a finite number"):
+        _run(tiny_default, temperature=float("nan"))
+
+
+def test_check_params_messages(tiny_default):
+    from visual import playground_tab as pt
+
+    choices = pt.preset_choices(tiny_default)
+    ok = pt.check_params(tiny_default, choices, "hi", "tiny-random", "model", 4, 0.0, 0, 1.0, 0, 16)
+    assert ok == {}
+    errs = pt.check_params(tiny_default, choices, "", "nope", None, 0, math.nan, -1, 0.0, -5, 999)
+    assert set(errs) == {"prompt", "preset", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens"}
+    assert errs["temperature"].startswith("temperature must be a finite number")
+
+
+def test_replay_handlers_walk_the_frames(tiny_default):
+    from visual import playground_tab as pt
+    from visual.replay import frame_count
+
+    trace = _run(tiny_default, calibrate=False, max_new_tokens=8)[-1][0]
+    n = frame_count(trace["spec_steps"])
+    view = {**pt.empty_view(), "run_id": trace["run_id"], "playing": True}
+    seen = []
+    for _ in range(n + 2):
+        view, html_out, timer, button = pt.on_tick(trace, view, 0.5)
+        seen.append(view["frame"])
+    assert seen[: n - 1] == list(range(1, n)) and view["frame"] == n - 1
+    assert view["playing"] is False and timer.active is False  # stopped at the end of a finished run
+    view, html_out, _, _ = pt.on_back(trace, view, 0.5)
+    assert view["frame"] == n - 2 and "Step" in html_out
+    view, *_ = pt.on_reset(trace, view, 0.5)
+    assert view["frame"] == 0
+    view, html_out, _, _ = pt.on_step(trace, view, 0.5)
+    assert view["frame"] == 1 and "chip--drafted" in html_out and "&lt;b&gt;France&lt;/b&gt;" in html_out
+    view, _, timer, button = pt.on_play_pause(trace, view, 0.5)
+    assert view["playing"] and timer.active and "Pause" in button.value
+
+
+def test_tick_does_not_run_ahead_of_generation():
+    from tests import synthetic as syn
+    from visual import playground_tab as pt
+
+    trace = {**pt.empty_trace(), "run_id": "r1", "spec_steps": tuple(syn.spec_steps()[:1]), "done": False, "gamma": 3}
+    view = {**pt.empty_view(), "run_id": "r1", "playing": True}
+    for _ in range(5):
+        view, *_ = pt.on_tick(trace, view, 0.5)
+    assert view["frame"] == 2 and view["playing"]  # waits at the last frame that exists
+    view, html_out, *_ = pt.on_tick({**trace, "done": True}, view, 0.5)
+    assert not view["playing"]
+
+
+# ---------------------------------------------------------------------------- launch settings & Spaces header
+
+
+def test_port_env_overrides(monkeypatch):
+    import app
+
+    monkeypatch.setenv("PORT", "7999")
+    kw = app.launch_kwargs()
+    assert kw["server_name"] == "0.0.0.0" and kw["server_port"] == 7999
+    monkeypatch.delenv("PORT")
+    assert app.launch_kwargs()["server_port"] == 7860
+    assert Path(kw["css_paths"][0]).is_file()
+
+
+def _front_matter(path: Path) -> dict:
+    text = path.read_text(encoding="utf-8")
+    assert text.startswith("---\n"), f"{path.name} must begin with the Spaces YAML header"
+    end = text.index("\n---", 4)
+    return yaml.safe_load(text[4:end])
+
+
+def test_readme_spaces_header_matches_spaces_config():
+    import gradio
+
+    readme = ROOT / "README.md"
+    assert readme.is_file(), "README.md is missing; it must begin with the Spaces header (README_HEADER.md)"
+    head = _front_matter(readme)
+    raw = yaml.safe_load(CONFIG_PATH.read_text(encoding="utf-8"))
+    assert head["sdk"] == "gradio"
+    assert str(head["sdk_version"]) == gradio.__version__  # Spaces installs gradio from this
+    assert (ROOT / head["app_file"]).is_file()
+    assert head["python_version"] == "3.11" and isinstance(head["python_version"], str)
+    assert head["title"] == raw["app"]["title"]
+    assert len(head["short_description"]) <= 60
+    assert head["license"] == "apache-2.0"
+    assert set(head.get("models", [])) == set(raw["hub_allowlist"])  # every hub preset's repo, and nothing else
+    hub = {r for p in raw["presets"] if p["source"] == "hub" for r in (p["target"], p.get("drafter_model")) if r}
+    assert hub <= set(head["models"])
+    req = ROOT / "requirements.txt"
+    if req.is_file():  # a pinned gradio must be the version Spaces installs
+        import re
+
+        for line in req.read_text().splitlines():
+            m = re.match(r"\s*gradio(\[[^\]]*\])?\s*==\s*([\w.]+)", line)
+            if m:
+                assert m.group(2) == str(head["sdk_version"]), line

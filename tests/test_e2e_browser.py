@@ -1,0 +1,108 @@
+"""End to end in headless Chromium: load the page, Run on tiny-random, watch accepted chips appear.
+
+Debian's ``chromium`` package driven by the ``playwright`` pip package with
+``executable_path="/usr/bin/chromium"`` (never ``playwright install``).  Skipped,
+with the reason, where either is missing.  Screenshots and the measured time from
+pressing Run to the first animated step go to tests/artifacts/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.app_server import server, tiny_default  # noqa: F401  (fixtures)
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
+XSS_PROMPT = '<img src=x onerror="window.__xss=1"><script>window.__xss=2</script> Once upon a time'
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists() and not shutil.which("chromium"):
+        pytest.skip(f"Chromium not found at {CHROMIUM} (apt-get install chromium)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright pip package is not installed")
+    with sync_api.sync_playwright() as p:
+        exe = CHROMIUM if Path(CHROMIUM).exists() else shutil.which("chromium")
+        b = p.chromium.launch(executable_path=exe, args=FLAGS)
+        yield b
+        b.close()
+
+
+def test_run_animates_steps_and_shows_accepted_chips(browser, server):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(server + "/", wait_until="load", timeout=120_000)
+    page.wait_for_selector("#run-btn", timeout=60_000)
+    assert "tiny-random" in page.locator("#preset input").input_value()
+
+    # Bad input is caught before anything runs, with the message next to the field.
+    page.locator("#prompt textarea").fill("   ")
+    page.click("#run-btn")
+    page.get_by_text("The prompt is empty: type at least one word.").first.wait_for(timeout=30_000)
+    assert page.locator("#step-view .chip").count() == 0
+
+    page.locator("#prompt textarea").fill(XSS_PROMPT)
+    t0 = time.perf_counter()
+    page.click("#run-btn")
+    page.wait_for_selector("#step-view .chip", timeout=120_000)
+    first_chip_s = time.perf_counter() - t0
+    page.wait_for_selector("#step-view .chip--accepted", timeout=180_000)
+    accepted_s = time.perf_counter() - t0
+    page.wait_for_selector("#status:has-text('Done.')", timeout=300_000)
+    done_s = time.perf_counter() - t0
+
+    # The prompt's markup is shown as text and never runs.
+    assert page.evaluate("window.__xss") is None
+    assert "<script>window.__xss=2</script>" in page.locator("#step-view .prompt").inner_text()
+    assert page.locator("#step-view script, #step-view img").count() == 0
+
+    # The narration is an aria-live status; a chip shows its numbers on keyboard focus.
+    live = page.locator("#step-view [aria-live=polite]")
+    assert live.count() == 1 and live.inner_text().startswith("Step ")
+    chip = page.locator("#step-view .chip--accepted").first
+    chip.focus()
+    tip = chip.evaluate("el => getComputedStyle(el, '::after').content")
+    assert "q(x) drafter" in tip and "p(x) target" in tip
+
+    # Replay controls: Reset goes back before the first step, Step shows step 1's drafts.
+    page.click("#reset-btn")
+    page.wait_for_selector("#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
+    page.click("#step-btn")
+    page.wait_for_selector("#step-view .sd-step:has-text('Step 1 of')", timeout=30_000)
+    assert page.locator("#step-view .chip--drafted").count() >= 1
+    page.click("#step-btn")
+    page.wait_for_selector("#step-view .sd-step:has-text('verified')", timeout=30_000)
+    page.wait_for_timeout(800)  # let the flip animation finish before the picture
+
+    page.screenshot(path=str(ARTIFACTS / "e2e_light.png"), full_page=True)
+
+    # A second run, models already loaded: time from Run to its first animated step.
+    t0 = time.perf_counter()
+    page.click("#run-btn")
+    page.wait_for_selector("#step-view .sd-narration:has-text('Generating')", timeout=60_000)
+    page.wait_for_selector("#step-view .sd-step:has-text('Step 1 of')", timeout=120_000)
+    warm_first_s = time.perf_counter() - t0
+    page.wait_for_selector("#status:has-text('Done.')", timeout=300_000)
+    page.click("#step-btn")  # pause the replay on a fixed frame for the dark picture
+    page.wait_for_timeout(800)
+    page.evaluate("document.body.classList.add('dark')")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / "e2e_dark.png"), full_page=True)
+    (ARTIFACTS / "e2e_timings.json").write_text(json.dumps(
+        {"preset": "tiny-random", "run_to_first_animated_chip_s": round(first_chip_s, 2),
+         "run_to_first_accepted_chip_s": round(accepted_s, 2), "run_to_done_s": round(done_s, 2),
+         "warm_run_to_first_animated_step_s": round(warm_first_s, 2)}, indent=1))
+    assert not errors, errors
+    page.close()

@@ -1,0 +1,342 @@
+"""Renderers on synthetic traces (tests/synthetic.py): chip states, escaping, aria labels, figures, stats, tables."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from html.parser import HTMLParser
+
+import pandas as pd
+import pytest
+
+from playground.records import GenerationResult
+from playground.sampling import accepted_length_pmf, expected_tokens_per_step, predicted_speedup
+from tests import synthetic as syn
+from visual import charts, replay, stats, tables, tokens
+from visual.fmt import token_html, token_plain
+from visual.replay import DRAFT, START, VERIFY, Frame
+
+PROMPT = "The <b>capital</b> of\nFrance is"
+
+
+class _Tags(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags: list[tuple[str, dict]] = []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+
+def parse(html_text: str) -> list[tuple[str, dict]]:
+    p = _Tags()
+    p.feed(html_text)
+    p.close()
+    return p.tags
+
+
+def view(frame_index: int, steps=None) -> str:
+    steps = steps if steps is not None else syn.spec_steps()
+    return tokens.step_view(PROMPT, steps, replay.frame_at(steps, frame_index))
+
+
+# ---------------------------------------------------------------------------- frames
+
+
+def test_frames_two_per_drafted_step_one_per_plain_step():
+    steps = syn.spec_steps()
+    fs = replay.frames(steps)
+    assert fs == [Frame(-1, START), Frame(0, DRAFT), Frame(0, VERIFY), Frame(1, DRAFT), Frame(1, VERIFY), Frame(2, VERIFY)]
+    assert replay.frame_count(steps) == 6
+    assert replay.frame_count([]) == 1
+    assert replay.clamp(99, steps) == 5 and replay.clamp(-3, steps) == 0
+    assert replay.first_frame_of_step(steps, 2) == 5
+    assert replay.frame_at(steps, 1000) == Frame(2, VERIFY)
+
+
+# ---------------------------------------------------------------------------- chip states
+
+
+@pytest.mark.parametrize(
+    "frame, expected",
+    [
+        (0, {}),
+        (1, {"drafted": 3}),
+        (2, {"accepted": 1, "rejected": 1, "discarded": 1, "resampled": 1}),
+        (3, {"accepted": 1, "resampled": 1, "drafted": 3}),
+        (4, {"accepted": 4, "resampled": 1, "bonus": 1}),
+        (5, {"accepted": 4, "resampled": 1, "bonus": 1, "target": 1}),
+    ],
+)
+def test_chip_state_counts_per_frame(frame, expected):
+    counts = tokens.count_states(view(frame))
+    assert counts == {s: expected.get(s, 0) for s in tokens.STATES}
+
+
+def test_committed_chips_hold_exactly_the_emitted_tokens():
+    steps = syn.spec_steps()
+    html_text = "".join(tokens.committed_chips(steps))
+    emitted = sum(len(s.emitted_ids) for s in steps)
+    assert sum(tokens.count_states(html_text).values()) == emitted == 7
+
+
+def test_chip_rejects_unknown_state():
+    with pytest.raises(ValueError, match="unknown chip state"):
+        tokens.chip("a", "maybe")
+
+
+# ---------------------------------------------------------------------------- escaping & whitespace
+
+
+@pytest.mark.parametrize("frame", range(6))
+def test_no_markup_from_token_or_prompt_text_survives(frame):
+    html_text = view(frame)
+    tags = [t for t, _ in parse(html_text)]
+    assert "script" not in tags and "b" not in tags
+    assert "<script" not in html_text.lower() and "<b>" not in html_text
+    if frame == 2:
+        assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html_text
+    assert "&lt;b&gt;capital&lt;/b&gt;" in html_text  # the prompt, as text
+
+
+def test_quotes_in_tokens_cannot_break_out_of_attributes():
+    html_text = view(5)
+    for tag, attrs in parse(html_text):
+        for name in attrs:
+            assert not name.startswith("on"), f"event handler attribute {name} leaked into <{tag}>"
+    chip = [a for t, a in parse(html_text) if "chip--target" in a.get("class", "")][0]
+    assert '"q"' in chip["aria-label"] and "<b>" in chip["aria-label"]  # unescaped back by the parser: it was data
+
+
+def test_whitespace_is_visible():
+    assert token_plain(" Paris") == "\u00b7Paris"
+    assert token_plain("a\tb\n") == "a\u2192b\u21b5"
+    assert token_plain("") == "\u2205"
+    assert token_html(" <i>") == '<span class="ws">\u00b7</span>&lt;i&gt;'
+    html_text = view(4)
+    assert '<span class="ws">\u21b5</span>' in html_text  # the "\n" draft
+    assert '<span class="br" aria-hidden="true"></span>' in html_text  # and its line break
+
+
+# ---------------------------------------------------------------------------- accessibility
+
+
+def test_every_chip_is_focusable_and_labelled():
+    html_text = view(2)
+    chips = [a for t, a in parse(html_text) if a.get("class", "").startswith("chip chip--")]
+    assert len(chips) == 4
+    for a in chips:
+        assert a["tabindex"] == "0"
+        assert a["role"] == "listitem"
+        assert a["aria-label"].split()[0] in tokens.STATES
+        assert "data-tip" in a
+    rejected = next(a for a in chips if "chip--rejected" in a["class"])
+    assert "u = 0.7 \u2265 0.2 \u2192 reject" in rejected["aria-label"]
+    assert "q(x) drafter = 0.5" in rejected["data-tip"] and "p(x) target = 0.1" in rejected["data-tip"]
+
+
+def test_narration_is_an_aria_live_status():
+    html_text = view(2)
+    live = [a for t, a in parse(html_text) if a.get("aria-live")]
+    assert len(live) == 1 and live[0]["aria-live"] == "polite" and live[0]["role"] == "status"
+    lists = [a for t, a in parse(html_text) if a.get("role") == "list"]
+    assert lists and lists[0]["aria-label"]
+
+
+def test_number_line_shows_u_against_min_one_p_over_q():
+    d = syn.spec_steps()[0].drafted[1]
+    html_text = tokens.number_line(d)
+    assert 'style="width:20.0%"' in html_text  # accept region [0, 0.2)
+    assert 'nl__u nl__u--rej" style="left:70.0%"' in html_text
+    (label,) = [a["aria-label"] for t, a in parse(html_text) if a.get("role") == "img"]
+    assert label == "u = 0.7 landed at or above min(1, p/q) = 0.2: rejected"
+    not_judged = tokens.number_line(syn.spec_steps()[0].drafted[2])
+    assert "nl__u" not in not_judged and "not judged" in not_judged
+
+
+# ---------------------------------------------------------------------------- table, bars, narration
+
+
+def test_step_table_hides_the_targets_numbers_until_verify():
+    s = syn.spec_steps()[0]
+    drafting = tokens.step_table(s, DRAFT)
+    assert drafting.count("<tr class=\"row--drafted\"") == 3 and "waiting for the target" in drafting
+    assert "0.6" not in drafting  # p of “ Paris” not shown yet
+    verified = tokens.step_table(s, VERIFY)
+    assert verified.count('class="row--accepted"') == 1
+    assert verified.count('class="row--rejected"') == 1
+    assert verified.count('class="row--discarded"') == 1
+    assert "<td>1.5</td>" in verified  # p/q of “ Paris” = 0.6 / 0.4
+
+
+def test_distribution_panel_at_rejection_shows_p_q_and_residual_with_the_pick():
+    panel = tokens.distribution_panel(syn.spec_steps()[0])
+    titles = re.findall(r"<h4>(.*?)</h4>", panel)
+    assert titles == ["target p at position 2", "drafter q at position 2", "residual norm(max(0, p \u2212 q))"]
+    assert panel.count("bar-row is-pick") == 2  # “ the” marked in p and the residual (it is not in q's top list)
+    assert panel.count("is-struck") == 2  # the rejected draft in p and q
+    bonus = tokens.distribution_panel(syn.spec_steps()[1])
+    assert "(\u03b3+1)" in bonus and bonus.count("bar-row is-pick is-pick--bonus") == 1
+
+
+def test_narration_sentences():
+    s1, s2, s3 = syn.spec_steps()
+    assert tokens.narration(s1, DRAFT).startswith("Step 1: the drafter model proposes 3 tokens")
+    n1 = tokens.narration(s1, VERIFY)
+    assert "accepted 1 of 3 drafts (\u201c\u00b7Paris\u201d)" in n1
+    assert "p/q = 0.2, u = 0.7 \u2265 0.2" in n1 and "resampled \u201c\u00b7the\u201d from the residual" in n1
+    assert n1.endswith("2 tokens from one target pass (10 ms).")
+    assert "all 3 drafts accepted" in tokens.narration(s2, VERIFY) and "bonus token" in tokens.narration(s2, VERIFY)
+    assert "no draft this step" in tokens.narration(s3, VERIFY)
+    assert tokens.draft_sentence(s1.drafted[0]) == (
+        "Draft 1 \u201c\u00b7Paris\u201d: drafter gave it 0.4, target 0.6, ratio 1.5 \u2265 1 \u2192 accepted (always).")
+    assert tokens.draft_sentence(s1.drafted[1]).endswith("ratio 0.2 < 1; u = 0.7 \u2265 0.2 \u2192 rejected.")
+
+
+def test_legend_names_every_state_once():
+    legend = tokens.legend_html()
+    for key, name, _ in tokens.LEGEND:
+        assert legend.count(f"swatch chip--{key}") == 1
+    assert tokens.count_states(legend) == {s: 0 for s in tokens.STATES}  # legend swatches are not chips
+
+
+# ---------------------------------------------------------------------------- charts
+
+
+def _dark_mode_ready(fig):
+    assert fig.layout.paper_bgcolor == charts.TRANSPARENT and fig.layout.plot_bgcolor == charts.TRANSPARENT
+    assert fig.layout.font.color == charts.FONT_COLOR
+
+
+def test_running_speedup_values():
+    got = charts.running_speedup(syn.spec_steps(), syn.ar_steps())
+    assert got == [(0.02, 2.0), (0.03, 1.0), (0.04, 3.0), (0.045, 2.0), (0.05, pytest.approx(7 / 3))]
+    assert charts.running_speedup(syn.spec_steps(), []) == []
+
+
+def test_race_figure_traces():
+    fig = charts.race_figure(syn.spec_steps(), syn.ar_steps())
+    _dark_mode_ready(fig)
+    assert [t.name for t in fig.data] == ["speculative", "autoregressive", "running speedup"]
+    assert list(fig.data[0].x) == [0.0, 0.02, 0.04, 0.05] and list(fig.data[0].y) == [0, 2, 6, 7]
+    assert fig.data[2].yaxis == "y2"
+    assert "one after the other" in fig.layout.annotations[0].text
+    solo = charts.race_figure(syn.spec_steps())
+    assert [t.name for t in solo.data] == ["speculative"]
+    assert "Race mode" in solo.layout.annotations[0].text
+
+
+def test_acceptance_by_position_figure():
+    fig = charts.acceptance_by_position_figure(syn.spec_steps(), 3)
+    _dark_mode_ready(fig)
+    assert list(fig.data[0].y) == [1.0, 0.5, 1.0]  # position 1: 2/2, 2: 1/2, 3: 1/1
+    assert list(fig.data[0].text) == ["n=2", "n=2", "n=1"]
+
+
+def test_accepted_length_figure_against_prediction():
+    fig = charts.accepted_length_figure(syn.spec_steps(), 3)
+    _dark_mode_ready(fig)
+    assert list(fig.data[0].y) == [0.0, 0.5, 0.0, 0.5]  # two full steps: 1 and 3 accepted
+    assert list(fig.data[1].y) == pytest.approx(accepted_length_pmf(0.8, 3))
+    assert "1 shorter step left out" in fig.layout.xaxis.title.text
+
+
+def test_timeline_and_tokens_per_call_figures():
+    fig = charts.timeline_figure(syn.spec_steps())
+    _dark_mode_ready(fig)
+    assert [t.name for t in fig.data] == ["draft", "verify (1 target pass)", "other (sampling, trace)"]
+    assert list(fig.data[2].y) == pytest.approx([1.0, 1.0, 1.0])
+    assert fig.layout.barmode == "stack"
+    tpc = charts.tokens_per_call_figure(syn.spec_steps())
+    assert list(tpc.data[0].y) == [2, 4, 1] and list(tpc.data[1].y) == pytest.approx([2, 3, 7 / 3])
+
+
+def test_empty_figures_say_what_to_do():
+    for fig in (charts.race_figure([]), charts.timeline_figure([]), charts.acceptance_by_position_figure([], 4),
+                charts.accepted_length_figure([], 4), charts.tokens_per_call_figure([])):
+        _dark_mode_ready(fig)
+        assert len(fig.data) == 0 and fig.layout.annotations
+
+
+# ---------------------------------------------------------------------------- stats
+
+
+def test_metrics_and_predicted_speedup_from_measured_terms():
+    steps = syn.spec_steps()
+    cal = syn.run_stats(syn.ar_steps(), "autoregressive", single_token_ms=10.0)
+    m = stats.compute_metrics(steps, 3, result=syn.result(steps), calibration=cal)
+    assert (m["judged"], m["accepted"], m["drafted"], m["new_tokens"]) == (5, 4, 6, 7)
+    assert m["alpha"] == 0.8 and m["tokens_per_call"] == pytest.approx(7 / 3) and m["calls_saved"] == 4
+    assert m["full_steps"] == 2
+    assert m["c"] == pytest.approx((5 / 6) / 10) and m["v"] == pytest.approx(1.1)
+    assert m["E"] == pytest.approx(expected_tokens_per_step(0.8, 3))
+    assert m["predicted_speedup"] == pytest.approx(predicted_speedup(0.8, 3, 1 / 12, 1.1)) == pytest.approx(2.952 / 1.35)
+    assert m["measured_speedup"] is None  # no autoregressive run: not measured, not invented
+    card = stats.stats_card(m)
+    assert "2.19\u00d7" in card and "calibration run" in card
+    for term in ("\u03b1", "E", "t\u2081", "c", "v<sub>\u03b3</sub>"):
+        assert f"<dt>{term}</dt>" in card
+
+
+def test_prediction_is_not_shown_without_a_measured_single_token_time():
+    steps = syn.spec_steps()
+    m = stats.compute_metrics(steps, 3, result=syn.result(steps))
+    assert m["t1_ms"] is None and m["c"] is None and m["predicted_speedup"] is None
+    card = stats.stats_card(m)
+    assert "was not measured" in card and "\u00d7</strong>" not in card
+
+
+def test_race_metrics_measured_speedup_and_equality():
+    spec, ar = syn.spec_steps(), syn.ar_steps()
+    r_spec = syn.result(spec, token_ids=(1, 2, 3, 4, 5, 6, 7))
+    r_ar = syn.result(ar, "autoregressive", single_token_ms=15.0, token_ids=(1, 2, 3, 9, 5, 6, 7))
+    m = stats.compute_metrics(spec, 3, result=r_spec, ar_result=r_ar)
+    assert m["measured_speedup"] == pytest.approx((7 / 0.05) / (7 / 0.105))
+    assert m["t1_ms"] == 15.0 and "race" in m["t1_source"]
+    assert m["same_output"] is False and m["first_difference"] == 3
+    card = stats.stats_card(m, race=True, temperature=0.0)
+    assert "Outputs differ from token 4 on" in card and "2.10\u00d7" in card
+
+
+def test_empty_stats_card():
+    assert "once the first step has run" in stats.stats_card({})
+
+
+# ---------------------------------------------------------------------------- tables & exports
+
+
+def test_token_table_rows_and_exports(tmp_path):
+    steps = syn.spec_steps()
+    df = tables.token_table(steps, syn.ar_steps(2))
+    assert list(df.columns) == tables.COLUMNS
+    spec = df[df.run == "speculative"]
+    assert len(spec) == 6 + 3  # six drafts, three target tokens
+    assert list(spec.verdict) == ["accepted", "rejected", "not judged", "resampled", "accepted", "accepted", "accepted",
+                                  "bonus", "target"]
+    assert spec.committed.sum() == 7
+    assert len(df[df.run == "autoregressive"]) == 2
+    assert math.isnan(spec.iloc[2].u)
+    shown = tables.display_table(df)
+    assert "\u00b7Paris" in list(shown.token)
+    result = syn.result(steps)
+    json_path, csv_path = tables.write_exports(df, tables.trace_payload(result), tmp_path)
+    back = pd.read_csv(csv_path, keep_default_na=False, na_values=[""])
+    assert list(back.token) == list(df.token)  # raw text, newline and <script> included, survives CSV
+    data = json.loads(open(json_path, encoding="utf-8").read())
+    assert set(data) >= {"text", "token_ids", "steps", "stats"}
+    assert GenerationResult.from_dict(data).steps == result.steps
+
+
+def test_clean_json_makes_strict_json():
+    out = tables.clean_json({"a": float("nan"), "b": (1.0, float("inf")), "c": {"d": 2}})
+    assert out == {"a": None, "b": [1.0, None], "c": {"d": 2}}
+    json.dumps(out, allow_nan=False)
+
+
+def test_prediction_warns_when_the_machine_speed_drifted():
+    steps = syn.spec_steps()
+    cal = syn.run_stats(syn.ar_steps(), "autoregressive", single_token_ms=40.0)  # verify passes took 11 ms: v < 1
+    m = stats.compute_metrics(steps, 3, result=syn.result(steps), calibration=cal)
+    assert m["v"] == pytest.approx(11 / 40)
+    assert "prediction is unreliable" in stats.stats_card(m)

@@ -1,0 +1,111 @@
+"""Benchmark charts and tables for the app: pure functions of bench rows.
+
+``rows`` are the dicts ``playground.bench`` produces (``BenchReport.rows``, or the
+``"rows"`` list of ``python -m playground bench --json``).  The figures are the
+CLI's own (``playground.bench.build_figures``), restyled for ``gr.Plot``
+(transparent background, explicit font colour: readable in dark mode).
+Nothing here runs a model.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from playground.bench import ROW_FIELDS, TABLE_COLUMNS, build_figures, markdown_table
+from visual.charts import style
+
+TITLES = {
+    "throughput": "Throughput by block size γ (tokens/s)",
+    "speedup": "Decode speedup vs our autoregressive loop: measured vs predicted",
+    "acceptance": "Acceptance by draft position",
+    "costs": "Cost of one step, in single-token target passes (γ·c + v_γ)",
+}
+
+METRIC_HELP = (
+    "**latency** = wall time per new token, prefill included · **throughput** = tokens/s · "
+    "**acceptance rate** = accepted drafts / drafts the target judged (drafts after the first rejection are "
+    "never judged) · **tokens / target call** = new tokens per decode-phase target pass · "
+    "**c** = drafter ms per drafted token ÷ one single-token target pass · "
+    "**v_γ** = one target pass over γ+1 tokens ÷ one over 1 token, timed back to back at the same cache length · "
+    "**predicted** = E(α, γ) / (γ·c + v_γ) with E = (1 − α^(γ+1)) / (1 − α) and the measured α · "
+    "**quality** = token-identical to `transformers` `generate()` for greedy rows."
+)
+
+
+def bench_figures(rows: Sequence[dict[str, Any]]) -> dict[str, go.Figure]:
+    """{"throughput", "speedup", "acceptance", "costs"} -> styled plotly figures (empty rows: empty figures)."""
+    figs = build_figures(list(rows))
+    for key, fig in figs.items():
+        style(fig, TITLES.get(key, key), height=340)
+    return figs
+
+
+def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]] = TABLE_COLUMNS) -> pd.DataFrame:
+    """The 'block size → latency, throughput, acceptance rate, quality' table as a DataFrame
+    (human column names, rounded numbers; prompt kind / temperature / dtype columns added
+    when the rows mix several)."""
+    rows = list(rows)
+    extra = [
+        (k, h)
+        for k, h in (("prompts", "prompts"), ("temperature", "T"), ("dtype", "dtype"), ("trace", "trace"))
+        if len({r.get(k) for r in rows}) > 1
+    ]
+    cols = extra + list(columns)
+    data = []
+    for r in rows:
+        rec = {}
+        for k, h in cols:
+            v = r.get(k)
+            if isinstance(v, float):
+                v = round(v, 3 if k in ("acceptance_rate", "c") else 2)
+            rec[h] = v
+        data.append(rec)
+    return pd.DataFrame(data, columns=[h for _, h in cols])
+
+
+def bench_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """Every field of every row (the CSV's shape)."""
+    return pd.DataFrame(list(rows), columns=list(ROW_FIELDS))
+
+
+def bench_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
+    return markdown_table(list(rows), meta)
+
+
+def summary_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
+    """A few sentences: best configuration, speedups over both baselines, costs measured."""
+    rows = [r for r in rows if not r.get("trace")]
+    if not rows:
+        return "No results yet."
+    lines = []
+    spec = [r for r in rows if r["method"] == "speculative" and r.get("speedup_vs_autoregressive")]
+    if spec:
+        best = max(spec, key=lambda r: r["speedup_vs_autoregressive"])
+        hf = best.get("speedup_vs_hf_generate")
+        lines.append(
+            f"Fastest: **{best['drafter']} at γ={best['gamma']}** on {best['prompts']} prompts — "
+            f"{best['tokens_per_s']:.1f} tokens/s, **{best['speedup_vs_autoregressive']:.2f}×** our autoregressive loop"
+            + (f", {hf:.2f}× `transformers` `generate()`" if hf else "")
+            + (f"; acceptance {best['acceptance_rate']:.0%}" if best.get("acceptance_rate") is not None else "")
+            + (f"; predicted {best['predicted_speedup']:.2f}×" if best.get("predicted_speedup") else "")
+            + "."
+        )
+    ar = [r for r in rows if r["method"] == "autoregressive" and r.get("speedup_vs_hf_generate")]
+    for r in ar:
+        lines.append(
+            f"Our autoregressive loop runs at {r['speedup_vs_hf_generate']:.2f}× `generate()`'s speed "
+            f"({r['prompts']} prompts, T={r['temperature']:g})."
+        )
+    vs = sorted({(r["gamma"], r["v"]) for r in rows if r["method"] == "speculative" and r.get("v")})
+    if vs:
+        lines.append("Measured v_γ: " + ", ".join(f"γ={g}: {v:.2f}" for g, v in vs) + ".")
+    if meta and meta.get("machine"):
+        m = meta["machine"]
+        lines.append(
+            f"Machine: {m.get('cpu')}, {m.get('threads')} torch threads, load {m.get('load_avg_1m') or 0:.1f}; "
+            "timings on a shared CPU are noisy — methods were interleaved so drift hits them alike."
+        )
+    return "\n\n".join(lines)

@@ -1,0 +1,229 @@
+"""The Benchmark tab: a small live run of ``python -m playground bench`` with the same charts.
+
+    with gr.Tab("Benchmark"):
+        build_benchmark_tab(cfg, warmup)      # inside the caller's gr.Blocks
+
+It runs ``playground.bench.iter_bench`` — the CLI's own code — on one or two
+prompts, our autoregressive loop, our speculative loop per drafter × γ and,
+if asked, transformers' ``generate()`` and prompt-lookup assisted generation,
+interleaved.  The handler is a generator: progress while it runs, then the
+table, a summary and four figures (``visual.bench``).  Results live only in
+the outputs (nothing per user is kept in module globals).  The event shares
+the ``"model"`` concurrency group with the Playground, so a benchmark never
+runs alongside more generations than the queue allows.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import gradio as gr
+
+from playground import bench
+from playground.config import AppConfig, load_config
+from playground.models import ModelUnavailable, availability
+from visual import bench as vbench
+
+KIND_CHOICES = [
+    ("Input-grounded (edit / copy / summarise a given text)", "grounded"),
+    ("General (open-ended)", "general"),
+    ("My own prompt", "custom"),
+]
+GAMMA_CHOICES = [1, 2, 3, 4, 6, 8, 12, 16]
+MAX_LIVE_PROMPTS = 2
+MAX_LIVE_GAMMAS = 4
+MAX_LIVE_TOKENS = 64
+EVENT = dict(concurrency_id="model", concurrency_limit="default", api_visibility="private")
+
+
+def _presets(cfg: AppConfig) -> list[tuple[str, str]]:
+    out = []
+    for p in cfg.presets:
+        try:
+            ok, _ = availability(p)
+        except Exception:
+            ok = False
+        if ok:
+            out.append((p.label, p.name))
+    return out
+
+
+def _int(x: Any, name: str, lo: int, hi: int) -> int:
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise gr.Error(f"{name} must be a whole number.") from None
+    if not math.isfinite(v) or not v.is_integer() or not lo <= v <= hi:
+        raise gr.Error(f"{name} must be a whole number between {lo} and {hi}.")
+    return int(v)
+
+
+def live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats,
+                 cfg: AppConfig | None = None) -> bench.BenchOptions:
+    """Validate the tab's inputs into BenchOptions (raises gr.Error with a clear message)."""
+    cfg = cfg or load_config()
+    try:
+        p = cfg.preset(preset)
+    except KeyError as exc:
+        raise gr.Error(str(exc.args[0])) from None
+    if kind == "custom":
+        text = (custom_prompt or "").strip()
+        if not text:
+            raise gr.Error("Type a prompt, or pick one of the prompt sets.")
+        if len(text) > cfg.limits.max_prompt_chars:
+            raise gr.Error(f"The prompt is too long ({len(text)} characters, limit {cfg.limits.max_prompt_chars}).")
+        prompts = (bench.BenchPrompt("your-prompt", "custom", text),)
+    else:
+        prompts = tuple(x for x in bench.load_prompts() if x.kind == kind)[:MAX_LIVE_PROMPTS]
+        if not prompts:
+            raise gr.Error(f"No {kind} prompts in the default prompt set.")
+    drafters = [d for d in (drafters or []) if d in p.drafters]
+    if not drafters:
+        raise gr.Error(f"Pick at least one drafter this preset has: {', '.join(p.drafters)}.")
+    try:
+        gs = sorted({int(g) for g in (gammas or [])})
+    except (TypeError, ValueError):
+        raise gr.Error("γ values must be whole numbers.") from None
+    if not gs:
+        raise gr.Error("Pick at least one block size γ.")
+    if len(gs) > MAX_LIVE_GAMMAS:
+        raise gr.Error(f"Pick at most {MAX_LIVE_GAMMAS} block sizes for a live run (the CLI takes more).")
+    try:
+        t = float(temperature)
+    except (TypeError, ValueError):
+        raise gr.Error("Temperature must be a number.") from None
+    methods = ["autoregressive", "speculative"] + (["hf_generate", "hf_assisted"] if with_hf else [])
+    return bench.BenchOptions(
+        preset=p.name,
+        prompts=prompts,
+        max_new_tokens=_int(max_new_tokens, "New tokens", 4, MAX_LIVE_TOKENS),
+        gammas=tuple(gs),
+        temperatures=(t,),
+        drafters=tuple(drafters),
+        methods=tuple(m for m in bench.METHODS if m in methods),
+        repeats=_int(repeats, "Repetitions", 1, 3),
+        cost_reps=3,
+    )
+
+
+def cli_command(opts: bench.BenchOptions) -> str:
+    parts = ["python -m playground bench", f"--preset {opts.preset}", f"--max-new-tokens {opts.max_new_tokens}",
+             "--gammas " + ",".join(str(g) for g in opts.gammas),
+             "--temperatures " + ",".join(f"{t:g}" for t in opts.temperatures),
+             "--methods " + ",".join(opts.methods), f"--repeats {opts.repeats}"]
+    if opts.drafters:
+        parts.append("--drafters " + ",".join(opts.drafters))
+    kinds = sorted({p.kind for p in opts.prompts or ()})
+    if kinds and kinds != ["custom"]:
+        parts.append("--kinds " + ",".join(kinds))
+    return " ".join(parts)
+
+
+def _empty_figs() -> list:
+    figs = vbench.bench_figures([])
+    return [figs[k] for k in ("throughput", "speedup", "acceptance", "costs")]
+
+
+def run_live(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats,
+             progress=gr.Progress()):
+    """Generator handler: (status, summary, table, 4 figures) updates."""
+    opts = live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats)
+    skip = [gr.skip()] * 6
+    yield ["Starting… (`" + cli_command(opts) + "` runs the same code)"] + skip
+    report = None
+    try:
+        for item in bench.iter_bench(opts):
+            if isinstance(item, bench.Progress):
+                frac = item.done / item.total if item.total else 0.0
+                try:
+                    progress(frac, desc=item.label)
+                except Exception:
+                    pass
+                yield [f"Running {item.done}/{item.total}: {item.label}"] + skip
+            else:
+                report = item
+    except (bench.BenchError, ValueError, ModelUnavailable) as exc:
+        raise gr.Error(str(exc)) from None
+    except Exception as exc:  # keep serving; say what happened
+        raise gr.Error(f"The benchmark failed: {type(exc).__name__}: {exc}") from None
+    assert report is not None
+    figs = vbench.bench_figures(report.rows)
+    notes = "".join(f"\n\nNote: {n}" for n in report.meta.get("notes", []))
+    yield [
+        f"Done: {len(report.runs)} measured runs. Reproduce on the command line: `{cli_command(opts)}`{notes}",
+        vbench.summary_markdown(report.rows, report.meta),
+        vbench.bench_table(report.rows),
+        figs["throughput"],
+        figs["speedup"],
+        figs["acceptance"],
+        figs["costs"],
+    ]
+
+
+def _drafter_update(preset: str, cfg: AppConfig):
+    try:
+        p = cfg.preset(preset)
+    except KeyError:
+        return gr.update()
+    value = ["prompt-lookup"] if "prompt-lookup" in p.drafters else list(p.drafters)[:1]
+    return gr.update(choices=list(p.drafters), value=value)
+
+
+def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, Any]:
+    """Create the Benchmark components and events inside the current Blocks/Tab context."""
+    cfg = cfg or load_config()
+    presets = _presets(cfg)
+    names = [n for _, n in presets]
+    default = cfg.default_preset if cfg.default_preset in names else (names[0] if names else cfg.default_preset)
+    p0 = cfg.preset(default)
+    c: dict[str, Any] = {}
+    gr.Markdown(
+        "### Benchmark on this machine\n"
+        "Times our decoding loop against `transformers`' own `generate()` and its prompt-lookup assisted "
+        "generation, on the same prompts and models, interleaved so machine drift hits every method alike. "
+        "A live run is small (a minute or two); the command line runs the full version: "
+        "`python -m playground bench`."
+    )
+    with gr.Row():
+        c["preset"] = gr.Dropdown(presets or [(default, default)], value=default, label="Preset")
+        c["kind"] = gr.Radio(KIND_CHOICES, value="grounded", label="Prompts")
+    c["custom"] = gr.Textbox(label="Your prompt", lines=3, visible=False,
+                             placeholder="e.g. paste a paragraph and ask for it corrected")
+    with gr.Row():
+        c["drafters"] = gr.CheckboxGroup(list(p0.drafters), value=["prompt-lookup"] if "prompt-lookup" in p0.drafters
+                                         else list(p0.drafters)[:1], label="Drafters")
+        c["gammas"] = gr.CheckboxGroup(GAMMA_CHOICES, value=[2, 4, 8], label=f"Block sizes γ (at most {MAX_LIVE_GAMMAS})")
+    with gr.Row():
+        c["max_new"] = gr.Slider(4, MAX_LIVE_TOKENS, value=32, step=1, label="New tokens per run")
+        c["temperature"] = gr.Radio([0.0, 0.7, 1.0], value=0.0, label="Temperature")
+        c["repeats"] = gr.Slider(1, 3, value=1, step=1, label="Repetitions")
+        c["with_hf"] = gr.Checkbox(value=True, label="Include transformers generate() and assisted generation")
+    c["run"] = gr.Button("Run benchmark", variant="primary")
+    c["status"] = gr.Markdown("")
+    c["summary"] = gr.Markdown("")
+    c["table"] = gr.Dataframe(vbench.bench_table([]), label="block size → latency, throughput, acceptance rate, quality",
+                              interactive=False, wrap=True)
+    figs = _empty_figs()
+    with gr.Row():
+        c["fig_throughput"] = gr.Plot(figs[0], show_label=False)
+        c["fig_speedup"] = gr.Plot(figs[1], show_label=False)
+    with gr.Row():
+        c["fig_acceptance"] = gr.Plot(figs[2], show_label=False)
+        c["fig_costs"] = gr.Plot(figs[3], show_label=False)
+    with gr.Accordion("What the numbers mean", open=False):
+        gr.Markdown(vbench.METRIC_HELP)
+
+    c["kind"].change(lambda k: gr.update(visible=k == "custom"), c["kind"], c["custom"],
+                     api_visibility="private", concurrency_limit=None, show_progress="hidden")
+    c["preset"].change(lambda p: _drafter_update(p, cfg), c["preset"], c["drafters"],
+                       api_visibility="private", concurrency_limit=None, show_progress="hidden")
+    c["run"].click(
+        run_live,
+        [c["preset"], c["kind"], c["custom"], c["drafters"], c["gammas"], c["max_new"], c["temperature"],
+         c["with_hf"], c["repeats"]],
+        [c["status"], c["summary"], c["table"], c["fig_throughput"], c["fig_speedup"], c["fig_acceptance"],
+         c["fig_costs"]],
+        **EVENT,
+    )
+    return c

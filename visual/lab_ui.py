@@ -1,0 +1,670 @@
+"""The Classroom lab tabs: components and events for the seven lab features.
+
+    with gr.Tab("Classroom lab"):
+        lab_tabs = build_lab_tabs(cfg)          # inside the caller's gr.Blocks
+
+Sub-tabs: Equality check (1) · Distribution check with the rule selector —
+correct, wrong on purpose, lossy (2, 3, 4) · Theory bench (5) · Predict, then
+reveal (6) · Replay & share: trace replay/import/export, classroom presets,
+share links (7).  URL query parameters (``?preset=…&prompt=…&gamma=…&
+temperature=…&seed=…`` or ``?classroom=<slug>``) prefill the lab's controls on
+page load; ``prefill_from_query`` gives app.py the same validated values for
+its own tabs.
+
+Per-user data lives only in ``gr.State``; long work reports through
+``gr.Progress`` and shares the ``"model"`` concurrency group with the
+Playground tab.  All logic is in ``playground.lab``; rendering in ``visual.lab``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tempfile
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Sequence
+from urllib.parse import urlsplit, urlunsplit
+
+import gradio as gr
+
+from playground import lab
+from playground.config import AppConfig, load_config
+from playground.models import ModelUnavailable, availability
+from visual import lab as vlab
+from visual import replay
+from visual.fmt import pct, token_plain
+
+DTYPE_DEFAULT = "preset default"
+PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")
+MODEL_EVENT = dict(concurrency_id="model", concurrency_limit="default", api_visibility="private")
+LIGHT_EVENT = dict(concurrency_limit=None, api_visibility="private", show_progress="hidden")
+HISTORY = 12  # distribution checks kept per session for the comparison table
+
+
+# --------------------------------------------------------------------------- URL prefill (also for app.py)
+
+
+def prefill_from_query(request: gr.Request = None, cfg: AppConfig | None = None) -> lab.Prefill:
+    """Validated prefill values from the page URL's query parameters.
+
+    Returns ``playground.lab.Prefill``: ``.preset .prompt .gamma .temperature .seed`` (None when
+    absent or invalid), ``.values()`` (only the valid ones, as a dict), ``.classroom`` (slug of
+    an applied ``?classroom=`` preset) and ``.errors`` (why something was ignored).  Never raises.
+    """
+    params: dict[str, str] = {}
+    try:
+        if request is not None and getattr(request, "query_params", None) is not None:
+            params = {str(k): str(v) for k, v in dict(request.query_params).items()}
+    except Exception:  # a malformed request must never break page load
+        params = {}
+    return lab.validate_query(params, cfg)
+
+
+def prefill_updates(prefill: lab.Prefill, keys: Sequence[str] = PREFILL_KEYS) -> list[Any]:
+    """One ``gr.update(value=...)`` per key (``gr.skip()`` where the link gave nothing valid)."""
+    vals = prefill.values()
+    return [gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys]
+
+
+def _share_url(request: gr.Request | None, query: str) -> str:
+    """The page's own address (from the Referer header) with ``query``; just the query if unknown."""
+    try:
+        ref = request.headers.get("referer") if request is not None else None
+    except Exception:
+        ref = None
+    if ref:
+        parts = urlsplit(ref)
+        if parts.scheme in ("http", "https") and parts.netloc:
+            return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query.lstrip("?"), ""))
+    return query
+
+
+# --------------------------------------------------------------------------- presets
+
+
+@dataclass(frozen=True)
+class _Choice:
+    name: str
+    label: str
+    available: bool
+    reason: str
+    gamma: int
+    source: str
+
+
+def _choices(cfg: AppConfig) -> list[_Choice]:
+    out = []
+    for p in cfg.presets:
+        try:
+            ok, reason = availability(p)
+        except Exception as exc:  # never let one broken preset break the page
+            ok, reason = False, f"{type(exc).__name__}: {exc}"
+        out.append(_Choice(p.name, p.label if ok else f"{p.label} — unavailable", ok, reason, p.gamma, p.source))
+    return out
+
+
+def _pick(choices: list[_Choice], preferred: str) -> str:
+    by = {c.name: c for c in choices}
+    if preferred in by and by[preferred].available:
+        return preferred
+    return next((c.name for c in choices if c.available), preferred)
+
+
+def _progress_adapter(progress):
+    if progress is None:
+        return None
+
+    def report(fraction: float, message: str) -> None:
+        try:
+            progress(float(fraction), desc=str(message))
+        except Exception:
+            pass
+
+    return report
+
+
+def _int(x: Any, name: str) -> int:
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        raise gr.Error(f"{name} must be a whole number.")
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise gr.Error(f"{name} must be a whole number, got {x!r}.") from None
+    if not v.is_integer():
+        raise gr.Error(f"{name} must be a whole number, got {x!r}.")
+    return int(v)
+
+
+def _run_errors(fn, *args, **kwargs):
+    """Call fn, turning the engine's clear ValueErrors into gr.Error messages."""
+    try:
+        return fn(*args, **kwargs)
+    except gr.Error:
+        raise
+    except (ValueError, ModelUnavailable) as exc:
+        raise gr.Error(str(exc)) from None
+    except Exception as exc:  # keep serving; say what happened
+        raise gr.Error(f"The lab run failed: {type(exc).__name__}: {exc}") from None
+
+
+# --------------------------------------------------------------------------- handlers (pure functions of inputs)
+
+
+def run_equality(prompt, preset, gamma, max_new_tokens, dtype, progress=gr.Progress()):
+    eq = _run_errors(
+        lab.equality_check, prompt, preset=preset, gamma=_int(gamma, "γ"), max_new_tokens=_int(max_new_tokens, "tokens"),
+        dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype, progress=_progress_adapter(progress),
+    )
+    return vlab.equality_html(eq)
+
+
+def _dist_outputs(check: lab.DistributionCheck | None, history: list, status: str):
+    return vlab.distribution_figure(check), vlab.distribution_html(check), vlab.rules_table(history), history, status
+
+
+def _reference(history: list) -> lab.DistributionCheck | None:
+    return history[0] if history else None
+
+
+def run_distribution(prompt, preset, rule, n, n_tokens, temperature, gamma, seed, history, progress=gr.Progress()):
+    history = list(history or [])
+    check = _run_errors(
+        lab.distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
+        n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature), gamma=_int(gamma, "γ"),
+        seed=_int(seed, "seed"), progress=_progress_adapter(progress), reference=_reference(history),
+    )
+    history = [check] + [h for h in history if h.rule != check.rule or not _same_settings(h, check)]
+    history = history[:HISTORY]
+    status = f"Done in {check.spec.seconds + check.target.seconds:.1f} s."
+    return _dist_outputs(check, history, status)
+
+
+def _same_settings(a: lab.DistributionCheck, b: lab.DistributionCheck) -> bool:
+    keys = ("prompt", "preset", "temperature", "gamma", "n_tokens", "n_samples", "seed")
+    return all(getattr(a, k) == getattr(b, k) for k in keys)
+
+
+def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, history, progress=gr.Progress()):
+    """Every rule on the same settings, one after another, sharing one target-only sample."""
+    history = list(history or [])
+    report = _progress_adapter(progress)
+    rules = list(lab.RULE_INFO)
+    done: list[lab.DistributionCheck] = []
+    ref = _reference(history)
+    last = None
+    for i, rule in enumerate(rules):
+        def sub(f, msg, i=i, rule=rule):
+            if report:
+                report((i + f) / len(rules), f"rule {i + 1}/{len(rules)} ({rule}): {msg}")
+
+        last = _run_errors(
+            lab.distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
+            n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature), gamma=_int(gamma, "γ"),
+            seed=_int(seed, "seed"), progress=sub, reference=ref,
+        )
+        ref = last if ref is None or not _same_settings(ref, last) else ref
+        done.append(last)
+    history = list(reversed(done)) + [h for h in history if not any(_same_settings(h, d) and h.rule == d.rule for d in done)]
+    history = history[: max(HISTORY, len(rules))]
+    status = "All rules checked on the same settings: compare drift (p-value, TV) with acceptance in the table."
+    return _dist_outputs(done[0], history, status)
+
+
+def render_theory(alpha, gamma, c, v, point):
+    try:
+        curve = lab.theory_curve(float(alpha), float(c), float(v))
+    except (TypeError, ValueError) as exc:
+        raise gr.Error(str(exc)) from None
+    return vlab.theory_figure(curve, point), vlab.theory_html(curve, _int(gamma, "γ"), point)
+
+
+def _clamp(x: float | None, lo: float, hi: float, default: float) -> float:
+    if x is None or not math.isfinite(x):
+        return default
+    return max(lo, min(hi, float(x)))
+
+
+def measure_for_theory(prompt, preset, gamma, temperature, seed, alpha, c, v, progress=gr.Progress()):
+    spec, base, point = _run_errors(
+        lab.measure_run, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature),
+        seed=_int(seed, "seed"), progress=_progress_adapter(progress),
+    )
+    a2 = _clamp(point.alpha, 0.0, 1.0, float(alpha))
+    c2 = _clamp(point.c, 0.0, 2.0, float(c))
+    v2 = _clamp(point.v, 0.5, 4.0, float(v))
+    fig, html = render_theory(a2, gamma, c2, v2, point)
+    return point, gr.update(value=round(a2, 3)), gr.update(value=round(c2, 3)), gr.update(value=round(v2, 3)), fig, html
+
+
+def theory_from_trace(trace, alpha, gamma, c, v):
+    if trace is None:
+        raise gr.Error("No trace yet: run or import one in the Replay & share tab.")
+    point = lab.measured_point(trace.stats)
+    a2 = _clamp(point.alpha, 0.0, 1.0, float(alpha))
+    c2 = _clamp(point.c, 0.0, 2.0, float(c))
+    v2 = _clamp(point.v, 0.5, 4.0, float(v))
+    g = point.gamma or _int(gamma, "γ")
+    if point.predicted is None and point.alpha is not None and g:  # no 1-token timing: α measured, c and v from sliders
+        point = replace(point, predicted=lab.predicted_speedup(point.alpha, g, c2, v2))
+    fig, html = render_theory(a2, g, c2, v2, point)
+    return point, gr.update(value=round(a2, 3)), gr.update(value=g), gr.update(value=round(c2, 3)), \
+        gr.update(value=round(v2, 3)), fig, html
+
+
+def _empty_round() -> dict[str, Any]:
+    return {"result": None, "order": [], "pos": 0, "revealed": False, "rate_guess": None, "rate_scored": False}
+
+
+def _question_outputs(state: dict):
+    res, order, pos = state["result"], state["order"], state["pos"]
+    if res is None:
+        return vlab.question_html(None), gr.update(choices=[], value=[])
+    if pos >= len(order):
+        msg = ("This run is over. Press <b>Reveal the run's acceptance rate</b> to score your guess, or start a "
+               "<b>New round</b>.")
+        return f'<div style="{vlab._BOX}">{msg}</div>', gr.update(choices=[], value=[])
+    q = lab.question(res, order[pos])
+    choices = [(f"{i + 1}: \u201c{token_plain(t)}\u201d", str(i)) for i, t in enumerate(q.drafts)]
+    return vlab.question_html(q, len(order) - pos - 1), gr.update(choices=choices, value=[])
+
+
+def _load_progress(progress):
+    """api.generate reports model loading as progress(message, fraction)."""
+    report = _progress_adapter(progress)
+    return (lambda msg, frac: report(frac, msg)) if report else None
+
+
+def new_round(preset, prompt, gamma, temperature, seed, max_new_tokens, rate_guess, progress=gr.Progress()):
+    from playground.api import generate
+
+    res = _run_errors(
+        generate, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature), seed=_int(seed, "seed"),
+        max_new_tokens=_int(max_new_tokens, "tokens"), progress=_load_progress(progress),
+    )
+    order = lab.question_steps(res)
+    state = {**_empty_round(), "result": res, "order": order, "rate_guess": float(rate_guess) / 100.0}
+    note = (f"New run: {len(order)} step(s) with drafts out of {len(res.steps)}. Your acceptance-rate guess "
+            f"({float(rate_guess):.0f}%) is locked in.")
+    if not order:
+        note = "This run drafted nothing (prompt lookup found no match?): try another prompt or preset."
+    qh, cb = _question_outputs(state)
+    return state, qh, cb, "", note
+
+
+def do_reveal(selected, state, board):
+    state = dict(state or _empty_round())
+    if state["result"] is None or state["pos"] >= len(state["order"]):
+        return state, gr.skip(), board, vlab.score_card(board)
+    if state["revealed"]:
+        raise gr.Error("Already revealed: press Next step.")
+    res, idx = state["result"], state["order"][state["pos"]]
+    k = len(res.steps[idx].drafted)
+    picked = {int(s) for s in (selected or []) if str(s).isdigit()}
+    r = lab.reveal(res, idx, [i in picked for i in range(k)])
+    board = board.add_step(r)
+    state["revealed"] = True
+    return state, vlab.reveal_html(r, lab.question(res, idx)), board, vlab.score_card(board)
+
+
+def next_step(state):
+    state = dict(state or _empty_round())
+    if state["result"] is not None and state["pos"] < len(state["order"]):
+        state["pos"] += 1
+        state["revealed"] = False
+    qh, cb = _question_outputs(state)
+    return state, qh, cb, ""
+
+
+def reveal_rate(state, board):
+    state = dict(state or _empty_round())
+    if state["result"] is None:
+        raise gr.Error("Start a round first.")
+    actual = state["result"].stats.acceptance_rate
+    if state["rate_scored"]:
+        return state, board, vlab.score_card(board), f"Acceptance rate of this run: {pct(actual)} (already scored)."
+    board = board.add_rate(state["rate_guess"] or 0.0, actual)
+    state["rate_scored"] = True
+    return state, board, vlab.score_card(board), (
+        f"Acceptance rate of this run: {pct(actual)} (you guessed {pct(state['rate_guess'])}); "
+        f"it drafted {state['result'].stats.drafted_tokens} tokens in {state['result'].stats.steps} steps."
+    )
+
+
+def _replay_outputs(trace, frame: int, source: str = ""):
+    n = replay.frame_count(trace.steps) if trace is not None else 1
+    frame = max(0, min(int(frame or 0), n - 1))
+    return (
+        gr.update(maximum=max(1, n - 1), value=frame),
+        vlab.replay_html(trace, frame),
+        vlab.trace_summary_html(trace, source),
+    )
+
+
+def run_for_replay(preset, prompt, gamma, temperature, seed, max_new_tokens, progress=gr.Progress()):
+    from playground.api import generate
+
+    res = _run_errors(
+        generate, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature), seed=_int(seed, "seed"),
+        max_new_tokens=_int(max_new_tokens, "tokens"), progress=_load_progress(progress),
+    )
+    s, h, summ = _replay_outputs(res, 1, "Fresh run:")
+    return res, s, h, summ, "Generated. Step through it with ◀ ▶ or the slider."
+
+
+def import_trace(path, current):
+    if not path:
+        return current, gr.skip(), gr.skip(), gr.skip(), ""
+    try:
+        res = lab.load_trace_file(path)
+    except lab.TraceImportError as exc:
+        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {exc}."
+    except Exception as exc:  # anything unexpected is still a clear refusal
+        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file ({type(exc).__name__})."
+    s, h, summ = _replay_outputs(res, 0, f"Imported {Path(str(path)).name}:")
+    return res, s, h, summ, f"Imported a trace with {len(res.steps)} steps."
+
+
+def move(trace, frame, delta):
+    if trace is None:
+        return gr.skip(), gr.skip()
+    n = replay.frame_count(trace.steps)
+    f = max(0, min(int(frame or 0) + delta, n - 1))
+    return gr.update(value=f), vlab.replay_html(trace, f)
+
+
+def export_trace(trace):
+    if trace is None:
+        raise gr.Error("Nothing to export yet.")
+    d = Path(tempfile.mkdtemp(prefix="specplay-lab-"))
+    p = d / "speculative_trace.json"
+    from visual.tables import clean_json
+
+    p.write_text(json.dumps(clean_json(trace.to_dict()), ensure_ascii=False, allow_nan=False), encoding="utf-8")
+    return str(p)
+
+
+def share_link(preset, prompt, gamma, temperature, seed, request: gr.Request = None):
+    q = lab.share_query(preset=preset, prompt=prompt, gamma=_int(gamma, "γ"), temperature=float(temperature),
+                        seed=_int(seed, "seed"))
+    return _share_url(request, q)
+
+
+# --------------------------------------------------------------------------- the tabs
+
+
+@dataclass
+class LabTabs:
+    """Handles to the lab's components (for app.py wiring and tests)."""
+
+    components: dict[str, Any] = field(default_factory=dict)
+    load_outputs: list[Any] = field(default_factory=list)
+    on_load: Any = None
+
+
+def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool = True) -> LabTabs:
+    """Build the lab's sub-tabs inside the current Blocks context (e.g. inside ``gr.Tab("Classroom lab")``).
+
+    With ``wire_query`` (default) the URL prefill is registered on the enclosing Blocks' load
+    event; otherwise wire ``tabs.on_load`` yourself: ``demo.load(tabs.on_load, None, tabs.load_outputs)``.
+    """
+    cfg = cfg or load_config()
+    lim = cfg.limits
+    choices = _choices(cfg)
+    preset_opts = [(c.label, c.name) for c in choices]
+    start = _pick(choices, cfg.default_preset)
+    fast = _pick(choices, "tiny-random")
+    gamma0 = next((c.gamma for c in choices if c.name == start), 4)
+    ex_prompt = cfg.examples[0]["prompt"] if cfg.examples else "The capital of France is"
+    try:
+        classroom = lab.classroom_presets(cfg)
+    except ValueError:
+        classroom = []
+    c: dict[str, Any] = {}
+
+    trace_state = gr.State(None)  # GenerationResult shown in Replay (and usable by the theory bench)
+    dist_state = gr.State([])  # this session's distribution checks, newest first
+    point_state = gr.State(None)  # MeasuredPoint for "you are here"
+    round_state = gr.State(_empty_round())
+    board_state = gr.State(lab.Scoreboard())
+
+    c["prefill_note"] = gr.Markdown("", elem_id="lab-prefill-note")
+    with gr.Tabs():
+        # ---------------------------------------------------------------- 1. equality
+        with gr.Tab("Equality check (greedy)"):
+            gr.Markdown(
+                "At temperature 0 speculative decoding must reproduce the target's own greedy output **token for "
+                "token**. Run both and compare. In float32 they are identical; in bfloat16 a 1-token pass and a "
+                "multi-token verify pass can round a near-tie differently, and the first such flip is shown with "
+                "both tokens' logits."
+            )
+            with gr.Row():
+                c["eq_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+                c["eq_dtype"] = gr.Dropdown([DTYPE_DEFAULT, "float32", "bfloat16"], value=DTYPE_DEFAULT, label="dtype")
+                c["eq_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
+                c["eq_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
+            c["eq_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+            c["eq_run"] = gr.Button("Run both ▸", variant="primary")
+            c["eq_out"] = gr.HTML(vlab.equality_html(None))
+
+        # ---------------------------------------------------------------- 2-4. distribution & rules
+        with gr.Tab("Distribution check & wrong rules"):
+            gr.Markdown(
+                "Draw **N** short continuations with speculative sampling and with the target alone, and compare "
+                "the histograms. The correct rule matches the target up to noise; the rules marked ✗ WRONG are bugs "
+                "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance. "
+                "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
+                f"continuation on a CPU and allow N ≤ {lab.MAX_SAMPLES_SLOW:,}."
+            )
+            with gr.Row():
+                with gr.Column(scale=1, min_width=300):
+                    c["d_rule"] = gr.Radio(lab.rule_choices(), value=lab.DEFAULT_RULE, label="Verification rule",
+                                           info="The correct rule is the default; the others are labelled.")
+                    c["d_preset"] = gr.Dropdown(preset_opts, value=fast, label="Preset")
+                    c["d_n"] = gr.Slider(100, lab.MAX_SAMPLES, value=5000, step=100, label="N continuations per side")
+                    c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label="Tokens per continuation")
+                    c["d_temp"] = gr.Slider(0.05, lim.max_temperature, value=1.0, step=0.05, label="Temperature")
+                    with gr.Row():
+                        c["d_gamma"] = gr.Slider(1, lim.max_gamma, value=4, step=1, label="γ")
+                        c["d_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+                with gr.Column(scale=3):
+                    c["d_prompt"] = gr.Textbox(value="Once upon a time", label="Prompt", lines=1)
+                    with gr.Row():
+                        c["d_run"] = gr.Button("Run check ▸", variant="primary")
+                        c["d_all"] = gr.Button("Compare all rules")
+                    c["d_status"] = gr.Markdown("")
+                    c["d_plot"] = gr.Plot(vlab.distribution_figure(None), show_label=False)
+                    c["d_html"] = gr.HTML(vlab.distribution_html(None))
+                    c["d_table"] = gr.Dataframe(vlab.rules_table([]), interactive=False, wrap=True,
+                                                label="Rules checked this session (newest first)")
+            gr.Markdown(
+                "**TV distance** = ½ Σ |f_spec(x) − f_target(x)|: 0 = identical histograms, 1 = no overlap; two "
+                "samples of the same distribution still differ by about the *noise level* shown. **p-value**: how "
+                "often a difference at least this large would appear if both came from the same distribution "
+                "(chi-square test, rare outcomes pooled). **p vs exact**: the speculative sample against the "
+                "target's exact probabilities (computed from its logits). **Acceptance** = accepted ÷ judged drafts."
+            )
+
+        # ---------------------------------------------------------------- 5. theory
+        with gr.Tab("Theory bench"):
+            gr.Markdown(vlab.FORMULAS_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True}])
+            with gr.Row():
+                c["t_alpha"] = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="α: acceptance probability")
+                c["t_gamma"] = gr.Slider(1, lab.MAX_GAMMA, value=4, step=1, label="γ: drafts per step")
+                c["t_c"] = gr.Slider(0.0, 2.0, value=0.1, step=0.01, label="c: draft cost ÷ target cost")
+                c["t_v"] = gr.Slider(0.5, 4.0, value=1.3, step=0.05, label="v_γ: verify-pass cost ÷ 1-token cost")
+            curve0 = lab.theory_curve(0.7, 0.1, 1.3)
+            c["t_plot"] = gr.Plot(vlab.theory_figure(curve0), show_label=False)
+            c["t_html"] = gr.HTML(vlab.theory_html(curve0, 4))
+            with gr.Accordion("You are here: measure a real run", open=True):
+                with gr.Row():
+                    c["t_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+                    c["t_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+                    c["t_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+                c["t_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+                with gr.Row():
+                    c["t_measure"] = gr.Button("Measure (target alone + speculative, γ from the slider) ▸",
+                                               variant="primary")
+                    c["t_from_trace"] = gr.Button("Use the trace from Replay & share")
+
+        # ---------------------------------------------------------------- 6. predict
+        with gr.Tab("Predict, then reveal"):
+            gr.Markdown(
+                "Guess before you look. **Before the run**, guess its acceptance rate. **At each step**, the drafts "
+                "are shown with the drafter's confidence q: tick the ones the target will accept, then reveal p, "
+                "min(1, p/q), the random u and the verdict. Your score is kept for this session."
+            )
+            with gr.Row():
+                c["p_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+                c["p_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
+                c["p_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+                c["p_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+                c["p_tokens"] = gr.Slider(8, min(96, lim.max_new_tokens), value=32, step=1, label="New tokens")
+            c["p_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+            with gr.Row():
+                c["p_rate"] = gr.Slider(0, 100, value=50, step=1, label="Your guess: acceptance rate of the run (%)")
+                c["p_new"] = gr.Button("New round ▸", variant="primary")
+            c["p_note"] = gr.Markdown("")
+            c["p_question"] = gr.HTML(vlab.question_html(None))
+            c["p_guess"] = gr.CheckboxGroup(choices=[], value=[], label="Which drafts will the target accept?")
+            with gr.Row():
+                c["p_reveal"] = gr.Button("Reveal", variant="primary")
+                c["p_next"] = gr.Button("Next step ›")
+                c["p_rate_reveal"] = gr.Button("Reveal the run's acceptance rate")
+            c["p_answer"] = gr.HTML("")
+            c["p_score"] = gr.HTML(vlab.score_card(lab.Scoreboard()))
+
+        # ---------------------------------------------------------------- 7. replay & share
+        with gr.Tab("Replay & share"):
+            gr.Markdown(
+                "Step backwards and forwards through a recorded run, import a trace JSON exported earlier "
+                "(checked: size, JSON, schema, values — nothing in it is executed), and hand out a link that "
+                "pre-fills the settings."
+            )
+            if classroom:
+                with gr.Row():
+                    c["r_class"] = gr.Dropdown([(cp.label, cp.slug) for cp in classroom], value=classroom[0].slug,
+                                               label="Classroom presets")
+                    c["r_apply"] = gr.Button("Apply preset")
+                c["r_class_md"] = gr.Markdown(vlab.classroom_md(classroom[0]))
+            with gr.Row():
+                c["r_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+                c["r_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
+                c["r_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+                c["r_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+                c["r_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
+            c["r_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+            with gr.Row():
+                c["r_run"] = gr.Button("Run ▸", variant="primary")
+                c["r_file"] = gr.File(label=f"Import a trace JSON (≤ {lim.max_trace_bytes // 1_000_000} MB)",
+                                      file_types=[".json"], type="filepath", file_count="single")
+            c["r_status"] = gr.Markdown("")
+            with gr.Row():
+                c["r_back"] = gr.Button("◀ Back")
+                c["r_frame"] = gr.Slider(0, 1, value=0, step=1, label="Frame")
+                c["r_fwd"] = gr.Button("Step ▶")
+            c["r_view"] = gr.HTML(vlab.replay_html(None, 0))
+            c["r_summary"] = gr.HTML("")
+            with gr.Row():
+                c["r_export"] = gr.DownloadButton("⬇ Export this trace (JSON)")
+                c["r_share_btn"] = gr.Button("Make a share link")
+            c["r_share"] = gr.Textbox(label="Share link (settings above)", interactive=False, buttons=["copy"])
+
+    # ------------------------------------------------------------------- events
+    c["eq_run"].click(run_equality,
+                      [c["eq_prompt"], c["eq_preset"], c["eq_gamma"], c["eq_tokens"], c["eq_dtype"]], c["eq_out"],
+                      **MODEL_EVENT)
+
+    dist_out = [c["d_plot"], c["d_html"], c["d_table"], dist_state, c["d_status"]]
+    c["d_run"].click(run_distribution,
+                     [c["d_prompt"], c["d_preset"], c["d_rule"], c["d_n"], c["d_tokens"], c["d_temp"], c["d_gamma"],
+                      c["d_seed"], dist_state], dist_out, **MODEL_EVENT)
+    c["d_all"].click(compare_all_rules,
+                     [c["d_prompt"], c["d_preset"], c["d_n"], c["d_tokens"], c["d_temp"], c["d_gamma"], c["d_seed"],
+                      dist_state], dist_out, **MODEL_EVENT)
+
+    theory_in = [c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], point_state]
+    for s in ("t_alpha", "t_gamma", "t_c", "t_v"):
+        c[s].change(render_theory, theory_in, [c["t_plot"], c["t_html"]], trigger_mode="always_last", **LIGHT_EVENT)
+    c["t_measure"].click(measure_for_theory,
+                         [c["t_prompt"], c["t_preset"], c["t_gamma"], c["t_temp"], c["t_seed"], c["t_alpha"], c["t_c"],
+                          c["t_v"]],
+                         [point_state, c["t_alpha"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]], **MODEL_EVENT)
+    c["t_from_trace"].click(theory_from_trace, [trace_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"]],
+                            [point_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]],
+                            **LIGHT_EVENT)
+
+    c["p_new"].click(new_round,
+                     [c["p_preset"], c["p_prompt"], c["p_gamma"], c["p_temp"], c["p_seed"], c["p_tokens"], c["p_rate"]],
+                     [round_state, c["p_question"], c["p_guess"], c["p_answer"], c["p_note"]], **MODEL_EVENT)
+    c["p_reveal"].click(do_reveal, [c["p_guess"], round_state, board_state],
+                        [round_state, c["p_answer"], board_state, c["p_score"]], **LIGHT_EVENT)
+    c["p_next"].click(next_step, round_state, [round_state, c["p_question"], c["p_guess"], c["p_answer"]], **LIGHT_EVENT)
+    c["p_rate_reveal"].click(reveal_rate, [round_state, board_state], [round_state, board_state, c["p_score"], c["p_note"]],
+                             **LIGHT_EVENT)
+
+    replay_out = [trace_state, c["r_frame"], c["r_view"], c["r_summary"], c["r_status"]]
+    c["r_run"].click(run_for_replay,
+                     [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"], c["r_tokens"]], replay_out,
+                     **MODEL_EVENT)
+    c["r_file"].upload(import_trace, [c["r_file"], trace_state], replay_out, **LIGHT_EVENT)
+    c["r_frame"].release(lambda t, f: vlab.replay_html(t, int(f or 0)), [trace_state, c["r_frame"]], c["r_view"],
+                         **LIGHT_EVENT)
+    c["r_back"].click(lambda t, f: move(t, f, -1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT)
+    c["r_fwd"].click(lambda t, f: move(t, f, +1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT)
+    c["r_export"].click(export_trace, trace_state, c["r_export"], **LIGHT_EVENT)
+    c["r_share_btn"].click(share_link, [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"]],
+                           c["r_share"], **LIGHT_EVENT)
+
+    run_targets = [  # (preset, prompt, gamma, temperature, seed) per tab; None = not applied there
+        (c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"]),
+        (c["p_preset"], c["p_prompt"], c["p_gamma"], c["p_temp"], c["p_seed"]),
+        (c["eq_preset"], c["eq_prompt"], c["eq_gamma"], None, None),
+        (c["t_preset"], c["t_prompt"], c["t_gamma"], c["t_temp"], c["t_seed"]),
+    ]
+    load_outputs = [comp for group in run_targets for comp in group if comp is not None]
+    by_classroom = {cp.slug: cp for cp in classroom}
+
+    def _fill(values: dict[str, Any]) -> list[Any]:
+        out = []
+        for group in run_targets:
+            for key, comp in zip(PREFILL_KEYS, group):
+                if comp is not None:
+                    out.append(gr.update(value=values[key]) if key in values else gr.skip())
+        return out
+
+    if classroom:
+        def apply_classroom(slug):
+            cp = by_classroom.get(slug)
+            if cp is None:
+                raise gr.Error("Unknown classroom preset.")
+            vals = dict(preset=cp.preset, prompt=cp.prompt, gamma=cp.gamma, temperature=cp.temperature, seed=cp.seed)
+            return [vlab.classroom_md(cp), *_fill(vals)]
+
+        c["r_class"].change(lambda s: vlab.classroom_md(by_classroom.get(s)), c["r_class"], c["r_class_md"], **LIGHT_EVENT)
+        c["r_apply"].click(apply_classroom, c["r_class"], [c["r_class_md"], *load_outputs], **LIGHT_EVENT)
+
+    def on_load(request: gr.Request):
+        pf = prefill_from_query(request, cfg)
+        vals = pf.values()
+        if "preset" in vals:
+            ch = next((x for x in choices if x.name == vals["preset"]), None)
+            if ch is not None and not ch.available:
+                vals.pop("preset")
+                pf = lab.Prefill(**{**{k: getattr(pf, k) for k in ("prompt", "gamma", "temperature", "seed",
+                                                                   "classroom")},
+                                    "errors": pf.errors + (f"preset {ch.name!r} is unavailable here",)})
+        note = vlab.prefill_note(pf)
+        out = [f"**Link:** {note}" if note else "", *_fill(vals)]
+        if classroom:
+            out.append(gr.update(value=pf.classroom) if pf.classroom in by_classroom else gr.skip())
+        return out
+
+    extra = [c["r_class"]] if classroom else []
+    tabs = LabTabs(components=c, load_outputs=[c["prefill_note"], *load_outputs, *extra], on_load=on_load)
+    root = getattr(gr.context.Context, "root_block", None)
+    if wire_query and root is not None:
+        root.load(on_load, None, tabs.load_outputs, **LIGHT_EVENT)
+    c.update(trace_state=trace_state, dist_state=dist_state, point_state=point_state, round_state=round_state,
+             board_state=board_state)
+    return tabs

@@ -1,0 +1,184 @@
+"""The stats card: measured metrics of a run and the predicted speedup, each defined on screen.
+
+``compute_metrics`` works from the StepRecords seen so far (live) and, once
+they exist, the final results; ``stats_card`` renders them.  The predicted
+speedup follows DESIGN.md §2:
+
+    E = (1 − α^(γ+1)) / (1 − α)          expected tokens per step
+    S = E / (γ·c + v_γ)                   predicted speedup over autoregressive
+
+with α measured (accepted / judged drafts), c = drafter ms per drafted token
+÷ t₁ and v_γ = target ms per verify pass over γ+1 tokens ÷ t₁, where t₁ is
+the target's time for a pass over one token.  t₁ is only ever *measured*: by
+the autoregressive run of Race mode, or by a short autoregressive
+calibration run.  Without it the prediction is not shown.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+from playground.records import GenerationResult, RunStats, StepRecord
+from playground.sampling import expected_tokens_per_step, predicted_speedup
+from visual.fmt import esc, ms, num, pct, times
+
+
+def _full_steps(steps: Sequence[StepRecord], gamma: int) -> list[StepRecord]:
+    return [s for s in steps if gamma > 0 and len(s.drafted) == gamma]
+
+
+def compute_metrics(
+    steps: Sequence[StepRecord],
+    gamma: int,
+    *,
+    result: GenerationResult | None = None,
+    ar_result: GenerationResult | None = None,
+    calibration: RunStats | None = None,
+) -> dict[str, Any]:
+    """Numbers for the card (None where not measured)."""
+    m: dict[str, Any] = {"gamma": gamma, "steps": len(steps)}
+    new = steps[-1].committed_tokens if steps else 0
+    drafted = sum(len(s.drafted) for s in steps)
+    judged = sum(1 for s in steps for d in s.drafted if d.judged)
+    accepted = sum(s.n_accepted for s in steps)
+    m.update(new_tokens=new, drafted=drafted, judged=judged, accepted=accepted)
+    m["alpha"] = accepted / judged if judged else None
+    m["draft_efficiency"] = accepted / drafted if drafted else None
+    m["mean_accepted"] = (accepted / len(steps)) if steps else None
+    m["tokens_per_call"] = new / len(steps) if steps else None
+    m["calls_saved"] = new - len(steps) if steps else None
+    wall = result.stats.wall_ms if result is not None else (steps[-1].elapsed_ms if steps else None)
+    m["wall_ms"] = wall
+    m["tokens_per_s"] = new / (wall / 1000.0) if wall else None
+
+    # Measured single-token target time t1: never estimated.
+    t1, t1_source = None, None
+    if ar_result is not None and ar_result.stats.single_token_ms:
+        t1 = ar_result.stats.single_token_ms
+        t1_source = f"the autoregressive run of this race ({ar_result.stats.new_tokens} single-token passes)"
+    elif calibration is not None and calibration.single_token_ms:
+        t1 = calibration.single_token_ms
+        t1_source = f"a {calibration.new_tokens}-token autoregressive calibration run after the speculative run"
+    m["t1_ms"], m["t1_source"] = t1, t1_source
+
+    full = _full_steps(steps, gamma)
+    m["full_steps"] = len(full)
+    draft_ms_per_token = (sum(s.draft_ms for s in full) / (gamma * len(full))) if full else None
+    verify_ms = (sum(s.verify_ms for s in full) / len(full)) if full else None
+    m["draft_ms_per_token"], m["verify_ms_per_pass"] = draft_ms_per_token, verify_ms
+    m["c"] = draft_ms_per_token / t1 if (t1 and draft_ms_per_token is not None) else None
+    m["v"] = verify_ms / t1 if (t1 and verify_ms is not None) else None
+    alpha = m["alpha"]
+    m["E"] = expected_tokens_per_step(alpha, gamma) if alpha is not None else None
+    if alpha is not None and m["c"] is not None and m["v"] is not None:
+        m["predicted_speedup"] = predicted_speedup(alpha, gamma, m["c"], m["v"])
+    else:
+        m["predicted_speedup"] = None
+
+    m["measured_speedup"] = None
+    m["ar_tokens_per_s"] = None
+    m["same_output"] = None
+    m["first_difference"] = None
+    if ar_result is not None and result is not None:
+        ar = ar_result.stats
+        if ar.wall_ms > 0 and ar.new_tokens and result.stats.wall_ms > 0:
+            ar_tps = ar.new_tokens / (ar.wall_ms / 1000.0)
+            spec_tps = result.stats.new_tokens / (result.stats.wall_ms / 1000.0)
+            m["ar_tokens_per_s"] = ar_tps
+            m["measured_speedup"] = spec_tps / ar_tps
+        a, b = list(result.token_ids), list(ar_result.token_ids)
+        m["same_output"] = a == b
+        if a != b:
+            m["first_difference"] = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    return m
+
+
+def _tile(value: str, name: str, definition: str, key: str) -> str:
+    return (
+        f'<div class="tile" data-metric="{esc(key)}"><div class="tile__value">{esc(value)}</div>'
+        f'<div class="tile__name">{esc(name)}</div><div class="tile__def">{esc(definition)}</div></div>'
+    )
+
+
+def stats_card(m: dict[str, Any], *, race: bool = False, running: bool = False, temperature: float | None = None) -> str:
+    if not m.get("steps"):
+        return '<div class="stats stats--empty">Stats appear here once the first step has run.</div>'
+    tiles = [
+        _tile(pct(m["alpha"]), "acceptance rate \u03b1",
+              f"accepted drafts \u00f7 drafts the target judged ({m['accepted']} / {m['judged']}); drafts after a rejection are never judged",
+              "alpha"),
+        _tile(num(m["tokens_per_call"], 2), "tokens per target call",
+              f"new tokens \u00f7 verify passes ({m['new_tokens']} / {m['steps']}); autoregressive decoding gets exactly 1",
+              "tokens_per_call"),
+        _tile(str(m["calls_saved"]), "target calls saved",
+              f"{m['new_tokens']} tokens needed {m['steps']} target passes instead of {m['new_tokens']}", "calls_saved"),
+        _tile(pct(m["draft_efficiency"]), "draft efficiency",
+              f"accepted \u00f7 all drafted tokens ({m['accepted']} / {m['drafted']}), wasted drafts included",
+              "draft_efficiency"),
+        _tile(f"{num(m['tokens_per_s'], 1)} tok/s", "speculative throughput",
+              f"{m['new_tokens']} tokens in {ms(m['wall_ms'])} of wall time, prefill included", "tokens_per_s"),
+    ]
+    if m["measured_speedup"] is not None:
+        tiles.append(
+            _tile(times(m["measured_speedup"]), "measured speedup",
+                  f"speculative tok/s \u00f7 autoregressive tok/s ({num(m['tokens_per_s'], 1)} / {num(m['ar_tokens_per_s'], 1)}), "
+                  "each run timed on its own, one after the other", "measured_speedup")
+        )
+    elif race:
+        tiles.append(_tile("\u2026", "measured speedup", "waiting for the autoregressive run to finish", "measured_speedup"))
+    else:
+        tiles.append(_tile("\u2014", "measured speedup", "not measured: choose Race mode to time the autoregressive baseline",
+                           "measured_speedup"))
+    pred = _prediction(m)
+    same = ""
+    if m["same_output"] is not None:
+        if m["same_output"]:
+            same = '<p class="same same--yes">\u2713 Speculative and autoregressive outputs are identical, token for token.</p>'
+        else:
+            why = ("With sampling (temperature &gt; 0) both runs are different samples from the same distribution, so they may differ."
+                   if temperature else "At temperature 0 they should match; a difference comes from floating-point near-ties "
+                   "(batched vs single-token matmuls), most often in bfloat16.")
+            same = (f'<p class="same same--no">\u2260 Outputs differ from token {m["first_difference"] + 1} on. {why}</p>')
+    state = ' <span class="stats__live">live\u2026</span>' if running else ""
+    return (
+        f'<div class="stats"><h3>Run statistics{state}</h3><div class="tiles">{"".join(tiles)}</div>'
+        f"{pred}{same}</div>"
+    )
+
+
+def _prediction(m: dict[str, Any]) -> str:
+    g = m["gamma"]
+    alpha, c, v, E, S, t1 = m["alpha"], m["c"], m["v"], m["E"], m["predicted_speedup"], m["t1_ms"]
+    if S is not None and math.isfinite(S):
+        formula = (f"S = E / (\u03b3\u00b7c + v<sub>\u03b3</sub>) = {num(E, 2)} / ({g}\u00b7{num(c, 3)} + {num(v, 2)}) "
+                   f"= <strong>{esc(times(S))}</strong>")
+    else:
+        formula = "S = E / (\u03b3\u00b7c + v<sub>\u03b3</sub>) = <strong>\u2014</strong>"
+    if t1 is None:
+        missing = ("<p class=\"pred__missing\">t\u2081 (one target pass over a single token) was not measured in this run, so c, "
+                   "v<sub>\u03b3</sub> and S are not shown. Use Race mode, or tick \u201cmeasure t\u2081\u201d for a short "
+                   "autoregressive calibration run.</p>")
+    elif not m["full_steps"]:
+        missing = f"<p class=\"pred__missing\">No step drafted all \u03b3 = {g} tokens yet, so c and v<sub>\u03b3</sub> are not measured.</p>"
+    else:
+        missing = ""
+    if v is not None and v < 0.9:
+        missing += ("<p class=\"pred__missing\">v<sub>\u03b3</sub> &lt; 1 means a pass over \u03b3+1 tokens looked faster than "
+                    "one over a single token: the machine's speed changed between the measurements (a shared or busy "
+                    "CPU), so this prediction is unreliable. Run again, or use Race mode.</p>")
+    terms = [
+        ("\u03b1", num(alpha, 3), "measured acceptance rate: accepted \u00f7 judged drafts"),
+        ("\u03b3", str(g), "drafts proposed per step"),
+        ("E", num(E, 3), "(1 \u2212 \u03b1<sup>\u03b3+1</sup>) / (1 \u2212 \u03b1): expected tokens per step if each draft is accepted independently with probability \u03b1"),
+        ("t\u2081", ms(t1), f"the target's time for one forward pass over a single token, measured by {esc(m['t1_source'] or 'nothing yet')}"),
+        ("c", num(c, 3), f"drafter ms per drafted token \u00f7 t\u2081 = {esc(ms(m['draft_ms_per_token']))} \u00f7 {esc(ms(t1))} (steps with all \u03b3 drafts)"),
+        ("v<sub>\u03b3</sub>", num(v, 2), f"target ms per verify pass over \u03b3+1 tokens \u00f7 t\u2081 = {esc(ms(m['verify_ms_per_pass']))} \u00f7 {esc(ms(t1))}"),
+    ]
+    rows = "".join(f"<dt>{k}</dt><dd><span class=\"pred__val\">{esc(val)}</span> {d}</dd>" for k, val, d in terms)
+    return (
+        f'<div class="pred"><h4>Predicted speedup from the measured \u03b1, c and v<sub>\u03b3</sub></h4>'
+        f'<p class="pred__formula">{formula}</p>{missing}<dl class="pred__terms">{rows}</dl>'
+        "<p class=\"pred__note\">The prediction ignores prefill and per-step bookkeeping and assumes i.i.d. acceptance; "
+        "compare it with the measured speedup.</p></div>"
+    )

@@ -1,0 +1,397 @@
+"""The step view: token chips, legend, per-draft table with the u number line,
+distribution bars, and a one-sentence narration per step.
+
+Chip states (class ``chip--STATE``), each with its own icon and border so they
+differ without colour (Okabe-Ito palette in ``style.css``):
+
+=========  ====  ==============================================================
+drafted    …     proposed by the drafter, not judged yet (dashed border)
+accepted   ✓     draft the target accepted (solid border)
+rejected   ✗     draft the target rejected (struck through)
+discarded  ⊘     drafted after a rejection: never judged, thrown away (dotted, struck)
+resampled  ↻     the target's correction, drawn from norm(max(0, p − q)) (wavy underline)
+bonus      ★     drawn from p at position γ+1 after every draft was accepted (double border)
+target     ●     produced by the target alone (no draft this step)
+=========  ====  ==============================================================
+
+Every token text is HTML-escaped and its whitespace made visible
+(``visual.fmt``).  Each chip is focusable (tabindex 0) and carries its
+numbers in ``aria-label`` and in ``data-tip`` (a CSS tooltip on hover/focus).
+The narration is an ``aria-live`` status region.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from playground.records import Candidate, Correction, DraftDecision, StepRecord
+from visual.fmt import esc, num, ms, quoted, token_html, token_plain
+from visual.replay import DRAFT, START, VERIFY, Frame
+
+STATES = ("drafted", "accepted", "rejected", "discarded", "resampled", "bonus", "target")
+ICONS = {
+    "drafted": "\u2026",  # …
+    "accepted": "\u2713",  # ✓
+    "rejected": "\u2717",  # ✗
+    "discarded": "\u2298",  # ⊘
+    "resampled": "\u21bb",  # ↻
+    "bonus": "\u2605",  # ★
+    "target": "\u25cf",  # ●
+}
+LEGEND = (
+    ("drafted", "drafted", "proposed by the drafter, waiting for the target"),
+    ("accepted", "accepted", "the target kept the draft (u < min(1, p/q))"),
+    ("rejected", "rejected", "the target refused the draft (u \u2265 min(1, p/q))"),
+    ("discarded", "discarded", "drafted after a rejection, never judged"),
+    ("resampled", "resampled", "the target's correction, drawn from norm(max(0, p \u2212 q))"),
+    ("bonus", "bonus", "all drafts accepted: one more token drawn from p at position \u03b3+1"),
+    ("target", "target only", "no draft this step: the target produced the token"),
+)
+DRAFTER_NAMES = {"model": "the drafter model", "prompt-lookup": "prompt lookup", "mtp": "the MTP head"}
+CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
+PROMPT_TAIL_CHARS = 600
+
+
+# --------------------------------------------------------------------------- chips
+
+
+def chip(text: str, state: str, tip: Sequence[str] = (), anim: str | None = None, order: int = 0) -> str:
+    """One token chip.  ``tip`` lines become the tooltip and the aria label."""
+    if state not in STATES:
+        raise ValueError(f"unknown chip state {state!r}")
+    label = f"{state} token {quoted(text)}" + ("; " + "; ".join(tip) if tip else "")
+    classes = f"chip chip--{state}" + (f" anim-{anim}" if anim else "")
+    tip_text = "\n".join([f"{state}: {quoted(text)}", *tip])
+    out = (
+        f'<span class="{classes}" style="--i:{int(order)}" tabindex="0" role="listitem" '
+        f'aria-label="{esc(label)}" data-tip="{esc(tip_text)}">'
+        f'<span class="chip__icon" aria-hidden="true">{ICONS[state]}</span>'
+        f'<span class="chip__text">{token_html(text)}</span></span>'
+    )
+    if "\n" in text:  # keep the text's line breaks
+        out += '<span class="br" aria-hidden="true"></span>'
+    return out
+
+
+def _draft_tip(d: DraftDecision, judged_view: bool) -> list[str]:
+    lines = [f"draft #{d.position}, token id {d.token_id}", f"q(x) drafter = {num(d.draft_prob)}"]
+    if judged_view:
+        lines.append(f"p(x) target = {num(d.target_prob)}")
+        lines.append(f"p/q = {num(_ratio(d))}, min(1, p/q) = {num(d.accept_prob)}")
+        if d.judged and d.u is not None:
+            rel = "<" if d.accepted else "\u2265"
+            lines.append(f"u = {num(d.u)} {rel} {num(d.accept_prob)} \u2192 {'accept' if d.accepted else 'reject'}")
+        elif not d.judged:
+            lines.append("never judged: an earlier draft was rejected")
+    else:
+        lines.append("waiting for the target's verify pass")
+    return lines
+
+
+def _correction_tip(c: Correction) -> list[str]:
+    lines = [f"token id {c.token_id}"]
+    if c.kind == "resample":
+        lines.append(f"drawn from norm(max(0, p \u2212 q)) at position {c.position}: {num(c.prob)}")
+        lines.append(f"p(x) target = {num(c.target_prob)}")
+    elif c.kind == "bonus":
+        lines.append(f"drawn from p at position {c.position} (\u03b3+1): p = {num(c.prob)}")
+    else:
+        lines.append(f"drawn from p: p = {num(c.prob)}")
+    return lines
+
+
+def _ratio(d: DraftDecision) -> float | None:
+    if d.ratio is not None:
+        return d.ratio
+    return d.target_prob / d.draft_prob if d.draft_prob > 0 else None
+
+
+def committed_chips(steps: Sequence[StepRecord]) -> list[str]:
+    """Chips for everything these (finished) steps committed, in order."""
+    out: list[str] = []
+    for s in steps:
+        for d in s.drafted[: s.n_accepted]:
+            out.append(chip(d.text, "accepted", [f"step {s.index + 1}", *_draft_tip(d, True)]))
+        if s.correction is not None:
+            c = s.correction
+            out.append(chip(c.text, CORRECTION_STATE.get(c.kind, "target"), [f"step {s.index + 1}", *_correction_tip(c)]))
+    return out
+
+
+def current_chips(step: StepRecord, phase: str) -> list[str]:
+    """Chips of the step on screen: pending drafts, or drafts with their verdicts plus the correction."""
+    out: list[str] = []
+    if phase == DRAFT:
+        for i, d in enumerate(step.drafted):
+            out.append(chip(d.text, "drafted", _draft_tip(d, False), anim="appear", order=i))
+        return out
+    for i, d in enumerate(step.drafted):
+        state = "accepted" if d.accepted else ("rejected" if d.judged else "discarded")
+        out.append(chip(d.text, state, _draft_tip(d, True), anim="flip", order=i))
+    if step.correction is not None:
+        c = step.correction
+        out.append(
+            chip(c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(step.drafted))
+        )
+    return out
+
+
+def prompt_html(prompt: str) -> str:
+    shown = prompt
+    cut = ""
+    if len(prompt) > PROMPT_TAIL_CHARS:
+        shown = prompt[-PROMPT_TAIL_CHARS:]
+        cut = f'<span class="prompt__cut">\u2026 {len(prompt) - PROMPT_TAIL_CHARS} earlier characters \u2026 </span>'
+    body = token_html(shown).replace('<span class="ws">\u21b5</span>', '<span class="ws">\u21b5</span><br>')
+    return f'<span class="prompt" role="listitem" aria-label="prompt: {esc(token_plain(prompt))}">{cut}{body}</span>'
+
+
+def legend_html() -> str:
+    items = "".join(
+        f'<li class="legend__item" title="{esc(desc)}"><span class="swatch chip--{key}" aria-hidden="true">'
+        f'<span class="chip__icon">{ICONS[key]}</span><span class="chip__text">Aa</span></span>'
+        f'<span class="legend__name">{esc(name)}</span><span class="legend__desc">{esc(desc)}</span></li>'
+        for key, name, desc in LEGEND
+    )
+    return f'<ul class="legend" aria-label="Legend of token states">{items}</ul>'
+
+
+# --------------------------------------------------------------------------- per-step table
+
+
+def number_line(d: DraftDecision) -> str:
+    """A 0–1 line: the accept region [0, min(1, p/q)) shaded, a marker where u landed."""
+    a = max(0.0, min(1.0, d.accept_prob))
+    acc = f'<span class="nl__acc" style="width:{100 * a:.1f}%"></span>'
+    thr = f'<span class="nl__thr" style="left:{100 * a:.1f}%"></span>'
+    if d.u is None:
+        marker = ""
+        label = f"min(1, p/q) = {num(a)}; not judged, no u drawn"
+    else:
+        u = max(0.0, min(1.0, d.u))
+        side = "acc" if d.accepted else "rej"
+        marker = f'<span class="nl__u nl__u--{side}" style="left:{100 * u:.1f}%" aria-hidden="true">\u25bc</span>'
+        label = f"u = {num(d.u)} landed {'below' if d.accepted else 'at or above'} min(1, p/q) = {num(a)}: {'accepted' if d.accepted else 'rejected'}"
+    return (
+        f'<span class="nl" role="img" aria-label="{esc(label)}">{acc}{thr}{marker}</span>'
+        f'<span class="nl__scale" aria-hidden="true"><span>0</span><span>1</span></span>'
+    )
+
+
+def verdict(d: DraftDecision) -> str:
+    if not d.judged:
+        return '<span class="verdict verdict--discarded">\u2298 not judged</span>'
+    if d.accepted:
+        return f'<span class="verdict verdict--accepted">\u2713 accepted <small>(u &lt; {num(d.accept_prob)})</small></span>'
+    return f'<span class="verdict verdict--rejected">\u2717 rejected <small>(u \u2265 {num(d.accept_prob)})</small></span>'
+
+
+def draft_sentence(d: DraftDecision) -> str:
+    """'Draft 3 “·Paris”: drafter gave it 0.41, target 0.62, ratio 1.51 ≥ 1 → accepted.'"""
+    head = f"Draft {d.position} {quoted(d.text)}: drafter gave it {num(d.draft_prob)}, target {num(d.target_prob)}"
+    r = _ratio(d)
+    if r is None:
+        ratio = "ratio undefined (q = 0)"
+    elif r >= 1:
+        ratio = f"ratio {num(r, 2)} \u2265 1"
+    else:
+        ratio = f"ratio {num(r, 2)} < 1"
+    if not d.judged:
+        return f"{head}, {ratio} \u2192 not judged: an earlier draft was already rejected."
+    if r is not None and r >= 1:
+        return f"{head}, {ratio} \u2192 accepted (always)."
+    rel = "<" if d.accepted else "\u2265"
+    return f"{head}, {ratio}; u = {num(d.u)} {rel} {num(d.accept_prob)} \u2192 {'accepted' if d.accepted else 'rejected'}."
+
+
+def step_table(step: StepRecord, phase: str) -> str:
+    if not step.drafted:
+        return ""
+    judged_view = phase == VERIFY
+    head = (
+        "<tr><th scope=col>#</th><th scope=col>draft token</th><th scope=col>q(x) drafter</th>"
+        "<th scope=col>p(x) target</th><th scope=col>p/q</th><th scope=col>min(1, p/q)</th>"
+        "<th scope=col>u on [0, 1)</th><th scope=col>verdict</th></tr>"
+    )
+    rows = []
+    for d in step.drafted:
+        tok = f'<code class="tok">{token_html(d.text)}</code>'
+        if judged_view:
+            cells = (
+                f"<td>{num(d.target_prob)}</td><td>{num(_ratio(d), 2)}</td><td>{num(d.accept_prob)}</td>"
+                f"<td>{number_line(d)}</td><td>{verdict(d)}</td>"
+            )
+            rclass = "accepted" if d.accepted else ("rejected" if d.judged else "discarded")
+        else:
+            cells = '<td class="pending" colspan=5>waiting for the target\u2019s single verify pass\u2026</td>'
+            rclass = "drafted"
+        rows.append(
+            f'<tr class="row--{rclass}" title="{esc(draft_sentence(d) if judged_view else "")}">'
+            f"<td>{d.position}</td><td>{tok}</td><td>{num(d.draft_prob)}</td>{cells}</tr>"
+        )
+    caption = (
+        "Each draft is accepted iff u &lt; min(1, p/q); the first rejection ends the step."
+        if judged_view
+        else "The drafter proposed these tokens; q(x) is the probability it drew each one with."
+    )
+    return (
+        f'<table class="steptable" aria-label="Drafted tokens of step {step.index + 1}">'
+        f"<caption>{caption}</caption><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
+    )
+
+
+# --------------------------------------------------------------------------- distribution bars
+
+
+def _bars(title: str, cands: Sequence[Candidate], pick: int | None, pick_label: str, struck: int | None = None,
+          extra: tuple[int, str, float] | None = None) -> str:
+    rows = []
+    ids = {c.token_id for c in cands}
+    items = list(cands)
+    if extra is not None and extra[0] not in ids:  # the picked token was outside the top list
+        items.append(Candidate(token_id=extra[0], text=extra[1], prob=extra[2]))
+    for c in items:
+        cls = ["bar-row"]
+        mark = ""
+        if pick is not None and c.token_id == pick:
+            cls.extend(["is-pick", f"is-pick--{pick_label}"])
+            mark = f'<span class="bar-mark">\u25c0 {esc(pick_label)}</span>'
+        if struck is not None and c.token_id == struck:
+            cls.append("is-struck")
+            mark += '<span class="bar-mark bar-mark--rej">\u2717 rejected draft</span>'
+        w = max(0.0, min(1.0, c.prob)) * 100
+        rows.append(
+            f'<li class="{" ".join(cls)}"><code class="tok bar-label">{token_html(c.text)}</code>'
+            f'<span class="bar" role="img" aria-label="{esc(token_plain(c.text))}: {num(c.prob)}">'
+            f'<span class="bar__fill" style="width:{w:.1f}%"></span></span>'
+            f'<span class="bar-val">{num(c.prob)}</span>{mark}</li>'
+        )
+    if not rows:
+        rows.append('<li class="bar-row bar-row--empty">(no mass)</li>')
+    return f'<div class="dist"><h4>{title}</h4><ol class="bars">{"".join(rows)}</ol></div>'
+
+
+def distribution_panel(step: StepRecord) -> str:
+    """Bars of p, q and the residual at a rejection; of p at the bonus/target position."""
+    c = step.correction
+    if c is None:
+        return ""
+    pick = (c.token_id, c.text, c.prob)
+    if c.kind == "resample":
+        rejected = next((d for d in step.drafted if d.judged and not d.accepted), None)
+        rej_id = rejected.token_id if rejected else None
+        parts = [
+            _bars(f"target p at position {c.position}", c.target_top, c.token_id, "resampled", rej_id,
+                  (c.token_id, c.text, c.target_prob)),
+            _bars(f"drafter q at position {c.position}", c.draft_top, c.token_id, "resampled", rej_id),
+            _bars("residual norm(max(0, p \u2212 q))", c.distribution_top, c.token_id, "resampled", None, pick),
+        ]
+        note = (
+            "After the rejection the target does not simply take its own favourite: it draws from the residual "
+            "max(0, p \u2212 q), renormalised. The rejected draft had p &lt; q, so its residual is 0. "
+            "This is what makes the output distribution exactly p."
+        )
+    elif c.kind == "bonus":
+        parts = [_bars(f"target p at position {c.position} (\u03b3+1)", c.distribution_top, c.token_id, "bonus", None, pick)]
+        note = "Every draft was accepted, and the same target pass already computed p one position further: the bonus token is drawn from it for free."
+    else:
+        parts = [_bars(f"target p at position {c.position}", c.distribution_top, c.token_id, "chosen", None, pick)]
+        note = "No draft this step, so the target produced one token from its own distribution p."
+    return f'<div class="dists">{"".join(parts)}</div><p class="dists__note">{note}</p>'
+
+
+# --------------------------------------------------------------------------- narration
+
+
+def narration(step: StepRecord, phase: str) -> str:
+    """One plain-words sentence about the step (plain text, not escaped)."""
+    n = step.index + 1
+    k = len(step.drafted)
+    c = step.correction
+    if phase == DRAFT:
+        toks = ", ".join(quoted(d.text) for d in step.drafted)
+        return (
+            f"Step {n}: {DRAFTER_NAMES.get(step.drafter or '', 'the drafter')} proposes {k} token{'s' if k != 1 else ''} "
+            f"({toks}) in {ms(step.draft_ms)}; the target has not looked at them yet."
+        )
+    emitted = len(step.emitted_ids)
+    tail = f" \u2014 {emitted} token{'s' if emitted != 1 else ''} from one target pass ({ms(step.verify_ms)})."
+    if step.eos:
+        tail = tail[:-1] + "; end of sequence reached."
+    if k == 0:
+        what = f"the target produced {quoted(c.text)} itself (p = {num(c.prob)})" if c else "nothing was produced"
+        why = "" if step.mode == "autoregressive" else " (no draft this step)"
+        return f"Step {n}{why}: {what}{tail}"
+    acc = [d for d in step.drafted if d.accepted]
+    rej = next((d for d in step.drafted if d.judged and not d.accepted), None)
+    parts = [f"Step {n}: "]
+    if rej is None and c is not None and c.kind == "bonus":
+        parts.append(f"all {k} drafts accepted, and the target added the bonus token {quoted(c.text)} drawn from p at position {c.position}")
+    else:
+        if acc:
+            parts.append(f"the target accepted {len(acc)} of {k} drafts ({', '.join(quoted(d.text) for d in acc)}), ")
+        else:
+            parts.append(f"the target accepted none of the {k} drafts, ")
+        if rej is not None:
+            parts.append(
+                f"rejected {quoted(rej.text)} (p/q = {num(_ratio(rej), 2)}, u = {num(rej.u)} \u2265 {num(rej.accept_prob)})"
+            )
+            if c is not None and c.kind == "resample":
+                parts.append(f" and resampled {quoted(c.text)} from the residual")
+        elif c is None:
+            parts.append("and stopped")
+    return "".join(parts) + tail
+
+
+# --------------------------------------------------------------------------- the whole view
+
+
+def step_view(
+    prompt: str,
+    steps: Sequence[StepRecord],
+    frame: Frame,
+    *,
+    running: bool = False,
+    stagger_s: float = 0.12,
+    message: str | None = None,
+) -> str:
+    """The full step view for one frame of the replay."""
+    total = len(steps)
+    more = "+" if running else ""
+    if frame.phase == START or not steps:
+        head = "Before the first step" if steps else "No run yet"
+        say = message or ("Press Step or Play to watch the first step." if steps else "Press Run to generate.")
+        chips: list[str] = []
+        body = ""
+        sr = say
+    else:
+        step = steps[frame.step]
+        phase_name = "drafting" if frame.phase == DRAFT else "verified"
+        head = f"Step {frame.step + 1} of {total}{more} \u00b7 {phase_name}"
+        chips = committed_chips(steps[: frame.step]) + current_chips(step, frame.phase)
+        sentences = ""
+        if frame.phase == VERIFY and step.drafted:
+            sentences = "".join(f"<li>{esc(draft_sentence(d))}</li>" for d in step.drafted)
+            sentences = f'<details class="why"><summary>Each draft in words</summary><ol>{sentences}</ol></details>'
+        body = step_table(step, frame.phase) + (distribution_panel(step) if frame.phase == VERIFY else "") + sentences
+        say = narration(step, frame.phase)
+        sr = say
+    return (
+        f'<div class="sd-view" style="--stagger:{max(0.0, stagger_s):.3f}s">'
+        f'<div class="sd-head"><span class="sd-step">{esc(head)}</span></div>'
+        f'<p class="sd-narration" role="status" aria-live="polite" aria-atomic="true">{esc(sr)}</p>'
+        f'<div class="sd-text" role="list" aria-label="Prompt and generated tokens">'
+        f'{prompt_html(prompt) if prompt else ""}{"".join(chips)}</div>'
+        f"{body}</div>"
+    )
+
+
+def count_states(html_text: str) -> dict[str, int]:
+    """How many chips of each state an HTML fragment holds (legend chips excluded)."""
+    import re
+
+    counts = {s: 0 for s in STATES}
+    for m in re.finditer(r'class="chip chip--(\w+)', html_text):
+        if m.group(1) in counts:
+            counts[m.group(1)] += 1
+    return counts

@@ -1,0 +1,58 @@
+"""Load a preset's models in the background at start-up, with progress others can follow.
+
+``app.py`` starts one ``Warmup`` for the default preset before launching, so
+the page comes up at once and the first Run finds the models ready (or shows
+the loading progress while it waits).  One instance per process, created by
+``app.py`` and handed to the tab builder: no module-level state here.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Iterator
+
+from playground.config import load_config
+from playground.models import load_pair
+
+
+class Warmup:
+    def __init__(self, preset: str, dtype: str | None = None) -> None:
+        self.preset = preset
+        self.dtype = dtype
+        self.message = "waiting to start"
+        self.fraction = 0.0
+        self.error: str | None = None
+        self.seconds: float | None = None
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._run, name=f"warmup-{preset}", daemon=True)
+
+    def start(self) -> "Warmup":
+        self._thread.start()
+        return self
+
+    def _progress(self, message: str, fraction: float) -> None:
+        self.message, self.fraction = str(message), float(fraction)
+
+    def _run(self) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._progress(f"loading preset {self.preset}", 0.0)
+            load_pair(load_config().preset(self.preset), self.dtype, progress=self._progress)
+            self._progress("models ready", 1.0)
+        except Exception as exc:  # reported to users when they press Run
+            self.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.seconds = time.perf_counter() - t0
+            self._done.set()
+
+    @property
+    def done(self) -> bool:
+        return self._done.is_set()
+
+    def wait(self, preset: str, poll_s: float = 0.5) -> Iterator[tuple[str, float]]:
+        """While this preset is still warming up, yield (message, fraction) every ``poll_s``."""
+        if preset != self.preset:
+            return
+        while not self._done.wait(poll_s):
+            yield f"Loading models for {self.preset}: {self.message}", self.fraction
