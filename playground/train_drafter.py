@@ -87,21 +87,28 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
 
     gen_dir = Path(args.work) / "gen"
     gen_dir.mkdir(parents=True, exist_ok=True)
-    # jobs: (prompt index, variant) with variant 0 = greedy, 1.. = sampled
-    order = sorted(range(len(prompts)), key=lambda i: len(tok(prompts[i]).input_ids))
+    # (prompt, variant) pairs already written (a rerun, even with another batch size, skips them)
+    done = set()
+    for shard in gen_dir.glob("shard*.json"):
+        done |= {(r["prompt"], r["variant"]) for r in json.loads(shard.read_text())}
+    # jobs: variant 0 = greedy, 1.. = sampled; batches of similar prompt length
+    order = sorted(range(len(prompts)), key=lambda i: (len(tok(prompts[i]).input_ids), i))
     batches = []
     for variant in range(1 + args.samples):
-        for g, b in enumerate(range(0, len(order), args.gen_batch)):
-            batches.append((g, variant, order[b : b + args.gen_batch]))
-    # interleave so that an early stop still has greedy *and* sampled text
-    batches.sort(key=lambda gvb: (gvb[0], gvb[1]))
+        todo = [i for i in order if (i, variant) not in done]
+        for b in range(0, len(todo), args.gen_batch):
+            batches.append((variant, todo[b : b + args.gen_batch]))
+    # seeded random batch order: an early stop keeps prompts of every length, greedy and sampled
+    random.Random(args.seed).shuffle(batches)
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     eos = tok.eos_token_id
+    gen_eos = getattr(model.generation_config, "eos_token_id", None) or eos
+    eos_set = set(gen_eos) if isinstance(gen_eos, (list, tuple)) else {gen_eos}
     bar = tqdm(batches, desc="gen (target writes its training text)", unit="batch")
     total_new = 0
     t_start = time.perf_counter()
-    for group, variant, pidx in bar:
-        shard = gen_dir / f"shard_g{group:03d}_v{variant}_b{args.gen_batch}.json"
+    for variant, pidx in bar:
+        shard = gen_dir / f"shard_v{variant}_p{pidx[0]:04d}_n{len(pidx)}.json"
         if shard.exists():
             continue
         if args.gen_minutes and (time.perf_counter() - t_start) > args.gen_minutes * 60:
@@ -111,7 +118,7 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
         width = max(len(e) for e in enc)
         ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
         mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
-        torch.manual_seed(args.seed * 100_003 + group * 101 + variant)
+        torch.manual_seed(args.seed * 100_003 + pidx[0] * 101 + variant)
         kw = dict(do_sample=False) if variant == 0 else dict(do_sample=True, temperature=0.8, top_p=0.95, top_k=0)
         with torch.inference_mode():
             out = model.generate(
@@ -119,14 +126,15 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
                 attention_mask=mask,
                 max_new_tokens=args.new_tokens,
                 pad_token_id=pad,
-                eos_token_id=eos,
+                eos_token_id=sorted(eos_set),
                 **kw,
             )
         rows = []
         for r, i in enumerate(pidx):
             new = out[r, width:].tolist()
-            if eos in new:
-                new = new[: new.index(eos) + 1]
+            stop = [k for k, t in enumerate(new) if t in eos_set]
+            if stop:
+                new = new[: stop[0] + 1]
             new = [t for t in new if t != pad]
             rows.append({"prompt": i, "variant": variant, "ids": enc[r] + new, "n_prompt": len(enc[r])})
             total_new += len(new)
@@ -137,6 +145,455 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
     for shard in sorted(gen_dir.glob("shard*.json")):
         rows.extend(json.loads(shard.read_text()))
     return rows
+
+
+# --------------------------------------------------------------------------------------
+# stage 2: features
+
+
+def stage_features(args, model, rows: list[dict]) -> dict:
+    """Prefill every sequence once (bf16) and cache what the drafter needs, flat over tokens."""
+    from tqdm import tqdm
+
+    from playground.drafters.mtp import MTPConfig, _text_model
+
+    path = Path(args.work) / "features.pt"
+    if path.exists():
+        feats = torch.load(path, weights_only=False)
+        if feats["n_seqs"] == len(rows):
+            return feats
+    from transformers import DynamicCache
+
+    mcfg = MTPConfig.from_target(model.config)
+    base = _text_model(model)
+    E = base.embed_tokens.weight  # [V, H] bf16 (tied output head)
+    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["ids"]))
+    lens = [len(r["ids"]) for r in rows]
+    offsets = [0]
+    for n in lens:
+        offsets.append(offsets[-1] + n)
+    N = offsets[-1]
+    H = mcfg.hidden_size
+    kvd = mcfg.num_key_value_heads * mcfg.head_dim
+    hidden = torch.empty(N, H, dtype=torch.bfloat16)
+    keys = torch.empty(N, kvd, dtype=torch.bfloat16)
+    values = torch.empty(N, kvd, dtype=torch.bfloat16)
+    top_ids = torch.empty(N, args.topk, dtype=torch.int32)
+    top_p = torch.empty(N, args.topk, dtype=torch.float16)
+    tokens = torch.tensor([t for r in rows for t in r["ids"]], dtype=torch.int32)
+    bs = 8
+    t0 = time.perf_counter()
+    with torch.inference_mode():
+        for b in tqdm(range(0, len(order), bs), desc="features (prefill with hidden states)", unit="batch"):
+            idx = order[b : b + bs]
+            T = max(lens[i] for i in idx)
+            ids = torch.zeros(len(idx), T, dtype=torch.long)  # right padding: causal attention never sees it
+            for r, i in enumerate(idx):
+                ids[r, : lens[i]] = torch.tensor(rows[i]["ids"])
+            cache = DynamicCache(config=model.config)
+            out = base(input_ids=ids, cache=cache, use_cache=True)
+            h = out.last_hidden_state  # final-norm state [B, T, H]
+            lay = cache.layers[mcfg.attn_layer]
+            k = lay.keys.transpose(1, 2).reshape(len(idx), T, kvd)
+            v = lay.values.transpose(1, 2).reshape(len(idx), T, kvd)
+            for r, i in enumerate(idx):
+                a, n = offsets[i], lens[i]
+                hidden[a : a + n] = h[r, :n]
+                keys[a : a + n] = k[r, :n]
+                values[a : a + n] = v[r, :n]
+                for c in range(0, n, 64):
+                    logits = (h[r, c : min(n, c + 64)] @ E.t()).float()
+                    pv, pi = torch.topk(torch.softmax(logits, dim=-1), args.topk, dim=-1)
+                    top_ids[a + c : a + c + pv.shape[0]] = pi.to(torch.int32)
+                    top_p[a + c : a + c + pv.shape[0]] = pv.to(torch.float16)
+    feats = dict(
+        n_seqs=len(rows),
+        offsets=torch.tensor(offsets),
+        tokens=tokens,
+        hidden=hidden,
+        keys=keys,
+        values=values,
+        top_ids=top_ids,
+        top_p=top_p,
+        meta=[{k: r[k] for k in ("prompt", "variant", "n_prompt")} for r in rows],
+        seconds=time.perf_counter() - t0,
+        attn_layer=mcfg.attn_layer,
+    )
+    torch.save(feats, path)
+    return feats
+
+
+# --------------------------------------------------------------------------------------
+# stage 3: candidate vocabulary
+
+
+def stage_vocab(args, feats: dict, train_seqs: list[int], hold_seqs: list[int], vocab_size: int, eos: int) -> dict:
+    offs = feats["offsets"]
+    mass = torch.zeros(vocab_size, dtype=torch.float64)
+    for i in train_seqs:
+        a, b = int(offs[i]), int(offs[i + 1])
+        mass.index_add_(0, feats["top_ids"][a:b].reshape(-1).long(), feats["top_p"][a:b].reshape(-1).double())
+        mass.index_add_(0, feats["tokens"][a:b].long(), torch.ones(b - a, dtype=torch.float64))  # the text itself
+    mass[eos] += 1e9  # always draftable
+    n = min(args.candidates, vocab_size)
+    ranked = torch.argsort(-mass, stable=True)  # ties (zero mass) fall back to ascending id
+    cand = ranked[:n].clone()
+    inset = torch.zeros(vocab_size, dtype=torch.bool)
+    inset[cand] = True
+
+    def coverage(seqs):
+        top1 = torch.cat([feats["top_ids"][int(offs[i]) : int(offs[i + 1]), 0] for i in seqs]).long()
+        ids = torch.cat([feats["top_ids"][int(offs[i]) : int(offs[i + 1])] for i in seqs]).long()
+        p = torch.cat([feats["top_p"][int(offs[i]) : int(offs[i + 1])] for i in seqs]).float()
+        return float(inset[top1].float().mean()), float((p * inset[ids]).sum() / p.sum())
+
+    tr1, trm = coverage(train_seqs)
+    ho1, hom = coverage(hold_seqs)
+    stats = {
+        "candidates": n,
+        "distinct_tokens_with_mass": int((mass > 0).sum()) - 0,
+        "train_top1_coverage": tr1,
+        "train_topk_mass_coverage": trm,
+        "heldout_top1_coverage": ho1,
+        "heldout_topk_mass_coverage": hom,
+    }
+    print("vocab:", json.dumps(stats))
+    return {"candidates": cand, "stats": stats}
+
+
+# --------------------------------------------------------------------------------------
+# stage 4: training
+
+
+class _Data:
+    """Per-sequence views of the cached features, padded into batches on demand."""
+
+    def __init__(self, feats: dict, seqs: list[int], cand: torch.Tensor, vocab_size: int, embed_weight, scale):
+        self.f = feats
+        self.seqs = seqs
+        self.offs = feats["offsets"]
+        lut = torch.full((vocab_size,), -1, dtype=torch.long)
+        lut[cand] = torch.arange(cand.numel())
+        self.lut = lut
+        self.E = embed_weight  # [V, H] (bf16 is fine: we upcast rows)
+        self.scale = scale
+
+    def batch(self, which: list[int], steps: int, max_len: int = 0):
+        f = self.f
+        lens = [int(self.offs[i + 1] - self.offs[i]) for i in which]
+        T = max(lens) if not max_len else min(max(lens), max_len)
+        B = len(which)
+        H = f["hidden"].shape[1]
+        kvd = f["keys"].shape[1]
+        tok = torch.zeros(B, T, dtype=torch.long)
+        hid = torch.zeros(B, T, H)
+        K = torch.zeros(B, T, kvd)
+        Vv = torch.zeros(B, T, kvd)
+        tid = torch.zeros(B, T, f["top_ids"].shape[1], dtype=torch.long)
+        tp = torch.zeros(B, T, f["top_p"].shape[1])
+        valid = torch.zeros(B, T, dtype=torch.bool)
+        for r, i in enumerate(which):
+            a = int(self.offs[i])
+            n = min(lens[r], T)
+            tok[r, :n] = f["tokens"][a : a + n].long()
+            hid[r, :n] = f["hidden"][a : a + n].float()
+            K[r, :n] = f["keys"][a : a + n].float()
+            Vv[r, :n] = f["values"][a : a + n].float()
+            tid[r, :n] = f["top_ids"][a : a + n].long()
+            tp[r, :n] = f["top_p"][a : a + n].float()
+            valid[r, :n] = True
+        emb = self.E[tok].float() * self.scale
+        return dict(tok=tok, emb=emb, hid=hid, K=K, V=Vv, tid=tid, tp=tp, valid=valid, cidx=self.lut[tid])
+
+
+def _shift(x: torch.Tensor, j: int, fill=0):
+    """x[:, t + j] at t (fill past the end)."""
+    if j == 0:
+        return x
+    pad = torch.full_like(x[:, :j], fill)
+    return torch.cat([x[:, j:], pad], dim=1)
+
+
+def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed_weight) -> dict:
+    """The candidate set of chain n, as at inference: the N static tokens plus every token of
+    x_0..x_n outside them (``MTPDrafter`` adds the committed context's tokens).
+
+    Returns ext_ids [X], ext_emb [X, H] (tied embedding rows), allowed [B, T, N+X] bool and
+    cidx [B, T, k]: the target's top-k ids as indices into static+extra (-1: not a candidate)."""
+    tok, valid = batch["tok"], batch["valid"]
+    B, T = tok.shape
+    is_ext = valid & (static_lut[tok] < 0)
+    ext_ids = torch.unique(tok[is_ext])
+    X = int(ext_ids.numel())
+    lut = static_lut.clone()
+    lut[ext_ids] = n_static + torch.arange(X)
+    first = torch.full((B, X), T, dtype=torch.long)
+    if X:
+        pos = torch.arange(T).expand(B, T)
+        idx = (lut[tok] - n_static).clamp_min(0)
+        first.scatter_reduce_(1, idx, torch.where(is_ext, pos, T), "amin")
+    n = torch.arange(T)
+    allowed_ext = first[:, None, :] <= n[None, :, None]  # [B, T, X]
+    allowed = torch.cat([torch.ones(B, T, n_static, dtype=torch.bool), allowed_ext], dim=-1)
+    return {"ext_ids": ext_ids, "ext_emb": embed_weight[ext_ids].float(), "allowed": allowed, "cidx": lut[batch["tid"]]}
+
+
+def drafter_loss(head, batch: dict, cand_emb: torch.Tensor, steps: int, kv_shape, step_weights):
+    """Sum over draft steps j of w_j * [KL(target top-k | drafter) + CE(target argmax)], plus
+    per-step top-1 agreement (teacher-forced chains)."""
+    from playground.drafters.mtp import unrolled_states
+
+    B, T = batch["tok"].shape
+    nkv, D = kv_shape
+    K = batch["K"].view(B, T, nkv, D).transpose(1, 2)
+    V = batch["V"].view(B, T, nkv, D).transpose(1, 2)
+    states = unrolled_states(head, batch["emb"], batch["hid"], K, V, steps)
+    cv = batch["cand"]
+    table = torch.cat([cand_emb, cv["ext_emb"]])  # [N+X, H]
+    total = 0.0
+    logs = []
+    for j, s in enumerate(states, start=1):
+        logits = head.logits(s, table).float().masked_fill(~cv["allowed"], float("-inf"))  # [B, T, N+X]
+        logq = torch.log_softmax(logits, dim=-1)
+        cidx = _shift(cv["cidx"], j - 1, -1)  # target dist at position n+j-1 (predicts x_{n+j})
+        tp = _shift(batch["tp"], j - 1, 0.0)
+        valid = _shift(batch["valid"], j - 1, False)
+        inc = (cidx >= 0) & torch.gather(cv["allowed"], -1, cidx.clamp_min(0))  # chain n's candidate set
+        p = tp * inc
+        mass = p.sum(-1, keepdim=True)
+        ok = valid & (mass[..., 0] > 0)
+        p = p / mass.clamp_min(1e-9)
+        lq = torch.gather(logq, -1, cidx.clamp_min(0)).masked_fill(~inc, 0.0)  # [B, T, k]
+        soft = -(p * lq).sum(-1)
+        hard_ok = ok & inc[..., 0]
+        hard = -lq[..., 0]
+        n_ok = ok.sum().clamp_min(1)
+        loss_j = (soft * ok).sum() / n_ok + (hard * hard_ok).sum() / hard_ok.sum().clamp_min(1)
+        total = total + step_weights[j - 1] * loss_j
+        with torch.no_grad():
+            agree = (logits.argmax(-1) == cidx[..., 0]) & hard_ok
+            logs.append((float(loss_j), float(agree.sum()), float(ok.sum())))
+    return total, logs
+
+
+def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weight, scale, init_from=None):
+    from tqdm import tqdm
+
+    from playground.drafters.mtp import MTPConfig, MTPHead
+
+    work = Path(args.work)
+    mcfg = MTPConfig.from_target(
+        target_cfg, num_layers=args.layers, attend=args.attend, num_candidates=int(cand.numel())
+    )
+    torch.manual_seed(args.seed)
+    head = MTPHead(mcfg)
+    if init_from is not None:
+        head.init_from_target(init_from)
+    head.candidates.copy_(cand)
+    cand_emb = embed_weight[cand].float()
+    data = _Data(feats, train_seqs, cand, mcfg.vocab_size, embed_weight, scale)
+    decay, no_decay = [], []
+    for n_, p in head.named_parameters():
+        (no_decay if p.dim() < 2 else decay).append(p)
+    opt = torch.optim.AdamW(
+        [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98)
+    )
+    total_steps = args.max_steps
+    warm = min(50, max(1, total_steps // 20))
+
+    def lr_at(step):
+        if step < warm:
+            return args.lr * (step + 1) / warm
+        prog = min(1.0, (step - warm) / max(1, total_steps - warm))
+        return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog)))
+
+    tag = f"{args.attend}_L{args.layers}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{total_steps}_s{args.seed}"
+    ckpt = work / f"ckpt_{tag}.pt"
+    step = 0
+    history = []
+    elapsed_before = 0.0
+    if ckpt.exists():
+        st = torch.load(ckpt, weights_only=False)
+        head.load_state_dict(st["head"])
+        opt.load_state_dict(st["opt"])
+        step, history, elapsed_before = st["step"], st["history"], st["elapsed"]
+        print(f"train: resumed {ckpt.name} at step {step}")
+    weights = [0.8 ** (j - 1) for j in range(1, args.steps_ahead + 1)]
+    kv_shape = (mcfg.num_key_value_heads, mcfg.head_dim)
+    t0 = time.perf_counter()
+    budget = args.minutes * 60
+    bar = tqdm(total=total_steps, initial=step, desc=f"train {tag}", unit="step")
+    head.train()
+
+    def save():
+        tmp = ckpt.with_suffix(".tmp")
+        torch.save(
+            {"head": head.state_dict(), "opt": opt.state_dict(), "step": step, "history": history,
+             "elapsed": elapsed_before + time.perf_counter() - t0, "config": mcfg.to_dict()},
+            tmp,
+        )
+        os.replace(tmp, ckpt)
+
+    agg = [[0.0, 0.0, 0.0] for _ in range(args.steps_ahead)]
+    while step < total_steps:
+        if elapsed_before + time.perf_counter() - t0 > budget:
+            bar.write(f"train: time budget ({args.minutes} min) reached at step {step}")
+            break
+        rng = random.Random(args.seed * 1_000_003 + step)
+        which = rng.sample(train_seqs, min(args.batch, len(train_seqs)))
+        for g in opt.param_groups:
+            g["lr"] = lr_at(step)
+        batch = data.batch(which, args.steps_ahead)
+        batch["cand"] = batch_candidates(batch, data.lut, int(cand.numel()), embed_weight)
+        # bf16 matmuls (fp32 master weights, fp32 softmax/loss): ~10x faster than fp32 on this CPU
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
+            loss, logs = drafter_loss(head, batch, cand_emb, args.steps_ahead, kv_shape, weights)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
+        opt.step()
+        step += 1
+        for j, (l, a, n) in enumerate(logs):
+            agg[j][0] += l
+            agg[j][1] += a
+            agg[j][2] += n
+        bar.update(1)
+        if step % 10 == 0:
+            acc = [a / max(n, 1) for _, a, n in agg]
+            bar.set_postfix(loss=f"{agg[0][0] / 10:.3f}", top1=" ".join(f"{x:.2f}" for x in acc))
+            history.append({"step": step, "loss1": agg[0][0] / 10, "top1_by_step": acc})
+            agg = [[0.0, 0.0, 0.0] for _ in range(args.steps_ahead)]
+        if step % args.ckpt_every == 0:
+            save()
+    save()
+    bar.close()
+    head.eval()
+    return head, {"steps": step, "train_seconds": elapsed_before + time.perf_counter() - t0, "history": history, "tag": tag}
+
+
+# --------------------------------------------------------------------------------------
+# stage 5: evaluation
+
+
+@torch.no_grad()
+def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, greedy_only=True) -> dict:
+    """Greedy (temperature 0) acceptance by draft position on cached sequences.
+
+    Chain n (committed = x_0..x_n, n in the generated part) accepts draft j iff it equals
+    the target's argmax at position n+j-1; it goes on to draft j+1 only if the text's next
+    token is that argmax too (always for greedy text; where it happens for sampled text),
+    so every judged draft sees exactly the inputs it would see in the decoding loop."""
+    from playground.drafters.mtp import unrolled_states
+
+    head.eval()
+    cand_emb = embed_weight[cand].float()
+    data = _Data(feats, seqs, cand, head.cfg.vocab_size, embed_weight, scale)
+    nkv, D = head.cfg.num_key_value_heads, head.cfg.head_dim
+    reached = [0] * steps
+    accepted = [0] * steps
+    chains = 0
+    use = [i for i in seqs if (feats["meta"][i]["variant"] == 0 or not greedy_only)]
+    for b in range(0, len(use), 8):
+        which = use[b : b + 8]
+        batch = data.batch(which, steps)
+        B, T = batch["tok"].shape
+        K = batch["K"].view(B, T, nkv, D).transpose(1, 2)
+        V = batch["V"].view(B, T, nkv, D).transpose(1, 2)
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            states = unrolled_states(head, batch["emb"], batch["hid"], K, V, steps)
+        cv = batch_candidates(batch, data.lut, int(cand.numel()), embed_weight)
+        table = torch.cat([cand_emb, cv["ext_emb"]])
+        all_ids = torch.cat([cand, cv["ext_ids"]])
+        top1 = batch["tid"][..., 0]  # target argmax at each position (predicts the next token)
+        # chain n counts if it starts in the generated part: n >= n_prompt - 1
+        start_ok = torch.zeros(B, T, dtype=torch.bool)
+        for r, i in enumerate(which):
+            m = feats["meta"][i]
+            n_len = int(batch["valid"][r].sum())
+            start_ok[r, m["n_prompt"] - 1 : n_len - 1] = True
+        alive = start_ok.clone()
+        chains += int(alive.sum())
+        for j, s in enumerate(states, start=1):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                lg = head.logits(s, table).float().masked_fill(~cv["allowed"], float("-inf"))
+            draft = all_ids[lg.argmax(-1)]  # [B, T]
+            tgt = _shift(top1, j - 1, -1)  # target argmax at position n+j-1
+            nxt = _shift(batch["tok"], j, -1)  # the text's token x_{n+j} (fed at step j+1)
+            valid = _shift(batch["valid"], j, False)
+            alive = alive & valid
+            reached[j - 1] += int(alive.sum())
+            ok = alive & (draft == tgt)
+            accepted[j - 1] += int(ok.sum())
+            alive = ok & (nxt == tgt)  # the teacher-forced input matches the accepted draft
+    cond = [a / r if r else float("nan") for a, r in zip(accepted, reached)]
+    cum = []
+    c = 1.0
+    for x in cond:
+        c *= x if x == x else 0.0
+        cum.append(c)
+    return {"chains": chains, "conditional_by_position": cond, "cumulative_by_position": cum,
+            "reached": reached, "accepted": accepted}
+
+
+# --------------------------------------------------------------------------------------
+# stage 6: benchmark through the decoding loop (prompts NOT in the training list)
+
+BENCH_PROMPTS = [
+    "The three most important things to know about owning a bicycle are",
+    "In the middle of the ocean there is a small island where",
+    "def parse_date(text):\n    \"\"\"Parse a date in the format YYYY-MM-DD.\"\"\"\n",
+    "Question: What is the largest desert in the world?\nAnswer:",
+    "The history of the bicycle",
+    "Dear team,\n\nI wanted to thank you all for",
+]
+
+
+def stage_bench(args, model, tok, out_dir: Path, gammas=(3, 5), new_tokens: int = 112) -> dict:
+    """Autoregressive vs speculative (MTP) with the project's loop, bf16, temperature 0."""
+    from playground import engine
+    from playground.drafters.mtp import MTPDrafter
+
+    prompts = json.loads(PROMPTS.read_text())
+    assert not set(BENCH_PROMPTS) & set(prompts), "benchmark prompts must not be training prompts"
+    drafter = MTPDrafter.from_pretrained(model, out_dir)
+    eos = sorted(drafter.eos)
+    res: dict = {"prompts": len(BENCH_PROMPTS), "new_tokens": new_tokens, "dtype": str(model.dtype)}
+    ar_tps, ar_ms = [], []
+    spec = {g: {"tps": [], "acc": [], "len": [], "draft_ms": [], "equal": 0} for g in gammas}
+    for text in BENCH_PROMPTS:
+        ids = tok(text).input_ids
+        cfg = engine.GenerationConfig(mode="autoregressive", max_new_tokens=new_tokens, trace=False)
+        ar = engine.run(model, tok, ids, cfg, eos_token_ids=eos)
+        ar_tps.append(ar.stats.tokens_per_s)
+        ar_ms.append(ar.stats.single_token_ms)
+        for g in gammas:
+            cfg = engine.GenerationConfig(mode="speculative", gamma=g, max_new_tokens=new_tokens, trace=False)
+            r = engine.run(model, tok, ids, cfg, drafter=drafter, eos_token_ids=eos)
+            d = spec[g]
+            d["tps"].append(r.stats.tokens_per_s)
+            d["acc"].append(r.stats.acceptance_by_position)
+            d["len"].append(r.stats.mean_accepted_length)
+            d["draft_ms"].append(r.stats.draft_ms_per_token)
+            d["equal"] += int(tuple(r.token_ids) == tuple(ar.token_ids))
+        print(f"bench: {text[:30]!r}: AR {ar_tps[-1]:.1f} tok/s; "
+              + "; ".join(f"γ={g} {spec[g]['tps'][-1]:.1f} tok/s acc1 {spec[g]['acc'][-1][0]:.2f}" for g in gammas))
+    mean = lambda xs: sum(x for x in xs if x is not None) / max(1, sum(1 for x in xs if x is not None))
+    res["autoregressive_tokens_per_s"] = mean(ar_tps)
+    res["target_single_token_ms"] = mean(ar_ms)
+    for g in gammas:
+        d = spec[g]
+        by_pos = [mean([a[i] for a in d["acc"]]) for i in range(g)]
+        res[f"gamma{g}"] = {
+            "tokens_per_s": mean(d["tps"]),
+            "speedup": mean(d["tps"]) / res["autoregressive_tokens_per_s"],
+            "acceptance_by_position": by_pos,
+            "mean_accepted_length": mean(d["len"]),
+            "draft_ms_per_token": mean(d["draft_ms"]),
+            "draft_cost_ratio_c": mean(d["draft_ms"]) / res["target_single_token_ms"],
+            "outputs_equal_to_autoregressive": f"{d['equal']}/{len(BENCH_PROMPTS)}",
+        }
+    print("bench:", json.dumps(res, indent=1))
+    return res
 
 
 # --------------------------------------------------------------------------------------
@@ -166,24 +623,150 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--ckpt-every", type=int, default=100)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many optimiser steps (0: time only)")
+    p.add_argument("--bf16", type=int, default=1, help="bf16 autocast for training matmuls (1/0)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.threads > 0:
+        torch.set_num_threads(args.threads)
+    if args.max_steps <= 0:
+        args.max_steps = 100_000  # time-limited
     torch.manual_seed(args.seed)
     stages = set(args.stages.split(","))
     prompts = json.loads(PROMPTS.read_text())
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
-    t0 = time.perf_counter()
-    model = tok = None
-    if stages & {"gen", "features", "eval"}:
-        model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
+    stats_path = work / "stats.json"
+    stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
+    t_all = time.perf_counter()
+    model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
+    from playground.drafters.mtp import MTPConfig, _text_model, save_head
+
+    base = _text_model(model)
+    embed_weight = base.embed_tokens.weight.detach()
+    scale = float(getattr(base.embed_tokens, "embed_scale", 1.0))
+    eos = tok.eos_token_id
+    vocab_size = model.config.get_text_config().vocab_size
+
+    t = time.perf_counter()
+    need_rows = "gen" in stages or stages & {"features", "vocab", "train", "eval", "export"}
+    rows = stage_gen(args, model, tok, prompts) if "gen" in stages else (_load_rows(work) if need_rows else [])
     if "gen" in stages:
-        rows = stage_gen(args, model, tok, prompts)
-        print(f"gen: {len(rows)} sequences, {sum(len(r['ids']) for r in rows)} tokens")
+        stats["gen"] = {"sequences": len(rows), "tokens": sum(len(r["ids"]) for r in rows),
+                        "new_tokens": sum(len(r["ids"]) - r["n_prompt"] for r in rows),
+                        "seconds_this_run": time.perf_counter() - t}
+        print("gen:", json.dumps(stats["gen"]))
+    if stages & {"features", "vocab", "train", "eval", "export"}:
+        feats = stage_features(args, model, rows)
+        stats["features"] = {"seconds": feats["seconds"], "positions": int(feats["offsets"][-1])}
+        train_p, hold_p = split_prompts(prompts, args.seed, args.holdout)
+        hold_set = set(hold_p)
+        train_seqs = [i for i, m in enumerate(feats["meta"]) if m["prompt"] not in hold_set]
+        hold_seqs = [i for i, m in enumerate(feats["meta"]) if m["prompt"] in hold_set]
+        voc = stage_vocab(args, feats, train_seqs, hold_seqs, vocab_size, eos)
+        stats["vocab"] = voc["stats"]
+        stats["split"] = {"train_prompts": len(train_p), "heldout_prompts": len(hold_p),
+                          "train_sequences": len(train_seqs), "heldout_sequences": len(hold_seqs),
+                          "train_positions": sum(int(feats["offsets"][i + 1] - feats["offsets"][i]) for i in train_seqs)}
+        cand = voc["candidates"]
+        head = None
+        if "train" in stages:
+            head, tr = stage_train(args, feats, train_seqs, hold_seqs, cand, model.config, embed_weight, scale, init_from=model)
+            stats["train"] = {k: v for k, v in tr.items() if k != "history"}
+            stats["train"]["last"] = tr["history"][-1] if tr["history"] else None
+            stats["train"].update({"batch": args.batch, "lr": args.lr, "steps_ahead": args.steps_ahead,
+                                   "layers": args.layers, "attend": args.attend, "seed": args.seed})
+            stats["args"] = {k: v for k, v in vars(args).items() if k not in ("stages", "work", "out", "target_dir")}
+        if head is not None and "eval" in stages:
+            ev = greedy_acceptance(head, feats, hold_seqs, cand, embed_weight, scale, steps=max(6, args.steps_ahead), greedy_only=False)
+            stats["eval_heldout_greedy"] = ev
+            print("held-out greedy acceptance by position:", " ".join(f"{x:.3f}" for x in ev["conditional_by_position"]))
+        stats_path.write_text(json.dumps(stats, indent=1))
+        if head is not None and "export" in stages:
+            out = save_head(head, args.out)
+            write_model_card(out, stats, args)
+            print(f"exported to {out} ({(out / 'model.safetensors').stat().st_size / 1e6:.1f} MB)")
+    stats_path.write_text(json.dumps(stats, indent=1))
+    if "bench" in stages:
+        stats["bench"] = stage_bench(args, model, tok, Path(args.out))
+        stats_path.write_text(json.dumps(stats, indent=1))
+        write_model_card(Path(args.out), stats, args)
+    print(f"total {time.perf_counter() - t_all:.0f} s")
     return 0
+
+
+def _load_rows(work: Path) -> list[dict]:
+    rows = []
+    for shard in sorted((work / "gen").glob("shard*.json")):
+        rows.extend(json.loads(shard.read_text()))
+    if not rows:
+        raise SystemExit(f"no generated text under {work / 'gen'}: run the gen stage first")
+    return rows
+
+
+def write_model_card(out: Path, stats: dict, args) -> None:
+    args = argparse.Namespace(**{**vars(args), **stats.get("args", {})})  # the training run's settings
+    ev = stats.get("eval_heldout_greedy", {})
+    tr = stats.get("train", {})
+    cond = ev.get("conditional_by_position", [])
+    cum = ev.get("cumulative_by_position", [])
+    bench = stats.get("bench")
+    lines = [
+        "# gemma3-270m-mtp — a Gemma-4-style MTP drafter for Gemma 3 270M",
+        "",
+        "Drafter kind `mtp` of the speculative-decoding playground (`playground/drafters/mtp.py`).",
+        "Only the drafter's own weights are stored here (bf16); the output head is the target's tied",
+        "embedding restricted to the `candidates` buffer (stored as int64 token ids).",
+        "",
+        "## Architecture",
+        f"- input: concat(RMSNorm(target embedding of the newest token), RMSNorm(target final-norm hidden "
+        f"state at the previous position)) -> Linear(2H->H), H = {tr.get('hidden_size', 640)}",
+        f"- {args.layers} Gemma 3 decoder layer(s) initialised from the target's last full-attention layer; "
+        + ("attention reads the target's K/V of that layer (committed context, read-only) plus the "
+           "drafter's own keys of this call's draft steps" if args.attend == "target" else
+           "attention over the drafter's own keys of this call's draft steps only"),
+        "- Linear(H->H) -> the next step's state (recurrent); final RMSNorm -> logits over "
+        f"{stats.get('vocab', {}).get('candidates')} candidate tokens",
+        "",
+        "## Training (self-distillation on a 2-core CPU)",
+        f"- data: the target (bf16) continued {stats.get('split', {}).get('train_prompts')} + "
+        f"{stats.get('split', {}).get('heldout_prompts')} (held-out) prompts from `playground/data/train_prompts.json`, "
+        f"one greedy and {args.samples} sampled (T=0.8, top-p 0.95) continuations each, up to {args.new_tokens} new tokens: "
+        f"{stats.get('gen', {}).get('sequences')} sequences, {stats.get('gen', {}).get('tokens')} tokens "
+        f"({stats.get('split', {}).get('train_positions')} training positions)",
+        f"- features: one bf16 prefill per sequence caching the final hidden state, the K/V of layer "
+        f"{stats.get('attn_layer', '17')}, and the target's top-{args.topk} next-token distribution "
+        f"({stats.get('features', {}).get('seconds', 0):.0f} s)",
+        f"- loss: sum over draft steps j=1..{args.steps_ahead} of 0.8^(j-1) x [KL(target top-{args.topk} "
+        "restricted to the candidates || drafter) + CE(target argmax)], the drafter fed its own states",
+        f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
+        f"{tr.get('train_seconds', 0) / 60:.1f} min wall time, seed {args.seed}",
+        f"- candidate vocabulary coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}, "
+        f"held-out {stats.get('vocab', {}).get('heldout_top1_coverage', 0):.3f}",
+        "",
+        "## Held-out greedy acceptance by draft position",
+        f"Continuations of the held-out prompts ({ev.get('chains')} draft chains, one per generated position; a chain",
+        "continues while the text follows the target's argmax). Conditional = P(draft j accepted | drafts 1..j-1",
+        "accepted); cumulative = P(drafts 1..j all accepted).",
+        "",
+        "| position | " + " | ".join(str(i + 1) for i in range(len(cond))) + " |",
+        "|---|" + "---|" * len(cond),
+        "| conditional | " + " | ".join(f"{x:.3f}" for x in cond) + " |",
+        "| cumulative | " + " | ".join(f"{x:.3f}" for x in cum) + " |",
+        "",
+    ]
+    if bench:
+        lines += ["## Benchmark (speculative loop, bf16, temperature 0)", "", "```", json.dumps(bench, indent=1), "```", ""]
+    lines += [
+        "## Reproduce",
+        "```",
+        f"python -m playground train-drafter --preset {args.preset} --minutes {args.minutes:g} --seed {args.seed}",
+        "```",
+    ]
+    (out / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
 
 
 if __name__ == "__main__":

@@ -240,7 +240,7 @@ def test_readme_spaces_header_matches_spaces_config():
     import gradio
 
     readme = ROOT / "README.md"
-    assert readme.is_file(), "README.md is missing; it must begin with the Spaces header (README_HEADER.md)"
+    assert readme.is_file(), "README.md is missing; it must begin with the Spaces header"
     head = _front_matter(readme)
     raw = yaml.safe_load(CONFIG_PATH.read_text(encoding="utf-8"))
     assert head["sdk"] == "gradio"

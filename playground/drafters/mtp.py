@@ -372,8 +372,15 @@ class MTPDrafter:
     name = "mtp"
     needs_target_hidden = True
 
-    def __init__(self, target, head: MTPHead, eos_token_ids=()) -> None:
+    def __init__(
+        self, target, head: MTPHead, eos_token_ids=(), argmax: bool = False, context_candidates: bool = True
+    ) -> None:
+        """target: the target causal LM (its tied embedding is the drafter's input and
+        output table); head: trained ``MTPHead``; eos_token_ids: drafting stops after one;
+        argmax=True drafts the argmax at every temperature (q one-hot, like Gemma 4's
+        assistant), default samples from q."""
         self.target = target
+        self.argmax = argmax
         base = _text_model(target)
         self.embed = base.embed_tokens  # scaled embedding (Gemma multiplies by sqrt(H))
         weight = self.embed.weight
@@ -385,8 +392,12 @@ class MTPDrafter:
         cand = head.candidates.to(weight.device)
         if int(cand.max()) >= self.vocab_size:
             raise ValueError("candidate ids exceed the target vocabulary: weights for another target?")
-        self.candidates = cand
-        self.cand_emb = weight.detach()[cand]  # [N, H] sparse output head (tied embedding rows)
+        self.static_candidates = cand
+        self.static_emb = weight.detach()[cand]  # [N, H] sparse output head (tied embedding rows)
+        self.in_static = torch.zeros(self.vocab_size, dtype=torch.bool, device=weight.device)
+        self.in_static[cand] = True
+        self.context_candidates = context_candidates
+        self._reset_context()
         if eos_token_ids is None:
             eos_token_ids = ()
         if isinstance(eos_token_ids, int):
@@ -395,16 +406,57 @@ class MTPDrafter:
         self.last_ms_per_token: float | None = None
 
     @classmethod
-    def from_pretrained(cls, target, path: str | Path = DEFAULT_WEIGHTS, eos_token_ids=None) -> "MTPDrafter":
+    def from_pretrained(
+        cls, target, path: str | Path = DEFAULT_WEIGHTS, eos_token_ids=None, argmax: bool = False,
+        context_candidates: bool = True,
+    ) -> "MTPDrafter":
+        """Load shipped weights (``config.json`` + ``model.safetensors``) for ``target``."""
         head = load_head(path, dtype=torch.float32)
+        cfg = target.config.get_text_config() if hasattr(target.config, "get_text_config") else target.config
+        if head.cfg.hidden_size != cfg.hidden_size or head.cfg.vocab_size != cfg.vocab_size:
+            raise ValueError(f"MTP weights in {path} were trained for another target ({head.cfg.target})")
         if eos_token_ids is None:
-            eos = target.config.get_text_config().eos_token_id if hasattr(target.config, "get_text_config") else None
-            eos_token_ids = eos if isinstance(eos, (list, tuple)) else ([eos] if eos is not None else [])
-        return cls(target, head, eos_token_ids)
+            eos_token_ids = set()
+            for src in (cfg, getattr(target, "generation_config", None)):
+                e = getattr(src, "eos_token_id", None)
+                if e is not None:
+                    eos_token_ids |= set(e) if isinstance(e, (list, tuple)) else {e}
+        return cls(target, head, sorted(eos_token_ids), argmax=argmax, context_candidates=context_candidates)
+
+    # -- candidate set: N static tokens + the committed context's other tokens ----------
+    def _reset_context(self) -> None:
+        self._scanned: list[int] = []  # committed ids already scanned for candidates
+        self._extra: list[int] = []
+        self._extra_set: set[int] = set()
+        self.candidates = self.static_candidates
+        self.cand_emb = self.static_emb
+
+    def _update_context(self, committed: list[int]) -> None:
+        """Add the committed tokens outside the static set to the candidates: greedy text
+        often repeats a rare token of its own context (a name, a number)."""
+        if not self.context_candidates:
+            return
+        n = len(self._scanned)
+        if len(committed) < n or committed[:n] != self._scanned:
+            self._reset_context()  # another sequence (start() not called) or rolled back
+            n = 0
+        new = [int(t) for t in committed[n:]]
+        self._scanned = list(committed)
+        add = []
+        for t in new:
+            if 0 <= t < self.vocab_size and not self.in_static[t] and t not in self._extra_set:
+                self._extra_set.add(t)
+                self._extra.append(t)
+                add.append(t)
+        if add:
+            ids = torch.tensor(add, dtype=torch.long, device=self.static_emb.device)
+            self.candidates = torch.cat([self.candidates, ids])
+            self.cand_emb = torch.cat([self.cand_emb, self.embed.weight.detach()[ids]])
 
     # -- protocol --------------------------------------------------------------------
     def start(self, state: TargetState) -> None:
         self.last_ms_per_token = None
+        self._reset_context()
 
     def accept(self, n_accepted: int, state: TargetState) -> None:
         """Nothing to roll back: the state is rebuilt from the target on every propose."""
@@ -420,6 +472,7 @@ class MTPDrafter:
         if gamma <= 0 or not committed:
             return Draft(token_ids=[], draft_probs=None, info=self._info(None, 0, 0))
         t0 = time.perf_counter()
+        self._update_context(committed)
         dev = self.cand_emb.device
         n_ctx = len(committed) - 1  # committed tokens in the target cache
         pos = n_ctx  # position of the newest committed token (the first input)
@@ -434,40 +487,70 @@ class MTPDrafter:
             ctx_k, ctx_v = ctx_k.to(self.dtype), ctx_v.to(self.dtype)
         own = [([], []) for _ in self.head.layers]
         tok = int(committed[-1])
+        deterministic = params.greedy or self.argmax
         tokens: list[int] = []
-        rows: list[torch.Tensor] = []
+        rows: list[torch.Tensor] = []  # q rows (sampled drafts) or softmax rows (argmax drafts)
         for j in range(gamma):
             emb = self.embed(torch.tensor([[tok]], device=dev))
             p = torch.tensor([[pos + j]], device=dev)
             s = self.head.step(emb, s, p, ctx_k, ctx_v, None, own)
             logits = self.head.logits(s[0, 0], self.cand_emb)  # [N]
-            probs = logits_to_probs(logits, params)  # exactly what the draft is drawn from
-            idx = sample(probs, generator)
+            if deterministic:
+                idx = int(torch.argmax(logits))  # q is a point mass on this token
+                probs = None if params.greedy else logits_to_probs(logits, params)
+            else:
+                probs = logits_to_probs(logits, params)  # exactly what the draft is drawn from
+                idx = sample(probs, generator)
             tok = int(self.candidates[idx])
             tokens.append(tok)
-            if not params.greedy:
-                row = torch.zeros(self.vocab_size, dtype=torch.float32, device=dev)
-                row[self.candidates] = probs
-                rows.append(row)
+            if probs is not None:
+                rows.append(self._scatter(probs))
             if tok in self.eos:
                 break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / len(tokens)
-        draft_probs = torch.stack(rows) if rows else None
         n_keys = 0 if ctx_k is None else int(ctx_k.shape[-2])
-        return Draft(
+        stacked = torch.stack(rows) if rows else None
+        draft = Draft(
             token_ids=tokens,
-            draft_probs=draft_probs,
+            draft_probs=None if deterministic else stacked,
             info=self._info(hidden_from, n_keys, len(tokens)),
             forward_calls=len(tokens),
         )
+        if deterministic and stacked is not None and hasattr(draft, "soft_probs"):
+            draft.soft_probs = stacked  # NOT q: what a buggy verifier would use (rule "softmax-q")
+        return draft
+
+    def _scatter(self, probs: torch.Tensor) -> torch.Tensor:
+        """A candidate-set distribution [N] as a full-vocabulary row [V] (zeros elsewhere)."""
+        row = torch.zeros(self.vocab_size, dtype=torch.float32, device=probs.device)
+        row[self.candidates] = probs.float()
+        return row
 
     def _info(self, hidden_from, n_keys: int, n: int) -> dict[str, Any]:
         return {
             "hidden_from_position": hidden_from,
             "candidates_scored": int(self.candidates.numel()),
+            "context_candidates": len(self._extra),
             "vocab_size": self.vocab_size,
             "target_kv_positions": n_keys,
             "draft_steps": n,
             "draft_ms_per_token": None if self.last_ms_per_token is None else round(self.last_ms_per_token, 3),
         }
+
+
+def load_mtp_drafter(target, preset=None, argmax: bool = False, eos_token_ids=None) -> MTPDrafter:
+    """The shipped MTP drafter for ``target``.
+
+    preset: a ``playground.config.Preset`` (its ``drafter_weights`` is a directory relative
+    to the repository root), a path to a weights directory, or None for the default
+    ``playground/weights/gemma3-270m-mtp``.
+    """
+    path = DEFAULT_WEIGHTS
+    if isinstance(preset, (str, Path)):
+        path = Path(preset)
+    elif preset is not None and getattr(preset, "drafter_weights", None):
+        path = Path(__file__).resolve().parent.parent.parent / preset.drafter_weights
+    if not (path / "model.safetensors").exists():
+        raise FileNotFoundError(f"MTP drafter weights not found at {path} (train: python -m playground train-drafter)")
+    return MTPDrafter.from_pretrained(target, path, eos_token_ids=eos_token_ids, argmax=argmax)
