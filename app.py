@@ -17,6 +17,8 @@ import gradio as gr
 
 from playground.config import load_config
 from visual import CSS_PATH
+from visual.bench_ui import build_benchmark_tab
+from visual.lab_ui import PREFILL_KEYS, build_lab_tabs, prefill_from_query, prefill_updates
 from visual.playground_tab import build_playground_tab
 
 INTRO = (
@@ -28,11 +30,27 @@ INTRO = (
 
 
 def _playground(cfg, warmup=None):
-    build_playground_tab(cfg, warmup=warmup)
+    tab = build_playground_tab(cfg, warmup=warmup)
+    outputs = [tab.components[k] for k in PREFILL_KEYS]
+
+    def wire(demo: gr.Blocks) -> None:
+        # A teacher's link (?preset=..&prompt=..&gamma=..&temperature=..&seed=.. or ?classroom=..)
+        # prefills the Playground; invalid values are ignored (validated in playground.lab).
+        def on_load(request: gr.Request):
+            return prefill_updates(prefill_from_query(request, cfg))
+
+        demo.load(on_load, None, outputs, api_visibility="private")
+
+    return wire
 
 
-# (title or None, builder(cfg, warmup)) — more tabs (Benchmark, Classroom lab, ...) are appended here.
-TABS: list[tuple[str | None, object]] = [("Playground", _playground)]
+# (title or None, builder(cfg, warmup)); None: the builder makes its own tabs.  A builder may
+# return a function wire(demo), called once the Blocks exist (e.g. for demo.load events).
+TABS: list[tuple[str | None, object]] = [
+    ("Playground", _playground),
+    ("Classroom lab", lambda cfg, warmup: build_lab_tabs(cfg, warmup)),
+    ("Benchmark", lambda cfg, warmup: build_benchmark_tab(cfg, warmup)),
+]
 
 
 def build_demo(warmup=None, tabs=None) -> gr.Blocks:
@@ -40,13 +58,17 @@ def build_demo(warmup=None, tabs=None) -> gr.Blocks:
     title = cfg.app.get("title", "Speculative Decoding Playground")
     with gr.Blocks(title=title) as demo:
         gr.Markdown(f"# {title}\n{INTRO}", elem_classes=["sd-intro"])
+        wires = []
         with gr.Tabs():
             for tab_title, builder in tabs or TABS:
                 if tab_title is None:  # the builder makes its own gr.Tab(s)
-                    builder(cfg, warmup)
+                    wires.append(builder(cfg, warmup))
                     continue
                 with gr.Tab(tab_title):
-                    builder(cfg, warmup)
+                    wires.append(builder(cfg, warmup))
+        for wire in wires:
+            if callable(wire):
+                wire(demo)
     q = cfg.queue
     demo.queue(max_size=q.get("max_size"), default_concurrency_limit=q.get("default_concurrency_limit", 1))
     return demo

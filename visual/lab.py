@@ -112,13 +112,24 @@ def distribution_html(check: lab.DistributionCheck | None) -> str:
     )
 
 
-RULES_COLUMNS = ["rule", "kind", "N", "TV", "noise TV", "p-value", "p vs exact", "acceptance", "tokens/pass", "verdict"]
+RULES_COLUMNS = ["rule", "kind", "N", "TV", "noise TV", "p-value", "p vs exact", "acceptance", "tokens/pass",
+                 "vs correct", "verdict"]
+_SETTINGS = ("prompt", "preset", "temperature", "top_k", "top_p", "gamma", "n_tokens", "n_samples", "seed", "dtype")
+
+
+def _baseline(c: lab.DistributionCheck, checks: Sequence[lab.DistributionCheck]) -> lab.DistributionCheck | None:
+    return next((b for b in checks if b.rule == lab.DEFAULT_RULE
+                 and all(getattr(b, k) == getattr(c, k) for k in _SETTINGS)), None)
 
 
 def rules_table(checks: Sequence[lab.DistributionCheck]) -> pd.DataFrame:
     """One row per rule checked in this session (latest first): drift vs acceptance, side by side."""
     rows = []
     for c in checks:
+        base = _baseline(c, checks)
+        ratio = None
+        if base is not None and base.spec.tokens_per_target_call and c.spec.tokens_per_target_call:
+            ratio = c.spec.tokens_per_target_call / base.spec.tokens_per_target_call
         verdict = "drift detected" if c.p_value < 0.001 else ("unclear" if c.p_value < 0.05 else "no drift detected")
         rows.append({
             "rule": c.rule,
@@ -130,6 +141,7 @@ def rules_table(checks: Sequence[lab.DistributionCheck]) -> pd.DataFrame:
             "p vs exact": lab.format_p(c.chi2_exact.p_value) if c.chi2_exact is not None else "—",
             "acceptance": pct(c.spec.acceptance_rate),
             "tokens/pass": num(c.spec.tokens_per_target_call, 2),
+            "vs correct": times(ratio),
             "verdict": verdict,
         })
     return pd.DataFrame(rows, columns=RULES_COLUMNS)
@@ -226,7 +238,12 @@ def theory_figure(curve: lab.TheoryCurve, point: lab.MeasuredPoint | None = None
     if point is not None and point.gamma:
         y = point.measured if point.measured is not None else point.predicted
         if y is not None and math.isfinite(y):
-            how = "measured" if point.measured is not None else "predicted from measured α, c, v"
+            if point.measured is not None:
+                how = "measured"
+            elif point.c is None or point.v is None:
+                how = "measured α, c and v_γ from the sliders"
+            else:
+                how = "predicted from measured α, c, v_γ"
             fig.add_scatter(x=[point.gamma], y=[y], mode="markers+text", name=f"you are here ({how})",
                             marker=dict(size=16, color=COLORS["predicted"], symbol="star",
                                         line=dict(width=1, color=FONT_COLOR)),
@@ -236,9 +253,11 @@ def theory_figure(curve: lab.TheoryCurve, point: lab.MeasuredPoint | None = None
     fig.update_layout(yaxis2=dict(overlaying="y", side="right", title="E (tokens per step)", showgrid=False,
                                   color=FONT_COLOR, rangemode="tozero"))
     fig.update_xaxes(title_text="γ (drafts per step)", dtick=1)
-    fig.update_yaxes(title_text="S (× speed of the target alone)", rangemode="tozero")
+    fig.update_layout(yaxis=dict(title=dict(text="S (× speed of the target alone)"), rangemode="tozero"))
     title = f"α = {curve.alpha:.2f}, c = {curve.c:.2f}, v_γ = {curve.v:.2f}"
-    return style(fig, title, height=380)
+    fig = style(fig, title, height=380)
+    fig.update_layout(yaxis2=dict(title=dict(text="E (tokens per step)", font=dict(color=FONT_COLOR)), showgrid=False))
+    return fig
 
 
 def theory_html(curve: lab.TheoryCurve, gamma: int, point: lab.MeasuredPoint | None = None) -> str:
@@ -263,7 +282,7 @@ def theory_html(curve: lab.TheoryCurve, gamma: int, point: lab.MeasuredPoint | N
             + (f'<p style="{_SUB}">This trace has no single-token target pass to time against, so c and v<sub>γ</sub> '
                "could not be measured from it: the point uses the measured α with the sliders' c and v<sub>γ</sub>. "
                "Use <b>Measure</b> for a full measurement.</p>" if point.c is None or point.v is None else "")
-            f'<p style="{_SUB}">α here is the fraction of judged drafts that were accepted; the formula assumes '
+            + f'<p style="{_SUB}">α here is the fraction of judged drafts that were accepted; the formula assumes '
             "every draft is accepted independently with the same α, which real text does not quite do.</p>"
         )
     return f'<div style="{_BOX}">{_tiles(tiles)}<p>{esc(verdict)}</p>{meas}</div>'

@@ -452,7 +452,8 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
             gr.Markdown(
                 "Draw **N** short continuations with speculative sampling and with the target alone, and compare "
                 "the histograms. The correct rule matches the target up to noise; the rules marked ✗ WRONG are bugs "
-                "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance. "
+                "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance (its edge "
+                "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
                 "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
                 f"continuation on a CPU and allow N ≤ {lab.MAX_SAMPLES_SLOW:,}."
             )
