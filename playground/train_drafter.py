@@ -6,18 +6,26 @@ Stages (each resumable; results live in ``--work`` and are reused on a rerun):
 
 1. gen      — the target (bf16) writes its own training text: for every prompt in
                ``playground/data/train_prompts.json`` one greedy and ``--samples`` sampled
-               continuations (T=0.8, top-p 0.95), batched, left-padded.  One shard per batch.
+               continuations (T=0.8, top-k 64), batched, left-padded.  One shard per batch.
 2. features — one bf16 prefill per sequence (right-padded batches) caches what the drafter
                sees at inference: the final-norm hidden state h_t, the target KV of the
                drafter's attention layer (the last full-attention layer), and the target's
                top-k next-token distribution at every position.
 3. vocab    — the candidate vocabulary: tokens ranked by the target's soft next-token mass
                over the training split (then by id), top N.
-4. train    — KL(target top-k || drafter) + CE(target argmax) for draft steps 1..k, the
-               drafter fed its *own* predicted states (as at inference).  Checkpoints every
-               ``--ckpt-every`` optimiser steps; a rerun resumes from the newest one.
+4. train    — KL(target top-k || drafter) + CE(target argmax) + a regression of the drafter's
+               state onto the target's final hidden state, for draft steps 1..k, the drafter
+               fed its *own* predicted states (as at inference); bf16 autocast.  Checkpoints
+               every ``--ckpt-every`` optimiser steps; a rerun resumes from the newest one.
 5. eval     — greedy acceptance by draft position on the held-out prompts (prompts are
                split, never sequences), written into the model card.
+6. export   — bf16 drafter weights + config.json + MODEL_CARD.md into ``--out``.
+   bench    — (opt-in: ``--stages bench``) the decoding loop on prompts outside the
+               training list: autoregressive vs speculative, acceptance by position, cost.
+
+Runs on one torch thread by default: on the shared 2-core machine two threads made
+every small op wait for the busy second core (a batched decode step took 5.5 s on two
+threads, 0.17 s on one).
 
 Deterministic for a given ``--seed`` (data generation seeds per shard, training seeds per
 step).  This module trains and exports; it never runs in the app.
@@ -82,6 +90,45 @@ def split_prompts(prompts: list[str], seed: int, holdout_frac: float) -> tuple[l
 # stage 1: generation
 
 
+SAMPLE_TEMPERATURE = 0.8
+SAMPLE_TOP_K = 64
+
+
+@torch.inference_mode()
+def sample_batch(model, ids, mask, new_tokens: int, pad: int, eos_set: set, greedy: bool, generator) -> torch.Tensor:
+    """Batched decoding with a KV cache (left-padded prompts): greedy, or T=0.8 top-64 sampling.
+
+    A lean loop instead of ``model.generate``: on this CPU generate's full-vocabulary
+    top-p sort dominated a batched step.  Returns [B, new_tokens] (pad after an EOS)."""
+    from transformers import DynamicCache
+
+    B = ids.shape[0]
+    cache = DynamicCache(config=model.config)
+    pos = (mask.cumsum(-1) - 1).clamp_min(0)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True, logits_to_keep=1)
+    done = torch.zeros(B, dtype=torch.bool)
+    eos_t = torch.tensor(sorted(eos_set))
+    result = torch.full((B, new_tokens), pad, dtype=torch.long)
+    next_pos = pos[:, -1:] + 1
+    for t in range(new_tokens):
+        logits = out.logits[:, -1].float()
+        if greedy:
+            nxt = logits.argmax(-1)
+        else:
+            v, i = torch.topk(logits / SAMPLE_TEMPERATURE, SAMPLE_TOP_K, dim=-1)
+            nxt = i.gather(-1, torch.multinomial(torch.softmax(v, -1), 1, generator=generator)).squeeze(-1)
+        nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
+        result[:, t] = nxt
+        done |= torch.isin(nxt, eos_t)
+        if bool(done.all()) or t == new_tokens - 1:
+            break
+        mask = torch.cat([mask, (~done).long().unsqueeze(-1) | 1], dim=-1)
+        out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask, position_ids=next_pos, cache=cache,
+                    use_cache=True, logits_to_keep=1)
+        next_pos = next_pos + 1
+    return result
+
+
 def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
     from tqdm import tqdm
 
@@ -118,20 +165,11 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
         width = max(len(e) for e in enc)
         ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
         mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
-        torch.manual_seed(args.seed * 100_003 + pidx[0] * 101 + variant)
-        kw = dict(do_sample=False) if variant == 0 else dict(do_sample=True, temperature=0.8, top_p=0.95, top_k=0)
-        with torch.inference_mode():
-            out = model.generate(
-                input_ids=ids,
-                attention_mask=mask,
-                max_new_tokens=args.new_tokens,
-                pad_token_id=pad,
-                eos_token_id=sorted(eos_set),
-                **kw,
-            )
+        g = torch.Generator().manual_seed(args.seed * 100_003 + pidx[0] * 101 + variant)
+        out = sample_batch(model, ids, mask, args.new_tokens, pad, eos_set, greedy=(variant == 0), generator=g)
         rows = []
         for r, i in enumerate(pidx):
-            new = out[r, width:].tolist()
+            new = out[r].tolist()
             stop = [k for k, t in enumerate(new) if t in eos_set]
             if stop:
                 new = new[: stop[0] + 1]
@@ -142,9 +180,7 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
         el = time.perf_counter() - t_start
         bar.set_postfix(tok_s=f"{total_new / max(el, 1e-9):.1f}")
     rows = []
-    for shard in sorted(gen_dir.glob("shard*.json")):
-        rows.extend(json.loads(shard.read_text()))
-    return rows
+    return _load_rows(Path(args.work))
 
 
 # --------------------------------------------------------------------------------------
@@ -152,22 +188,52 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
 
 
 def stage_features(args, model, rows: list[dict]) -> dict:
-    """Prefill every sequence once (bf16) and cache what the drafter needs, flat over tokens."""
+    """Prefill every sequence once (bf16) and cache what the drafter needs, flat over tokens.
+
+    Cached per generation shard under ``work/features/`` (a rerun after more generation only
+    prefills the new shards), then concatenated in row order."""
     from tqdm import tqdm
 
-    from playground.drafters.mtp import MTPConfig, _text_model
+    from playground.drafters.mtp import MTPConfig
 
-    path = Path(args.work) / "features.pt"
-    if path.exists():
-        feats = torch.load(path, weights_only=False)
-        if feats["n_seqs"] == len(rows):
-            return feats
+    fdir = Path(args.work) / "features"
+    fdir.mkdir(parents=True, exist_ok=True)
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["shard"], []).append(r)
+    mcfg = MTPConfig.from_target(model.config)
+    parts = []
+    todo = [name for name in groups if not (fdir / f"{name}.pt").exists()]
+    bar = tqdm(total=sum(len(groups[n]) for n in todo), desc="features (prefill with hidden states)", unit="seq")
+    for name, grp in groups.items():
+        path = fdir / f"{name}.pt"
+        if not path.exists():
+            part = _prefill_features(args, model, grp, mcfg, bar)
+            torch.save(part, path)
+        parts.append(torch.load(path, weights_only=False))
+    bar.close()
+    offsets = [0]
+    for p in parts:
+        for a, b in zip(p["offsets"][:-1].tolist(), p["offsets"][1:].tolist()):
+            offsets.append(offsets[-1] + (b - a))
+    return dict(
+        n_seqs=len(rows),
+        offsets=torch.tensor(offsets),
+        **{k: torch.cat([p[k] for p in parts]) for k in ("tokens", "hidden", "keys", "values", "top_ids", "top_p")},
+        meta=[m for p in parts for m in p["meta"]],
+        seconds=sum(p["seconds"] for p in parts),
+        attn_layer=mcfg.attn_layer,
+    )
+
+
+@torch.inference_mode()
+def _prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
     from transformers import DynamicCache
 
-    mcfg = MTPConfig.from_target(model.config)
+    from playground.drafters.mtp import _text_model
+
     base = _text_model(model)
     E = base.embed_tokens.weight  # [V, H] bf16 (tied output head)
-    order = sorted(range(len(rows)), key=lambda i: len(rows[i]["ids"]))
     lens = [len(r["ids"]) for r in rows]
     offsets = [0]
     for n in lens:
@@ -181,46 +247,39 @@ def stage_features(args, model, rows: list[dict]) -> dict:
     top_ids = torch.empty(N, args.topk, dtype=torch.int32)
     top_p = torch.empty(N, args.topk, dtype=torch.float16)
     tokens = torch.tensor([t for r in rows for t in r["ids"]], dtype=torch.int32)
-    bs = 8
+    order = sorted(range(len(rows)), key=lambda i: lens[i])
     t0 = time.perf_counter()
-    with torch.inference_mode():
-        for b in tqdm(range(0, len(order), bs), desc="features (prefill with hidden states)", unit="batch"):
-            idx = order[b : b + bs]
-            T = max(lens[i] for i in idx)
-            ids = torch.zeros(len(idx), T, dtype=torch.long)  # right padding: causal attention never sees it
-            for r, i in enumerate(idx):
-                ids[r, : lens[i]] = torch.tensor(rows[i]["ids"])
-            cache = DynamicCache(config=model.config)
-            out = base(input_ids=ids, cache=cache, use_cache=True)
-            h = out.last_hidden_state  # final-norm state [B, T, H]
-            lay = cache.layers[mcfg.attn_layer]
-            k = lay.keys.transpose(1, 2).reshape(len(idx), T, kvd)
-            v = lay.values.transpose(1, 2).reshape(len(idx), T, kvd)
-            for r, i in enumerate(idx):
-                a, n = offsets[i], lens[i]
-                hidden[a : a + n] = h[r, :n]
-                keys[a : a + n] = k[r, :n]
-                values[a : a + n] = v[r, :n]
-                for c in range(0, n, 64):
-                    logits = (h[r, c : min(n, c + 64)] @ E.t()).float()
-                    pv, pi = torch.topk(torch.softmax(logits, dim=-1), args.topk, dim=-1)
-                    top_ids[a + c : a + c + pv.shape[0]] = pi.to(torch.int32)
-                    top_p[a + c : a + c + pv.shape[0]] = pv.to(torch.float16)
-    feats = dict(
-        n_seqs=len(rows),
-        offsets=torch.tensor(offsets),
-        tokens=tokens,
-        hidden=hidden,
-        keys=keys,
-        values=values,
-        top_ids=top_ids,
-        top_p=top_p,
+    bs = 8
+    for b in range(0, len(order), bs):
+        idx = order[b : b + bs]
+        T = max(lens[i] for i in idx)
+        ids = torch.zeros(len(idx), T, dtype=torch.long)  # right padding: causal attention never sees it
+        for r, i in enumerate(idx):
+            ids[r, : lens[i]] = torch.tensor(rows[i]["ids"])
+        cache = DynamicCache(config=model.config)
+        out = base(input_ids=ids, cache=cache, use_cache=True)
+        h = out.last_hidden_state  # final-norm state [B, T, H]
+        lay = cache.layers[mcfg.attn_layer]
+        k = lay.keys.transpose(1, 2).reshape(len(idx), T, kvd)
+        v = lay.values.transpose(1, 2).reshape(len(idx), T, kvd)
+        for r, i in enumerate(idx):
+            a, n = offsets[i], lens[i]
+            hidden[a : a + n] = h[r, :n]
+            keys[a : a + n] = k[r, :n]
+            values[a : a + n] = v[r, :n]
+            for c in range(0, n, 128):
+                logits = (h[r, c : min(n, c + 128)] @ E.t()).float()
+                lv, pi = torch.topk(logits, args.topk, dim=-1)
+                pv = torch.exp(lv - torch.logsumexp(logits, dim=-1, keepdim=True))  # top-k of the softmax
+                top_ids[a + c : a + c + pv.shape[0]] = pi.to(torch.int32)
+                top_p[a + c : a + c + pv.shape[0]] = pv.to(torch.float16)
+        bar.update(len(idx))
+    return dict(
+        offsets=torch.tensor(offsets), tokens=tokens, hidden=hidden, keys=keys, values=values,
+        top_ids=top_ids, top_p=top_p,
         meta=[{k: r[k] for k in ("prompt", "variant", "n_prompt")} for r in rows],
         seconds=time.perf_counter() - t0,
-        attn_layer=mcfg.attn_layer,
     )
-    torch.save(feats, path)
-    return feats
 
 
 # --------------------------------------------------------------------------------------
@@ -338,7 +397,7 @@ def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed
     return {"ext_ids": ext_ids, "ext_emb": embed_weight[ext_ids].float(), "allowed": allowed, "cidx": lut[batch["tid"]]}
 
 
-def drafter_loss(head, batch: dict, cand_emb: torch.Tensor, steps: int, kv_shape, step_weights):
+def drafter_loss(head, batch: dict, cand_emb: torch.Tensor, steps: int, kv_shape, step_weights, reg_weight=1.0):
     """Sum over draft steps j of w_j * [KL(target top-k | drafter) + CE(target argmax)], plus
     per-step top-1 agreement (teacher-forced chains)."""
     from playground.drafters.mtp import unrolled_states
@@ -368,7 +427,11 @@ def drafter_loss(head, batch: dict, cand_emb: torch.Tensor, steps: int, kv_shape
         hard_ok = ok & inc[..., 0]
         hard = -lq[..., 0]
         n_ok = ok.sum().clamp_min(1)
+        # feature regression (as EAGLE): s_j should be the target's final hidden state h_{n+j-1}
+        h_t = _shift(batch["hid"], j - 1, 0.0)
+        reg = ((s.float() - h_t) ** 2).mean(-1) / batch["hid_ms"]
         loss_j = (soft * ok).sum() / n_ok + (hard * hard_ok).sum() / hard_ok.sum().clamp_min(1)
+        loss_j = loss_j + reg_weight * (reg * ok).sum() / n_ok
         total = total + step_weights[j - 1] * loss_j
         with torch.no_grad():
             agree = (logits.argmax(-1) == cidx[..., 0]) & hard_ok
@@ -407,7 +470,7 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
         prog = min(1.0, (step - warm) / max(1, total_steps - warm))
         return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog)))
 
-    tag = f"{args.attend}_L{args.layers}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{total_steps}_s{args.seed}"
+    tag = f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}"
     ckpt = work / f"ckpt_{tag}.pt"
     step = 0
     history = []
@@ -419,6 +482,7 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
         step, history, elapsed_before = st["step"], st["history"], st["elapsed"]
         print(f"train: resumed {ckpt.name} at step {step}")
     weights = [0.8 ** (j - 1) for j in range(1, args.steps_ahead + 1)]
+    hid_ms = float(feats["hidden"][:20000].float().pow(2).mean())  # scale of the regression target
     kv_shape = (mcfg.num_key_value_heads, mcfg.head_dim)
     t0 = time.perf_counter()
     budget = args.minutes * 60
@@ -445,9 +509,10 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
             g["lr"] = lr_at(step)
         batch = data.batch(which, args.steps_ahead)
         batch["cand"] = batch_candidates(batch, data.lut, int(cand.numel()), embed_weight)
+        batch["hid_ms"] = hid_ms
         # bf16 matmuls (fp32 master weights, fp32 softmax/loss): ~10x faster than fp32 on this CPU
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
-            loss, logs = drafter_loss(head, batch, cand_emb, args.steps_ahead, kv_shape, weights)
+            loss, logs = drafter_loss(head, batch, cand_emb, args.steps_ahead, kv_shape, weights, args.reg_weight)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -618,13 +683,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidates", type=int, default=8192, help="candidate vocabulary size N")
     p.add_argument("--steps-ahead", type=int, default=4, help="draft steps trained (1..k)")
     p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--reg-weight", type=float, default=1.0, help="weight of the hidden-state regression loss")
+    p.add_argument("--init-from-target", type=int, default=0,
+                   help="1: copy the target's last full-attention layer into the drafter (measured: learns far slower)")
     p.add_argument("--attend", default="target", choices=("target", "none"), help="drafter attention source")
     p.add_argument("--batch", type=int, default=8, help="sequences per optimiser step")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--ckpt-every", type=int, default=100)
     p.add_argument("--max-steps", type=int, default=0, help="stop after this many optimiser steps (0: time only)")
     p.add_argument("--bf16", type=int, default=1, help="bf16 autocast for training matmuls (1/0)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--threads", type=int, default=1,
+                   help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)")
     return p
 
 
@@ -674,7 +743,8 @@ def main(argv: list[str] | None = None) -> int:
         cand = voc["candidates"]
         head = None
         if "train" in stages:
-            head, tr = stage_train(args, feats, train_seqs, hold_seqs, cand, model.config, embed_weight, scale, init_from=model)
+            head, tr = stage_train(args, feats, train_seqs, hold_seqs, cand, model.config, embed_weight, scale,
+                                   init_from=model if args.init_from_target else None)
             stats["train"] = {k: v for k, v in tr.items() if k != "history"}
             stats["train"]["last"] = tr["history"][-1] if tr["history"] else None
             stats["train"].update({"batch": args.batch, "lr": args.lr, "steps_ahead": args.steps_ahead,
@@ -701,7 +771,7 @@ def main(argv: list[str] | None = None) -> int:
 def _load_rows(work: Path) -> list[dict]:
     rows = []
     for shard in sorted((work / "gen").glob("shard*.json")):
-        rows.extend(json.loads(shard.read_text()))
+        rows.extend({**r, "shard": shard.stem} for r in json.loads(shard.read_text()))
     if not rows:
         raise SystemExit(f"no generated text under {work / 'gen'}: run the gen stage first")
     return rows
@@ -724,24 +794,28 @@ def write_model_card(out: Path, stats: dict, args) -> None:
         "## Architecture",
         f"- input: concat(RMSNorm(target embedding of the newest token), RMSNorm(target final-norm hidden "
         f"state at the previous position)) -> Linear(2H->H), H = {tr.get('hidden_size', 640)}",
-        f"- {args.layers} Gemma 3 decoder layer(s) initialised from the target's last full-attention layer; "
+        f"- {args.layers} Gemma 3-style decoder layer(s) (same attention geometry as the target's layer "
+        f"{stats.get('attn_layer', 17)}, {'initialised from it' if getattr(args, 'init_from_target', 0) else 'random init'}); "
         + ("attention reads the target's K/V of that layer (committed context, read-only) plus the "
            "drafter's own keys of this call's draft steps" if args.attend == "target" else
            "attention over the drafter's own keys of this call's draft steps only"),
-        "- Linear(H->H) -> the next step's state (recurrent); final RMSNorm -> logits over "
-        f"{stats.get('vocab', {}).get('candidates')} candidate tokens",
+        "- Linear(H->H) + RMSNorm -> the predicted target final hidden state, fed back as the next step's state; "
+        f"logits = state @ E[candidates]^T over {stats.get('vocab', {}).get('candidates')} static candidate tokens "
+        "plus the committed context's other tokens",
         "",
         "## Training (self-distillation on a 2-core CPU)",
         f"- data: the target (bf16) continued {stats.get('split', {}).get('train_prompts')} + "
         f"{stats.get('split', {}).get('heldout_prompts')} (held-out) prompts from `playground/data/train_prompts.json`, "
-        f"one greedy and {args.samples} sampled (T=0.8, top-p 0.95) continuations each, up to {args.new_tokens} new tokens: "
+        f"one greedy and up to {args.samples} sampled (T=0.8, top-k 64) continuations each, up to {args.new_tokens} new tokens: "
         f"{stats.get('gen', {}).get('sequences')} sequences, {stats.get('gen', {}).get('tokens')} tokens "
         f"({stats.get('split', {}).get('train_positions')} training positions)",
+        *([f"- note: {stats['data_note']}"] if stats.get("data_note") else []),
         f"- features: one bf16 prefill per sequence caching the final hidden state, the K/V of layer "
         f"{stats.get('attn_layer', '17')}, and the target's top-{args.topk} next-token distribution "
         f"({stats.get('features', {}).get('seconds', 0):.0f} s)",
         f"- loss: sum over draft steps j=1..{args.steps_ahead} of 0.8^(j-1) x [KL(target top-{args.topk} "
-        "restricted to the candidates || drafter) + CE(target argmax)], the drafter fed its own states",
+        "restricted to the candidates || drafter) + CE(target argmax) + "
+        f"{getattr(args, 'reg_weight', 1.0):g} x MSE(state, target final hidden) / mean(h^2)], the drafter fed its own states",
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
         f"{tr.get('train_seconds', 0) / 60:.1f} min wall time, seed {args.seed}",
         f"- candidate vocabulary coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}, "

@@ -61,6 +61,8 @@ def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
             v = r.get(k)
             if isinstance(v, float):
                 v = round(v, 3 if k in ("acceptance_rate", "c") else 2)
+            if k == "method" and r.get("rule") not in (None, "lossless"):
+                v = f"{v} ({r['rule']})"
             rec[h] = v
         data.append(rec)
     return pd.DataFrame(data, columns=[h for _, h in cols])

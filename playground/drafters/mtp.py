@@ -7,8 +7,8 @@ One draft step (all tensors are the target's dtype; H = target hidden size):
          attention reads the target's own K/V of its last full-attention layer
          (the committed context, read-only) plus the drafter's keys for the
          draft steps of this call
-    s' = post_proj(x)                                               H -> H, fed back
-    logits = final_norm(s') @ E[candidates]^T                       sparse head
+    s' = final_norm(post_proj(x))       H -> H: predicted target final hidden state, fed back
+    logits = s' @ E[candidates]^T                                   sparse tied head
 
 ``state`` starts as the target's final-norm hidden state at the position
 before the newest committed token (``TargetState.hidden``) — a learned start
@@ -29,6 +29,29 @@ argmax and ``draft_probs`` is None (point masses).
 The drafter keeps no cache across calls: it rebuilds its state from
 ``TargetState`` (hidden state + target K/V) on every ``propose``, so rollback
 after a rejection is free (``accept`` only records statistics).
+
+Design decisions, measured on Gemma 3 270M (bf16) on the project's 2-core CPU:
+
+* Attention source.  The drafter layer reads the target's own K/V of its last
+  full-attention layer (layer 17: one KV head, 256 dims, RoPE already applied)
+  for the committed context, plus its own keys for this call's draft steps.
+  Against the same layer attending only to its own draft keys ("none"), after
+  50 identical training steps: training top-1 0.42 vs 0.31, held-out greedy
+  acceptance at position 1 0.226 vs 0.199.  The cost is one dot product per
+  context key (one KV head): negligible next to the MLP and the sparse head.
+  No drafter cache is kept across calls, so there is nothing to roll back.
+* Initialisation.  Copying the target's layer 17 (and final norm) into the
+  drafter started at a loss of ~130 and learned slowly (top-1 0.27 after 25
+  steps overfitting four sequences) against random init (0.98): random init.
+* State.  The step output is the drafter's prediction of the target's
+  final-norm hidden state (trained with a regression loss next to the KL), so
+  the recurrent input lives in the same space as ``TargetState.hidden``.
+* Candidates.  N = 8192 static tokens ranked by the target's next-token mass
+  over its own training text, plus every other token of the committed context
+  (greedy text repeats its prompt's rare words): held-out argmax coverage
+  0.90 -> 0.96.  N = 16384 would add ~1.4 points for ~3 % more target-step cost.
+* Cost.  One draft step (1 layer, N = 8192) is ~4 % of a single-token target
+  step on the same machine (see the model card for the measured numbers).
 
 This module does not train the head (``playground.train_drafter``) and does
 not verify or sample target tokens (``playground.engine``).
@@ -260,18 +283,20 @@ class MTPHead(nn.Module):
 
         emb, state: [B, T, H]; positions: [B, T] (the query position = position of the
         input token); own: per layer (keys, values) lists of this call's earlier steps.
-        Returns the new state s' [B, T, H] (pre final norm).
+        Returns the new state [B, T, H]: the drafter's prediction of the target's
+        final-norm hidden state at the input token's position (the same space as
+        ``TargetState.hidden``, so it is fed back as the next step's state).
         """
         x = self.pre_proj(torch.cat([self.emb_norm(emb), self.hid_norm(state)], dim=-1))
         cos, sin = rope_cos_sin(positions, self.cfg.head_dim, self.cfg.rope_theta, x.dtype)
         use_ctx = self.cfg.attend == "target"
         for layer, (ok, ov) in zip(self.layers, own):
             x = layer(x, cos, sin, ctx_k if use_ctx else None, ctx_v if use_ctx else None, ctx_mask, ok, ov)
-        return self.post_proj(x)
+        return self.final_norm(self.post_proj(x))
 
     def logits(self, state: torch.Tensor, cand_emb: torch.Tensor) -> torch.Tensor:
-        """Candidate logits [..., N] from a state [..., H] and E[candidates] [N, H]."""
-        return self.final_norm(state) @ cand_emb.t()
+        """Candidate logits [..., N] from a state [..., H] and E[candidates] [N, H] (tied head)."""
+        return state @ cand_emb.t()
 
 
 def unrolled_states(head: MTPHead, emb, hidden, ctx_k, ctx_v, steps: int) -> list[torch.Tensor]:
@@ -464,7 +489,7 @@ class MTPDrafter:
     def cache_len(self) -> int | None:
         return None
 
-    @torch.inference_mode()
+    @torch.no_grad()  # not inference_mode: the candidate tables it builds stay ordinary tensors
     def propose(
         self, state: TargetState, gamma: int, params: SamplingParams, generator: torch.Generator | None
     ) -> Draft:

@@ -1,0 +1,315 @@
+"""Benchmark harness (``python -m playground bench``) on the tiny-random preset: fast, offline."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from playground import bench
+from playground.bench import ROW_FIELDS, BenchOptions, BenchPrompt
+
+ROOT = Path(__file__).resolve().parent.parent
+
+PROMPTS = (
+    BenchPrompt("copy", "grounded", "Repeat after me: the cat sat on the mat. the cat sat on the mat."),
+    BenchPrompt("open", "general", "Hello there, how are"),
+)
+
+
+@pytest.fixture(scope="module")
+def report():
+    opts = BenchOptions(
+        preset="tiny-random",
+        prompts=PROMPTS,
+        max_new_tokens=12,
+        gammas=(2, 4),
+        temperatures=(0.0, 1.0),
+        repeats=1,
+        cost_reps=2,
+        trace="both",
+        rules=("lossless", "typical"),
+        threads=1,
+    )
+    events = list(bench.iter_bench(opts))
+    assert isinstance(events[-1], bench.BenchReport)
+    progress = [e for e in events if isinstance(e, bench.Progress)]
+    assert progress and progress[-1].done == progress[-1].total
+    return events[-1]
+
+
+def test_rows_have_every_field_and_every_method(report):
+    rows = report.rows
+    for row in rows:
+        assert set(ROW_FIELDS) <= set(row)
+    methods = {(r["method"], r["drafter"]) for r in rows}
+    assert {
+        ("hf_generate", None),
+        ("autoregressive", None),
+        ("speculative", "model"),
+        ("speculative", "prompt-lookup"),
+        ("hf_assisted", "prompt-lookup"),
+        ("hf_assisted", "model"),
+    } <= methods
+    spec = [r for r in rows if r["method"] == "speculative"]
+    assert {r["gamma"] for r in spec} == {2, 4}
+    assert {r["prompts"] for r in rows} == {"grounded", "general"}
+    for r in spec:
+        assert len(r["acceptance_by_position"]) == r["gamma"]
+        assert r["v"] is not None and r["v"] > 0
+        assert r["c"] is not None and r["c"] >= 0
+        assert r["tokens_per_target_call"] >= 1.0
+        if r["acceptance_rate"] is not None:
+            assert r["predicted_speedup"] is not None
+    for r in rows:
+        assert r["ms_per_token"] > 0 and r["tokens_per_s"] > 0
+        assert r["peak_rss_mb"] is None or r["peak_rss_mb"] > 10
+    # the traced rows exist for our loop only
+    assert {r["method"] for r in rows if r["trace"]} == {"autoregressive", "speculative"}
+
+
+def test_greedy_rows_are_identical_to_hf_generate(report):
+    greedy = [r for r in report.rows if r["temperature"] == 0]
+    assert greedy
+    for r in greedy:
+        assert r["identical_to_hf"] is True, r
+        assert r["quality"] in ("identical to target", "reference")
+    for r in report.rows:
+        if r["temperature"] > 0:
+            assert r["identical_to_hf"] is None
+            if r["rule"] == "typical":
+                assert r["quality"].startswith("lossy")
+
+
+def test_markdown_csv_and_charts(report, tmp_path):
+    md = bench.markdown_table(report.rows, report.meta)
+    assert "| block size γ | latency (ms/token) | throughput (tokens/s) |" in md
+    assert "acceptance rate" in md and "quality" in md
+    paths = bench.write_outputs(report, tmp_path)
+    import pandas as pd
+
+    df = pd.read_csv(paths["csv"])
+    assert list(df.columns) == list(ROW_FIELDS) and len(df) == len(report.rows)
+    html = Path(paths["html"]).read_text()
+    assert "plotly" in html.lower()
+    assert json.loads(Path(paths["json"]).read_text())["rows"] == report.rows
+
+
+def test_visual_builders(report):
+    from visual.bench import bench_figures, bench_table
+
+    figs = bench_figures(report.rows)
+    assert set(figs) >= {"throughput", "speedup", "acceptance", "costs"}
+    table = bench_table(report.rows)
+    assert len(table) == len(report.rows)
+
+
+def test_bench_restores_the_thread_count():
+    before = torch.get_num_threads()
+    opts = BenchOptions(preset="tiny-random", prompts=PROMPTS[:1], max_new_tokens=3, gammas=(2,), repeats=1,
+                        cost_reps=1, methods=("autoregressive",), threads=before + 1, warmup=False)
+    seen = []
+    for item in bench.iter_bench(opts):
+        seen.append(torch.get_num_threads())
+    assert before + 1 in seen
+    assert torch.get_num_threads() == before
+
+
+def test_one_target_forward_per_speculative_step(tiny_pair):
+    """No redundant passes: prefill + exactly one target forward per step, counted on the model."""
+    from playground.drafters.model import ModelDrafter
+    from playground.drafters.prompt_lookup import PromptLookupDrafter
+    from playground.engine import GenerationConfig, run
+    from playground.tiny import EOS
+
+    target, drafter_model, tok = tiny_pair
+    calls = []
+    original = target.forward
+
+    def counting_forward(*args, **kwargs):
+        ids = kwargs.get("input_ids", args[0] if args else None)
+        calls.append(int(ids.shape[-1]))
+        return original(*args, **kwargs)
+
+    target.forward = counting_forward
+    try:
+        for drafter in (ModelDrafter(drafter_model, 100), PromptLookupDrafter()):
+            for temperature in (0.0, 1.0):
+                calls.clear()
+                ids = tok("abc abc abc abc")["input_ids"]
+                cfg = GenerationConfig(gamma=4, temperature=temperature, max_new_tokens=24, trace=False)
+                r = run(target, tok, ids, cfg, drafter=drafter, eos_token_ids=(EOS,))
+                assert len(calls) == r.stats.steps + 1 == r.stats.target_calls
+                assert calls[0] == len(ids) - 1  # the prefill
+                # each step's pass covers the newest committed token plus its drafts
+                assert calls[1:] == [1 + len(s.drafted) for s in r.steps]
+    finally:
+        del target.forward
+    assert target.forward == original
+
+
+def test_cost_measurement_uses_the_same_cache_length(tiny_pair):
+    target = tiny_pair[0]
+    costs = bench.measure_costs(target, list(range(3, 60)), sizes=(1, 3, 5), reps=2)
+    assert set(costs.ms_by_tokens) == {1, 3, 5}
+    assert costs.cache_len == 60 - 3 - 5
+    assert costs.v(1) == 1.0
+    assert costs.v(4) == pytest.approx((costs.ms_by_tokens[3] + costs.ms_by_tokens[5]) / 2 / costs.ms_by_tokens[1])
+
+
+def _cli(*args, timeout=240):
+    return subprocess.run(
+        [sys.executable, "-m", "playground", "bench", *args],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**__import__("os").environ, "OMP_NUM_THREADS": "1"},
+    )
+
+
+def test_cli_json_output_parses(tmp_path):
+    prompts = tmp_path / "p.json"
+    prompts.write_text(json.dumps({"prompts": ["abc abc abc", {"text": "hello hello", "kind": "grounded"}]}))
+    out = tmp_path / "out"
+    proc = _cli(
+        "--preset", "tiny-random", "--prompts", str(prompts), "--max-new-tokens", "6", "--gammas", "2",
+        "--repeats", "1", "--cost-reps", "1", "--threads", "1", "--json", "--out", str(out),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    data = json.loads(proc.stdout)
+    assert data["rows"] and all(set(ROW_FIELDS) <= set(r) for r in data["rows"])
+    assert all(r["identical_to_hf"] for r in data["rows"] if r["temperature"] == 0)
+    assert (out / "bench.csv").exists() and (out / "bench.md").exists() and (out / "bench.html").exists()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--gammas", "0"],
+        ["--gammas", "a,b"],
+        ["--temperatures", "-1"],
+        ["--preset", "nope"],
+        ["--methods", "magic"],
+        ["--drafters", "mtp", "--preset", "tiny-random"],
+        ["--prompts", "/nonexistent.json"],
+        ["--max-new-tokens", "0"],
+        ["--dtype", "float16"],
+        ["--bogus"],
+    ],
+)
+def test_bad_args_exit_2_with_one_line(args, capsys):
+    code = bench.main(args + ["--out", ""])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err and "\n" not in err and "Traceback" not in err
+
+
+def test_bad_prompts_file_is_one_line(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"prompts": [1, 2]}')
+    assert bench.main(["--preset", "tiny-random", "--prompts", str(bad)]) == 2
+    assert "\n" not in capsys.readouterr().err.strip()
+
+
+def test_default_prompts_are_grounded_and_general_and_not_training_prompts():
+    prompts = bench.load_prompts()
+    kinds = {p.kind for p in prompts}
+    assert {"grounded", "general"} <= kinds
+    train = json.loads((ROOT / "playground" / "data" / "train_prompts.json").read_text())
+    train = [t.strip() for t in train if isinstance(t, str)]
+    for p in prompts:
+        for t in train:
+            assert t not in p.text and p.text.strip() not in t, (p.id, t)
+
+
+def test_engine_import_does_not_pull_in_plotting():
+    code = "import sys, playground, playground.bench; print(any(m.split('.')[0] in ('plotly', 'pandas', 'gradio', 'visual') for m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip() == "False", out.stderr
+
+
+def test_bench_leaves_global_rng_alone(tiny_pair):
+    from playground.config import load_config
+    from playground.models import load_pair
+
+    preset = load_config().preset("tiny-random")
+    pair = load_pair(preset)
+    before = torch.random.get_rng_state()
+    bench._hf_run(pair, [5, 6, 7], 4, 1.0, 123, bench.Spec("hf_generate"))
+    assert torch.equal(before, torch.random.get_rng_state())
+
+
+def test_benchmark_tab_builds_and_runs_live():
+    gr = pytest.importorskip("gradio")
+    from visual.bench_ui import build_benchmark_tab, cli_command, live_options, run_live
+
+    with gr.Blocks():
+        with gr.Tab("Benchmark"):
+            comps = build_benchmark_tab()
+    assert {"run", "table", "fig_throughput", "fig_costs"} <= set(comps)
+    outs = list(
+        run_live("tiny-random", "custom", "abc abc abc abc", ["prompt-lookup"], [2], 4, 0.0, True, 1,
+                 progress=lambda *a, **k: None)
+    )  # fmt: skip
+    final = outs[-1]
+    assert final[0].startswith("Done") and len(final[2]) >= 4
+    with pytest.raises(gr.Error):
+        live_options("tiny-random", "custom", "", ["prompt-lookup"], [2], 4, 0.0, True, 1)
+    opts = live_options("tiny-random", "grounded", "", ["prompt-lookup", "mtp"], [2, 4], 8, 0.0, False, 1)
+    assert opts.drafters == ("prompt-lookup",) and "hf_generate" not in opts.methods
+    assert cli_command(opts).startswith("python -m playground bench --preset tiny-random")
+
+
+# ------------------------------------------------- the engine's fast paths give the same records
+
+
+def test_greedy_fast_argmax_takes_the_first_of_tied_maxima():
+    from playground.engine import GenerationConfig, run
+    from tests.fakes import BigramLM, ByteTokenizer
+
+    V = 40
+    table = torch.zeros(V, V)
+    for t in range(V):
+        table[t, (t + 7) % V] = 5.0
+        table[t, (t + 3) % V] = 5.0  # a tie: the lower id must win, as torch.argmax
+    target = BigramLM(table.bfloat16().float())
+    r = run(target, ByteTokenizer(), [1, 2], GenerationConfig(mode="autoregressive", max_new_tokens=6, trace=False))
+    expect, t = [], 2
+    for _ in range(6):
+        t = min((t + 7) % V, (t + 3) % V)
+        expect.append(t)
+    assert list(r.token_ids) == expect
+
+
+@pytest.mark.parametrize("rule", ["lossless", "typical", "bonus-wrong-position"])
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+@pytest.mark.parametrize("kind", ["model", "prompt-lookup"])
+def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind, temperature, rule):
+    """Lazy one-hot rows and the top-k shortcut for point masses change nothing in the trace."""
+    from playground import engine
+    from playground.drafters.model import ModelDrafter
+    from playground.drafters.prompt_lookup import PromptLookupDrafter
+    from playground.tiny import EOS
+
+    target, drafter_model, tok = tiny_pair
+    ids = tok("abc abc abc abc abd")["input_ids"]
+
+    def go():
+        d = ModelDrafter(drafter_model, 100) if kind == "model" else PromptLookupDrafter()
+        cfg = engine.GenerationConfig(gamma=4, temperature=temperature, max_new_tokens=20, seed=3, rule=rule)
+        r = engine.run(target, tok, ids, cfg, drafter=d, eos_token_ids=(EOS,))
+        return [
+            {k: v for k, v in s.to_dict().items() if not k.endswith("_ms")} for s in r.steps
+        ], r.token_ids
+
+    fast = go()
+    full_top = engine._top
+    monkeypatch.setattr(engine, "_top", lambda probs, n, texts, point=None: full_top(probs, n, texts))
+    monkeypatch.setattr(engine, "_row_top", lambda rows, i, n, texts, point: full_top(rows[i], n, texts) if texts else ())
+    # dense one-hot rows instead of PointRows: the original code path
+    monkeypatch.setattr(engine, "PointRows", lambda ids, V: engine.one_hot(torch.tensor(ids, dtype=torch.long), V))
+    slow = go()
+    assert fast == slow

@@ -1,0 +1,330 @@
+"""The MTP drafter (playground.drafters.mtp) on a tiny random Gemma 3: no real weights.
+
+Checks: the training-time unrolled form equals what ``propose`` computes step by
+step; the drafter's RoPE/keys match the target's cache; q rows are exact (sum to
+1, zero outside the candidates, the very distribution the draft was drawn from,
+empirically too); greedy returns point masses; a one-token prompt works;
+rollback is trivial (stateless); save/load round trip; cost model on the real
+Gemma 3 270M geometry; greedy equality through the engine.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
+
+from playground.drafters.base import Drafter, TargetState
+from playground.drafters.mtp import (
+    MTPConfig,
+    MTPDrafter,
+    MTPHead,
+    apply_rope,
+    load_head,
+    load_mtp_drafter,
+    rope_cos_sin,
+    save_head,
+    target_kv,
+    unrolled_states,
+)
+from playground.sampling import SamplingParams, logits_to_probs
+
+VOCAB = 300
+EOS = 1
+
+
+def tiny_target(vocab: int = VOCAB, seed: int = 0) -> Gemma3ForCausalLM:
+    torch.manual_seed(seed)
+    cfg = Gemma3TextConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=6,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
+        max_position_embeddings=512,
+        pad_token_id=0,
+        eos_token_id=EOS,
+        bos_token_id=2,
+        attn_implementation="eager",
+    )
+    return Gemma3ForCausalLM(cfg).eval()
+
+
+def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, layers: int = 1) -> MTPHead:
+    cfg = MTPConfig.from_target(model.config, num_candidates=n_cand, num_layers=layers)
+    head = MTPHead(cfg)
+    head.init_from_target(model)
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(model.config.vocab_size, generator=g)
+    cand = perm[perm != EOS][: n_cand - 1]
+    head.candidates.copy_(torch.cat([torch.tensor([EOS]), cand]))
+    with torch.no_grad():
+        for p in head.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * noise)
+    return head.eval()
+
+
+@pytest.fixture(scope="module")
+def target():
+    return tiny_target()
+
+
+@pytest.fixture(scope="module")
+def head(target):
+    return tiny_head(target)
+
+
+def prefix_state(model, ids: list[int]) -> TargetState:
+    """What the loop hands the drafter: the cache holds ids[:-1], hidden is h at len-2."""
+    cache = DynamicCache(config=model.config)
+    hidden = None
+    if len(ids) > 1:
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids[:-1]]), cache=cache, use_cache=True, output_hidden_states=True)
+        hidden = out.hidden_states[-1][0, -1]
+    return TargetState(committed_ids=list(ids), hidden=hidden, target_cache=cache)
+
+
+def rand_ids(n: int, seed: int = 0) -> list[int]:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, VOCAB, (n,), generator=g).tolist()
+
+
+def test_protocol_and_info(target, head):
+    d = MTPDrafter(target, head, eos_token_ids=[])
+    assert isinstance(d, Drafter)
+    assert d.name == "mtp" and d.needs_target_hidden
+    draft = d.propose(prefix_state(target, rand_ids(10)), 4, SamplingParams(), None)
+    assert len(draft.token_ids) == 4 and draft.draft_probs is None
+    info = draft.info
+    assert info["hidden_from_position"] == 8  # the position before the newest token (index 9)
+    assert info["candidates_scored"] == 200 + info["context_candidates"] and info["vocab_size"] == VOCAB
+    assert 0 < info["context_candidates"] <= 10
+    assert info["target_kv_positions"] == 9
+    assert info["draft_ms_per_token"] > 0
+    assert d.cache_len() is None
+
+
+def test_rope_keys_match_target_cache(target, head):
+    """Un-noised drafter layer == target layer: its k path reproduces the target's cached keys."""
+    clean = MTPHead(head.cfg)
+    clean.init_from_target(target)
+    ids = torch.tensor([rand_ids(12)])
+    cache = DynamicCache(config=target.config)
+    with torch.no_grad():
+        out = target(input_ids=ids, cache=cache, use_cache=True, output_hidden_states=True)
+        layer = clean.layers[0]
+        h = layer.input_layernorm(out.hidden_states[head.cfg.attn_layer])
+        k = layer.k_norm(layer.k_proj(h).view(1, 12, 2, 16)).transpose(1, 2)
+        cos, sin = rope_cos_sin(torch.arange(12)[None], 16, head.cfg.rope_theta, k.dtype)
+        k = apply_rope(k, cos, sin)
+    torch.testing.assert_close(k, cache.layers[head.cfg.attn_layer].keys, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("layers", [1, 2])
+def test_unrolled_training_form_equals_propose(target, layers):
+    """The parallel form used in training == the drafter's step-by-step inference."""
+    head = tiny_head(target, layers=layers)
+    d = MTPDrafter(target, head, eos_token_ids=[], context_candidates=False)
+    ids = rand_ids(16, seed=3)
+    cand_emb = target.model.embed_tokens.weight[head.candidates]
+    for n in (0, 1, 6, 15):
+        state = prefix_state(target, ids[: n + 1])
+        draft = d.propose(state, 4, SamplingParams(), None)
+        # the sequence the drafts continue, teacher-forced with the drafted tokens themselves
+        seq = ids[: n + 1] + draft.token_ids[:-1]
+        cache = DynamicCache(config=target.config)
+        with torch.no_grad():
+            out = target(input_ids=torch.tensor([seq]), cache=cache, use_cache=True, output_hidden_states=True)
+            lay = cache.layers[head.cfg.attn_layer]
+            states = unrolled_states(
+                head, target.model.embed_tokens(torch.tensor([seq])), out.hidden_states[-1], lay.keys, lay.values, 4
+            )
+            toks = [int(head.candidates[head.logits(states[j][0, n], cand_emb).argmax()]) for j in range(4)]
+        assert toks == draft.token_ids, n
+
+
+@pytest.mark.parametrize(
+    "params",
+    [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_k=20), SamplingParams(temperature=1.3, top_p=0.8)],
+)
+def test_q_rows_exact(target, head, params):
+    d = MTPDrafter(target, head, eos_token_ids=[])
+    state = prefix_state(target, rand_ids(9, seed=5))
+    draft = d.propose(state, 5, params, torch.Generator().manual_seed(0))
+    q = draft.draft_probs
+    assert q is not None and q.shape == (5, VOCAB) and q.dtype == torch.float32
+    torch.testing.assert_close(q.sum(-1), torch.ones(5))
+    cands = torch.unique(torch.cat([head.candidates, torch.tensor(state.committed_ids)]))
+    assert torch.equal(torch.unique(d.candidates), cands)  # static set + the context's tokens
+    outside = torch.ones(VOCAB, dtype=torch.bool)
+    outside[cands] = False
+    assert float(q[:, outside].abs().sum()) == 0.0
+    for i, tok in enumerate(draft.token_ids):
+        assert q[i, tok] > 0
+    # row 1 is logits_to_probs of the candidate logits, recomputed independently
+    cand_emb = target.model.embed_tokens.weight[d.candidates]
+    with torch.no_grad():
+        seq = torch.tensor([state.committed_ids])
+        out = target(input_ids=seq, output_hidden_states=True)
+        cache = DynamicCache(config=target.config)
+        target(input_ids=seq, cache=cache, use_cache=True)
+        lay = cache.layers[head.cfg.attn_layer]
+        s1 = unrolled_states(head, target.model.embed_tokens(seq), out.hidden_states[-1], lay.keys, lay.values, 1)[0]
+        expected = logits_to_probs(head.logits(s1[0, -1], cand_emb), params)
+    torch.testing.assert_close(q[0, d.candidates], expected, rtol=1e-5, atol=1e-6)
+
+
+def test_context_candidates_match_training_view(target, head):
+    """The training-time candidate set of chain n (train_drafter.batch_candidates) is exactly the
+    set the drafter scores after committing x_0..x_n: static tokens + the prefix's other tokens."""
+    from playground.train_drafter import batch_candidates
+
+    ids = rand_ids(20, seed=9)
+    d = MTPDrafter(target, head, eos_token_ids=[])
+    lut = torch.full((VOCAB,), -1, dtype=torch.long)
+    lut[head.candidates] = torch.arange(head.candidates.numel())
+    batch = {"tok": torch.tensor([ids]), "valid": torch.ones(1, 20, dtype=torch.bool),
+             "tid": torch.tensor([ids]).unsqueeze(-1)}
+    cv = batch_candidates(batch, lut, head.candidates.numel(), target.model.embed_tokens.weight.detach())
+    all_ids = torch.cat([head.candidates, cv["ext_ids"]])
+    for n in (0, 4, 19):
+        d.propose(TargetState(committed_ids=ids[: n + 1]), 1, SamplingParams(), None)
+        assert set(d.candidates.tolist()) == set(all_ids[cv["allowed"][0, n]].tolist()), n
+    d.start(TargetState(committed_ids=ids[:1]))
+    assert d.candidates.numel() == head.candidates.numel()  # a new run forgets the old context
+
+
+def test_q_matches_what_was_sampled(target):
+    """Empirical frequencies of the first draft token match q (the exact sampling law)."""
+    head = tiny_head(target, n_cand=40, noise=0.3, seed=7)
+    d = MTPDrafter(target, head, eos_token_ids=[])
+    state = prefix_state(target, rand_ids(6, seed=2))
+    params = SamplingParams(temperature=2.0)
+    g = torch.Generator().manual_seed(123)
+    q0 = d.propose(state, 1, params, g).draft_probs[0]
+    n = 3000
+    counts = torch.zeros(VOCAB)
+    for _ in range(n):
+        dr = d.propose(state, 1, params, g)
+        torch.testing.assert_close(dr.draft_probs[0], q0)  # same state -> same q
+        counts[dr.token_ids[0]] += 1
+    tv = 0.5 * float((counts / n - q0).abs().sum())
+    assert tv < 0.06, tv
+    assert float(counts[q0 == 0].sum()) == 0.0
+
+
+def test_greedy_and_argmax_mode(target, head):
+    state = prefix_state(target, rand_ids(7, seed=4))
+    greedy = MTPDrafter(target, head, eos_token_ids=[]).propose(state, 3, SamplingParams(), None)
+    assert greedy.draft_probs is None
+    am = MTPDrafter(target, head, eos_token_ids=[], argmax=True)
+    dr = am.propose(state, 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(0))
+    assert dr.token_ids == greedy.token_ids  # argmax drafts regardless of temperature
+    assert dr.draft_probs is None  # q is one-hot: the loop builds it
+    assert dr.soft_probs is not None and dr.soft_probs.shape == (3, VOCAB)  # only for the softmax-q lesson
+
+
+def test_one_token_prompt_without_hidden(target, head):
+    d = MTPDrafter(target, head, eos_token_ids=[])
+    state = TargetState(committed_ids=[2], hidden=None, target_cache=DynamicCache(config=target.config))
+    draft = d.propose(state, 3, SamplingParams(), None)
+    assert len(draft.token_ids) == 3 and draft.info["hidden_from_position"] is None
+    assert draft.info["target_kv_positions"] == 0
+    # no cache object at all works too
+    assert d.propose(TargetState(committed_ids=[2]), 2, SamplingParams(), None).token_ids == draft.token_ids[:2]
+
+
+def test_stops_at_eos(target, head):
+    d = MTPDrafter(target, head, eos_token_ids=[])
+    state = prefix_state(target, rand_ids(8, seed=6))
+    toks = d.propose(state, 5, SamplingParams(), None).token_ids
+    d_eos = MTPDrafter(target, head, eos_token_ids=[toks[1]])
+    assert d_eos.propose(state, 5, SamplingParams(), None).token_ids == toks[:2]
+
+
+def test_stateless_rollback(target, head):
+    """After any accept(), proposals depend only on the TargetState: a fresh drafter agrees,
+    and target K/V beyond the committed context (rejected drafts not yet cropped) are ignored."""
+    ids = rand_ids(14, seed=8)
+    d = MTPDrafter(target, head, eos_token_ids=[])
+    d.start(prefix_state(target, ids[:5]))
+    d.propose(prefix_state(target, ids[:5]), 4, SamplingParams(), None)
+    d.accept(1, prefix_state(target, ids[:7]))
+    later = prefix_state(target, ids[:7])
+    fresh = MTPDrafter(target, head, eos_token_ids=[])
+    a = d.propose(later, 4, SamplingParams(), None)
+    assert a.token_ids == fresh.propose(later, 4, SamplingParams(), None).token_ids
+    assert d.cache_len() is None
+    # a target cache that still holds 3 rejected draft positions gives the same proposal
+    stale = prefix_state(target, ids[:7])
+    with torch.no_grad():
+        target(input_ids=torch.tensor([ids[6:9]]), cache=stale.target_cache, use_cache=True)
+    k, _ = target_kv(stale.target_cache, head.cfg.attn_layer, 6)
+    assert k.shape[-2] == 6
+    assert d.propose(stale, 4, SamplingParams(), None).token_ids == a.token_ids
+
+
+def test_save_load_roundtrip(tmp_path, target, head):
+    save_head(head, tmp_path, dtype=torch.bfloat16)
+    loaded = load_head(tmp_path)
+    assert torch.equal(loaded.candidates, head.candidates)
+    assert loaded.cfg == head.cfg
+    sd = {k: v.to(torch.bfloat16).float() if v.is_floating_point() else v for k, v in head.state_dict().items()}
+    for k, v in loaded.state_dict().items():
+        torch.testing.assert_close(v, sd[k])
+    d = MTPDrafter.from_pretrained(target, tmp_path)
+    assert d.eos == frozenset({EOS})
+    assert load_mtp_drafter(target, tmp_path).eos == frozenset({EOS})
+    with pytest.raises(FileNotFoundError):
+        load_mtp_drafter(target, tmp_path / "missing")
+    assert len(d.propose(prefix_state(target, rand_ids(5)), 3, SamplingParams(), None).token_ids) >= 1
+
+
+def test_from_pretrained_rejects_other_target(tmp_path, head):
+    save_head(head, tmp_path)
+    other = tiny_target(vocab=VOCAB + 10)
+    with pytest.raises(ValueError):
+        MTPDrafter.from_pretrained(other, tmp_path)
+
+
+def test_cost_model_on_gemma3_270m_geometry():
+    """Multiply-adds of one draft step <= 10% of one target token (Gemma 3 270M shapes)."""
+    cfg = Gemma3TextConfig(
+        vocab_size=262144, hidden_size=640, intermediate_size=2048, num_hidden_layers=18,
+        num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+    )
+    mc = MTPConfig.from_target(cfg, num_candidates=8192)
+    assert mc.attn_layer == 17 and mc.rope_theta == 1_000_000.0
+    with torch.device("meta"):
+        head = MTPHead(mc)
+        target = Gemma3ForCausalLM(cfg)
+    head_macs = sum(p.numel() for p in head.parameters()) + mc.num_candidates * mc.hidden_size
+    target_macs = sum(p.numel() for p in target.parameters())  # tied: embedding == LM head once
+    assert head_macs / target_macs < 0.10
+    stored = sum(p.numel() for p in head.parameters()) * 2 + mc.num_candidates * 8  # bf16 + int64 ids
+    assert stored < 25e6
+
+
+def test_greedy_equality_through_engine():
+    """Speculative decoding with the MTP drafter == target greedy generate (float32, eager)."""
+    engine = pytest.importorskip("playground.engine")
+    from playground.tiny import CharTokenizer, VOCAB as CHAR_VOCAB
+
+    model = tiny_target(vocab=CHAR_VOCAB, seed=11)
+    tok = CharTokenizer()
+    head = tiny_head(model, n_cand=60, noise=0.02, seed=3)
+    drafter = MTPDrafter(model, head, eos_token_ids=[])
+    prompt = tok.encode("The quick brown fox")
+    for gamma in (1, 3, 5):
+        cfg = engine.GenerationConfig(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
+        res = engine.run(model, tok, prompt, cfg, drafter=drafter, eos_token_ids=[])
+        with torch.no_grad():
+            ref = model.generate(
+                torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0
+            )[0, len(prompt):].tolist()
+        assert list(res.token_ids) == ref, gamma
