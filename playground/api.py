@@ -48,7 +48,7 @@ def make_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = Fals
     if kind == "mtp":
         from playground.drafters.mtp import load_mtp_drafter
 
-        return load_mtp_drafter(pair.target, preset)
+        return load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids)
     raise ValueError(f"unknown drafter {kind!r}")
 
 
