@@ -891,6 +891,10 @@ def _quality(row: dict[str, Any]) -> str:
         if row["identical_to_hf"]:
             return "identical to target"
         if row["identical_to_hf"] is None:
+            if row.get("identical_to_autoregressive"):
+                return "identical to our autoregressive"
+            if row.get("identical_to_autoregressive") is False:
+                return "differs from our autoregressive" + (" (bfloat16 rounding)" if row["dtype"] == "bfloat16" else "")
             return "not compared"
         fd = row["first_divergence"]
         if row["dtype"] == "bfloat16":

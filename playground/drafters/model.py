@@ -62,8 +62,11 @@ class ModelDrafter:
         calls = 0
         deterministic = params.greedy or self.argmax
         for _ in range(gamma):
+            # Keep the last row as an index, not a count: a count slices a strided view and,
+            # in bfloat16, torch.matmul then copies the whole transposed LM head (seconds).
+            keep = 1 if len(pending) == 1 else torch.tensor([len(pending) - 1])
             out = self.model(
-                input_ids=torch.tensor([pending]), cache=self.cache, use_cache=True, logits_to_keep=1
+                input_ids=torch.tensor([pending]), cache=self.cache, use_cache=True, logits_to_keep=keep
             )
             calls += 1
             self._seen.extend(pending)
