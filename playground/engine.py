@@ -98,6 +98,20 @@ def _check_int(name: str, value, lo: int, hi: int) -> None:
         raise ValueError(f"{name} must be between {lo} and {hi}, got {value}")
 
 
+def logits_to_keep_arg(n_tokens: int, keep: int, device=None):
+    """The ``logits_to_keep`` argument for keeping the last ``keep`` of ``n_tokens`` rows.
+
+    Keeping fewer rows than the pass computes (a prefill): give the rows as positions,
+    not a count.  transformers then gathers them into a contiguous tensor; a count
+    slices a strided view, for which torch.matmul copies the whole transposed LM head
+    (262k x 640 for Gemma 3) in bfloat16: 1-7 s per prefill on this CPU instead of
+    ~0.1 s.  Same rows, same logits.
+    """
+    if keep >= n_tokens:
+        return keep
+    return torch.arange(n_tokens - keep, n_tokens, device=device)
+
+
 @dataclass
 class _Pass:
     logits: torch.Tensor  # [keep, V]
@@ -119,18 +133,11 @@ class Target:
     @torch.inference_mode()
     def forward(self, ids: list[int], keep: int, hidden: bool) -> _Pass:
         t0 = time.perf_counter()
-        n = len(ids)
-        # Keeping fewer rows than the pass computes (the prefill): give the rows as
-        # positions, not a count.  transformers then gathers them into a contiguous
-        # tensor; a count slices a strided view, for which torch.matmul copies the whole
-        # transposed LM head (262k x 640 for Gemma 3) in bfloat16: 1-7 s per prefill
-        # on this CPU instead of ~0.1 s.  Same rows, same logits.
-        keep_arg = keep if keep >= n else torch.arange(n - keep, n, device=self.model.device)
         out = self.model(
             input_ids=torch.tensor([ids], device=self.model.device),
             cache=self.cache,
             use_cache=True,
-            logits_to_keep=keep_arg,
+            logits_to_keep=logits_to_keep_arg(len(ids), keep, self.model.device),
             output_hidden_states=hidden,
         )
         logits = out.logits[0, -keep:]  # [keep, V]

@@ -37,7 +37,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 
 from playground.config import AppConfig, load_config
-from playground.engine import MAX_GAMMA, MODES, RULES, GenerationConfig
+from playground.engine import MAX_GAMMA, MODES, RULES, GenerationConfig, logits_to_keep_arg
 from playground.engine import run as engine_run
 from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 from playground.sampling import SamplingParams, expected_tokens_per_step, logits_to_probs, predicted_speedup
@@ -619,7 +619,7 @@ class TargetDistributions:
             for s in range(0, len(group), self.batch):
                 chunk = group[s : s + self.batch]
                 ids = torch.tensor([self.prompt_ids + list(pre) for pre in chunk], device=self.model.device)
-                out = self.model(input_ids=ids, use_cache=False, logits_to_keep=1)
+                out = self.model(input_ids=ids, use_cache=False, logits_to_keep=logits_to_keep_arg(ids.shape[-1], 1, ids.device))
                 probs = logits_to_probs(out.logits[:, -1], self.params)  # [B, V]
                 for pre, row in zip(chunk, probs):
                     self._rows[pre] = row
@@ -940,7 +940,7 @@ def _replay(model, prompt_ids: Sequence[int], passes: Sequence[tuple[list[int], 
     cache.activate_past_recording()
     if len(prompt_ids) > 1:
         model(input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device), cache=cache, use_cache=True,
-              logits_to_keep=1)
+              logits_to_keep=logits_to_keep_arg(len(prompt_ids) - 1, 1, model.device))
     outs = []
     for ids, crop in passes:
         out = model(input_ids=torch.tensor([ids], device=model.device), cache=cache, use_cache=True,

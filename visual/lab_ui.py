@@ -30,10 +30,11 @@ import gradio as gr
 
 from playground import lab
 from playground.config import AppConfig, load_config
-from playground.models import ModelUnavailable, availability
+from playground.models import ModelUnavailable
 from visual import lab as vlab
 from visual import replay
 from visual.fmt import pct, token_plain
+from visual.playground_tab import preset_choices
 
 DTYPE_DEFAULT = "preset default"
 PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")
@@ -94,14 +95,11 @@ class _Choice:
 
 
 def _choices(cfg: AppConfig) -> list[_Choice]:
-    out = []
-    for p in cfg.presets:
-        try:
-            ok, reason = availability(p)
-        except Exception as exc:  # never let one broken preset break the page
-            ok, reason = False, f"{type(exc).__name__}: {exc}"
-        out.append(_Choice(p.name, p.label if ok else f"{p.label} — unavailable", ok, reason, p.gamma, p.source))
-    return out
+    return [
+        _Choice(c.preset.name, c.preset.label if c.available else f"{c.preset.label} — unavailable",
+                c.available, c.reason, c.preset.gamma, c.preset.source)
+        for c in preset_choices(cfg)
+    ]
 
 
 def _pick(choices: list[_Choice], preferred: str) -> str:

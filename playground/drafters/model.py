@@ -18,6 +18,7 @@ import torch
 from transformers import DynamicCache
 
 from playground.drafters.base import Draft, TargetState
+from playground.engine import logits_to_keep_arg
 from playground.sampling import SamplingParams, logits_to_probs, sample
 
 
@@ -62,11 +63,11 @@ class ModelDrafter:
         calls = 0
         deterministic = params.greedy or self.argmax
         for _ in range(gamma):
-            # Keep the last row as an index, not a count: a count slices a strided view and,
-            # in bfloat16, torch.matmul then copies the whole transposed LM head (seconds).
-            keep = 1 if len(pending) == 1 else torch.tensor([len(pending) - 1])
             out = self.model(
-                input_ids=torch.tensor([pending]), cache=self.cache, use_cache=True, logits_to_keep=keep
+                input_ids=torch.tensor([pending]),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=logits_to_keep_arg(len(pending), 1),
             )
             calls += 1
             self._seen.extend(pending)
