@@ -10,6 +10,8 @@ Gemma 3 270M geometry; greedy equality through the engine.
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import torch
 from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
@@ -106,7 +108,10 @@ def test_protocol_and_info(target, head):
     assert 0 < info["context_candidates"] <= 10
     assert info["target_kv_positions"] == 9
     assert info["draft_ms_per_token"] > 0
+    assert info["target_kv_layer"] == 1 and info["target_layers"] == 4  # the tiny target's only full-attention layer
     assert d.cache_len() is None
+    d.cfg = dataclasses.replace(d.cfg, attn_layer=-3)  # a layer counted from the end is reported from the front
+    assert d._info(None, 0, 0)["target_kv_layer"] == 1
 
 
 def test_rope_keys_match_target_cache(target, head):

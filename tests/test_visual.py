@@ -10,7 +10,7 @@ from html.parser import HTMLParser
 import pandas as pd
 import pytest
 
-from playground.records import GenerationResult
+from playground.records import Correction, GenerationResult
 from playground.sampling import accepted_length_pmf, expected_tokens_per_step, predicted_speedup
 from tests import synthetic as syn
 from visual import charts, replay, stats, tables, tokens
@@ -340,3 +340,104 @@ def test_prediction_warns_when_the_machine_speed_drifted():
     m = stats.compute_metrics(steps, 3, result=syn.result(steps), calibration=cal)
     assert m["v"] == pytest.approx(11 / 40)
     assert "prediction is unreliable" in stats.stats_card(m)
+
+
+# ---------------------------------------------------------------------------- the MTP drafter
+
+MTP_INFO = {
+    "target_kv_layer": 17, "target_layers": 18, "candidates_scored": 8197, "context_candidates": 5,
+    "vocab_size": 262144, "draft_steps": 3, "draft_ms_per_token": 2.4,
+}
+MTP_PROMPT_TOKENS = 42
+
+
+def mtp_steps():
+    """Two MTP steps after a 42-token prompt.  Step 1 commits “a”, “<i>b</i>”, “c”, so step 2's
+    hidden state (position 43 = the second-newest committed token) is over “<i>b</i>”."""
+    from dataclasses import replace
+
+    bonus = Correction(kind="bonus", position=3, token_id=53, text="c", prob=0.9, target_prob=0.9,
+                       distribution_top=(syn.cand(53, "c", 0.9),), target_top=(), draft_top=())
+    s1 = syn.step(0, [syn.draft(1, 51, "a", 0.5, 0.9, 0.1), syn.draft(2, 52, "<i>b</i>", 0.5, 0.9, 0.1)], bonus,
+                  [51, 52, 53], elapsed_ms=100.0, committed=3, draft_ms=5.0, verify_ms=80.0, gamma=2)
+    s1 = replace(s1, drafter="mtp", drafter_info={**MTP_INFO, "hidden_from_position": 40, "target_kv_positions": 41,
+                                                  "candidates_scored": 8195, "context_candidates": 3})
+    resample = Correction(kind="resample", position=2, token_id=64, text="e", prob=0.5, target_prob=0.4,
+                          distribution_top=(), target_top=(), draft_top=())
+    s2 = syn.step(1, [syn.draft(1, 61, "d", 0.5, 0.9, 0.1), syn.draft(2, 62, "x", 0.5, 0.1, 0.9),
+                      syn.draft(3, 63, "y", 0.5, 0.1, None, judged=False)], resample,
+                  [61, 64], elapsed_ms=200.0, committed=5, draft_ms=7.5, verify_ms=96.0, gamma=3)
+    s2 = replace(s2, drafter="mtp", drafter_info={**MTP_INFO, "hidden_from_position": 43, "target_kv_positions": 42})
+    return [s1, s2]
+
+
+def test_mtp_panel_states_what_the_drafter_read_scored_and_cost():
+    steps = mtp_steps()
+    html_text = tokens.step_view(PROMPT, steps, Frame(1, VERIFY))
+    (box,) = re.findall(r'<div class="mtp-info".*?</div>', html_text)
+    assert "Read:</strong> the target\u2019s final hidden state at position 43 (token <code class=\"tok\">&lt;i&gt;b&lt;/i&gt;</code>)" in box
+    assert "the keys/values of the target\u2019s layer 17 (the last of its 18) at 42 positions" in box
+    assert "no drafter cache of its own" in box
+    assert "Scored:</strong> 8,192 candidate + 5 context tokens of 262,144 (3.1% of the vocabulary) per draft step" in box
+    assert "3 tokens in 7.5 ms (2.5 ms/token) vs 96 ms for the target\u2019s verify pass" in box
+    assert "one draft token cost 2.6% of it" in box  # 2.5 / 96
+    tags = [t for t, _ in parse(html_text)]
+    assert "i" not in tags and "<i>" not in html_text  # the token's markup is text, not HTML
+    # step 1: the hidden state came from inside the prompt (position 40 of a 42-token prompt)
+    first = tokens.step_view(PROMPT, steps, Frame(0, VERIFY))
+    assert "final hidden state at position 40 (in the prompt)" in first
+    assert "8,192 candidate + 3 context tokens of 262,144 (3.1% of the vocabulary)" in first
+    assert "2 tokens in 5.0 ms (2.5 ms/token) vs 80 ms" in first
+
+
+def test_mtp_hidden_state_token_uses_the_prompt_length_when_known():
+    steps = mtp_steps()
+    assert tokens.hidden_state_token(steps, 1) == ("generated", "<i>b</i>")
+    assert tokens.hidden_state_token(steps, 1, prompt_tokens=MTP_PROMPT_TOKENS) == ("generated", "<i>b</i>")
+    assert tokens.hidden_state_token(steps, 1, prompt_tokens=41) == ("generated", "c")  # exact mapping wins
+    assert tokens.hidden_state_token(steps, 0) == ("prompt", None)
+    html_text = tokens.step_view(PROMPT, steps, Frame(1, VERIFY), prompt_tokens=41)
+    assert "position 43 (token <code class=\"tok\">c</code>)" in html_text
+
+
+def test_mtp_panel_while_drafting_does_not_show_the_verify_time():
+    html_text = tokens.step_view(PROMPT, mtp_steps(), Frame(1, DRAFT))
+    assert "mtp-info" in html_text and "3 tokens in 7.5 ms (2.5 ms/token); the target\u2019s verify pass comes next." in html_text
+    assert "96 ms" not in html_text
+
+
+def test_mtp_panel_absent_for_other_drafters_and_tolerates_missing_keys():
+    from dataclasses import replace
+
+    for frame in range(6):
+        html_text = view(frame)  # drafter "model", empty drafter_info
+        assert "mtp-info" not in html_text and "MTP drafter" not in html_text
+    lookup = [replace(s, drafter="prompt-lookup", drafter_info={"ngram": 3, "match_position": 7}) for s in syn.spec_steps()]
+    for frame in range(6):
+        assert "mtp-info" not in tokens.step_view(PROMPT, lookup, replay.frame_at(lookup, frame))
+    bare = replace(mtp_steps()[1], drafter_info={"hidden_from_position": None})
+    box = tokens.mtp_panel(bare, VERIFY)
+    assert "learned start state" in box and "vocabulary" not in box and "keys/values" not in box
+    assert "3 tokens in 7.5 ms" in box
+
+
+def test_stats_card_shows_mtp_cost_and_vocabulary_narrowing():
+    steps = mtp_steps()
+    cal = syn.run_stats(syn.ar_steps(), "autoregressive", single_token_ms=50.0)
+    m = stats.compute_metrics(steps, 3, result=syn.result(steps), calibration=cal)
+    x = m["mtp"]
+    assert x["draft_ms_per_token"] == pytest.approx(2.5) and x["c"] == pytest.approx(0.05)  # the full γ=3 step
+    assert (x["scored"], x["context"], x["vocab"]) == (8197, 5, 262144)  # as of the latest step
+    card = stats.stats_card(m)
+    assert "MTP draft cost per token vs target step" in card and "2.5 ms/token" in card
+    assert "c = 2.5 ms \u00f7 t\u2081 50 ms = 0.05" in card and "2.6% of a target verify pass (96 ms)" in card
+    assert "scored 8,197 of 262,144 tokens (8,192 fixed + 5 from the context)" in card and "3.1%" in card
+    # without t₁ the draft cost is still compared with the target's verify pass
+    card = stats.stats_card(stats.compute_metrics(steps, 3))
+    assert "2.6% of a target verify pass (96 ms)" in card and "c = " not in card
+
+
+def test_stats_card_has_no_mtp_rows_for_other_drafters():
+    steps = syn.spec_steps()
+    m = stats.compute_metrics(steps, 3, result=syn.result(steps))
+    assert m["mtp"] is None and "MTP" not in stats.stats_card(m)

@@ -93,3 +93,10 @@ def times(x: float | None, digits: int = 2) -> str:
     if x is None or not math.isfinite(x):
         return "\u2014"
     return f"{x:.{digits}f}\u00d7"
+
+
+def count(n: int | None) -> str:
+    """A whole number with thousands separators: 262,144; an em dash for missing."""
+    if n is None or isinstance(n, bool) or not isinstance(n, (int, float)) or not math.isfinite(n):
+        return "\u2014"
+    return f"{int(n):,}"

@@ -354,7 +354,8 @@ def replay_html(result: GenerationResult | None, frame_index: int) -> str:
         return tokens.step_view("", (), replay.Frame(-1, replay.START),
                                 message="Run a generation or import a trace JSON to replay it.")
     frame = replay.frame_at(result.steps, int(frame_index))
-    return tokens.step_view(result.prompt, result.steps, frame, stagger_s=0.05)
+    return tokens.step_view(result.prompt, result.steps, frame, stagger_s=0.05,
+                            prompt_tokens=len(result.prompt_ids) or None)
 
 
 def trace_summary_html(result: GenerationResult | None, source: str = "") -> str:

@@ -169,9 +169,11 @@ def render_view(trace: dict, view: dict, speed_s: float = 1.0) -> str:
             message = f"The run stopped: {trace['error']}"
         elif not trace.get("done"):
             message = "Generating\u2026 the first step appears as soon as the target has verified it."
+    spec = trace.get("spec")
     return tokens.step_view(
         trace.get("prompt", ""), steps, frame, running=not trace.get("done", True),
         stagger_s=stagger_for(speed_s, trace.get("gamma", 1)), message=message,
+        prompt_tokens=(len(spec.prompt_ids) or None) if spec is not None else None,
     )
 
 

@@ -21,7 +21,7 @@ from typing import Any, Sequence
 
 from playground.records import GenerationResult, RunStats, StepRecord
 from playground.sampling import expected_tokens_per_step, predicted_speedup
-from visual.fmt import esc, ms, num, pct, times
+from visual.fmt import count, esc, ms, num, pct, times
 
 
 def _full_steps(steps: Sequence[StepRecord], gamma: int) -> list[StepRecord]:
@@ -76,6 +76,8 @@ def compute_metrics(
     else:
         m["predicted_speedup"] = None
 
+    m["mtp"] = _mtp_metrics(steps, m)
+
     m["measured_speedup"] = None
     m["ar_tokens_per_s"] = None
     m["same_output"] = None
@@ -92,6 +94,73 @@ def compute_metrics(
         if a != b:
             m["first_difference"] = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     return m
+
+
+_MTP_KEYS = ("hidden_from_position", "candidates_scored", "target_kv_positions")
+
+
+def _num_or_none(x) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def _mtp_metrics(steps: Sequence[StepRecord], m: dict[str, Any]) -> dict[str, Any] | None:
+    """Numbers about an MTP drafter (from ``StepRecord.drafter_info``), or None for other drafters.
+
+    Draft cost per token and the target's step time reuse the card's own measurements (steps
+    with all γ drafts, and the measured t₁) so the numbers agree with c in the prediction; until
+    a full step exists they fall back to every drafting step.
+    """
+    mtp = [s for s in steps if isinstance(s.drafter_info, dict) and any(k in s.drafter_info for k in _MTP_KEYS)]
+    if not mtp:
+        return None
+    out: dict[str, Any] = {"steps": len(mtp)}
+    drafting = [s for s in mtp if s.drafted]
+    per_tok, verify = m.get("draft_ms_per_token"), m.get("verify_ms_per_pass")
+    if per_tok is None and drafting:
+        per_tok = sum(s.draft_ms for s in drafting) / sum(len(s.drafted) for s in drafting)
+    if verify is None and drafting:
+        verify = sum(s.verify_ms for s in drafting) / len(drafting)
+    out["draft_ms_per_token"], out["verify_ms_per_pass"] = per_tok, verify
+    out["vs_verify"] = per_tok / verify if (per_tok is not None and verify) else None
+    out["c"] = m.get("c")
+    # vocabulary narrowing, as of the latest step that reported it (the context part grows)
+    last = next((s.drafter_info for s in reversed(mtp) if _num_or_none(s.drafter_info.get("candidates_scored")) is not None), None)
+    scored = vocab = extra = None
+    if last is not None:
+        scored = int(last["candidates_scored"])
+        extra = int(_num_or_none(last.get("context_candidates")) or 0)
+        v = _num_or_none(last.get("vocab_size"))
+        vocab = int(v) if v else None
+    out["scored"], out["context"], out["vocab"] = scored, extra, vocab
+    out["scored_share"] = scored / vocab if (scored is not None and vocab) else None
+    return out
+
+
+def _mtp_tiles(x: dict[str, Any], t1: float | None) -> list[str]:
+    tiles = []
+    per = x["draft_ms_per_token"]
+    if per is not None:
+        parts = []
+        if x["c"] is not None and t1:
+            parts.append(f"c = {ms(per)} \u00f7 t\u2081 {ms(t1)} = {num(x['c'], 3)}")
+        if x["vs_verify"] is not None:
+            parts.append(f"{pct(x['vs_verify'], 1)} of a target verify pass ({ms(x['verify_ms_per_pass'])})")
+        if not parts:
+            parts.append("no target step measured yet to compare with")
+        tiles.append(_tile(f"{ms(per)}/token", "MTP draft cost per token vs target step",
+                           "the MTP drafter's time per drafted token: " + "; ".join(parts), "mtp_cost"))
+    if x["scored"] is not None:
+        extra = x["context"] or 0
+        fixed = x["scored"] - extra
+        of = f" of {count(x['vocab'])}" if x["vocab"] else ""
+        split = f" ({count(fixed)} fixed + {count(extra)} from the context)" if extra else ""
+        tiles.append(_tile(pct(x["scored_share"], 1) if x["scored_share"] is not None else "\u2014",
+                           "vocabulary the MTP drafter scored",
+                           f"scored {count(x['scored'])}{of} tokens{split} per draft step, not the whole vocabulary; "
+                           "every other token has q = 0", "mtp_vocab"))
+    return tiles
 
 
 def _tile(value: str, name: str, definition: str, key: str) -> str:
@@ -130,6 +199,8 @@ def stats_card(m: dict[str, Any], *, race: bool = False, running: bool = False, 
     else:
         tiles.append(_tile("\u2014", "measured speedup", "not measured: choose Race mode to time the autoregressive baseline",
                            "measured_speedup"))
+    if m.get("mtp"):
+        tiles.extend(_mtp_tiles(m["mtp"], m.get("t1_ms")))
     pred = _prediction(m)
     same = ""
     if m["same_output"] is not None:

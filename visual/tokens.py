@@ -22,10 +22,11 @@ The narration is an ``aria-live`` status region.
 
 from __future__ import annotations
 
+import math
 from typing import Sequence
 
 from playground.records import Candidate, Correction, DraftDecision, StepRecord
-from visual.fmt import esc, num, ms, quoted, token_html, token_plain
+from visual.fmt import count, esc, num, ms, pct, quoted, token_html, token_plain
 from visual.replay import DRAFT, START, VERIFY, Frame
 
 STATES = ("drafted", "accepted", "rejected", "discarded", "resampled", "bonus", "target")
@@ -343,6 +344,142 @@ def narration(step: StepRecord, phase: str) -> str:
     return "".join(parts) + tail
 
 
+# --------------------------------------------------------------------------- the MTP drafter
+
+# Keys the MTP drafter (playground/drafters/mtp.py, ``MTPDrafter._info``) puts in
+# ``StepRecord.drafter_info``; other drafters leave it empty or use other keys.
+MTP_KEYS = ("hidden_from_position", "candidates_scored", "target_kv_positions")
+
+
+def is_mtp_info(info) -> bool:
+    return isinstance(info, dict) and any(k in info for k in MTP_KEYS)
+
+
+def _num(x) -> float | None:
+    if isinstance(x, bool) or not isinstance(x, (int, float)) or not math.isfinite(x):
+        return None
+    return float(x)
+
+
+def _int(x) -> int | None:
+    v = _num(x)
+    return None if v is None else int(v)
+
+
+def _generated_texts(steps: Sequence[StepRecord]) -> list[str]:
+    """The text of every token these steps committed, in order."""
+    out: list[str] = []
+    for s in steps:
+        texts = [d.text for d in s.drafted[: s.n_accepted]]
+        if s.correction is not None:
+            texts.append(s.correction.text)
+        out.extend(texts[: len(s.emitted_ids)])  # EOS/budget may cut the tail
+    return out
+
+
+def hidden_state_token(steps: Sequence[StepRecord], index: int, prompt_tokens: int | None = None) -> tuple[str, str | None]:
+    """Which token sits at the position whose target hidden state seeded step ``index``'s MTP draft.
+
+    Returns ("generated", text), ("prompt", None) when the position is inside the prompt (whose
+    per-token text is not in the records), or ("", None) when it cannot be told.  With
+    ``prompt_tokens`` (the prompt's length in tokens) the position maps exactly; without it
+    (a run still streaming) the drafter's own convention is used: the hidden state is the
+    one the target computed over the second-newest committed token (the state that
+    predicted the newest one).
+    """
+    step = steps[index]
+    pos = _int(step.drafter_info.get("hidden_from_position"))
+    if pos is None or pos < 0:
+        return "", None
+    texts = _generated_texts(steps[:index])
+    before = steps[index - 1].committed_tokens if index > 0 else 0
+    if len(texts) != before:
+        return "", None  # records do not add up: say nothing rather than name a wrong token
+    n_prompt = prompt_tokens if prompt_tokens else pos + 2 - before
+    if n_prompt < 1:
+        return "", None
+    k = pos - n_prompt
+    if k < 0:
+        return "prompt", None
+    if k < len(texts):
+        return "generated", texts[k]
+    return "", None
+
+
+def mtp_panel(step: StepRecord, phase: str, hidden: tuple[str, str | None] = ("", None)) -> str:
+    """A short box on what the MTP drafter did this step: what it read from the target, how
+    much of the vocabulary it scored, and what drafting cost.  Empty for other drafters.
+    ``hidden``: ``hidden_state_token``'s answer for this step."""
+    info = step.drafter_info or {}
+    if not is_mtp_info(info) or not step.drafted:
+        return ""
+    items: list[tuple[str, str]] = []
+
+    # 1. what it read from the target
+    read: list[str] = []
+    if "hidden_from_position" in info:
+        pos = _int(info.get("hidden_from_position"))
+        if pos is None:
+            read.append("no target hidden state (none yet), so it began from its learned start state")
+        else:
+            kind, text = hidden
+            where = ""
+            if kind == "generated" and text is not None:
+                where = f' (token <code class="tok">{token_html(text)}</code>)'
+            elif kind == "prompt":
+                where = " (in the prompt)"
+            read.append(f"the target\u2019s final hidden state at position {pos}{where}")
+    n_kv = _int(info.get("target_kv_positions"))
+    if n_kv is not None:
+        layer = _int(info.get("target_kv_layer"))
+        n_layers = _int(info.get("target_layers"))
+        if layer is None:
+            which = "the target\u2019s cached keys/values"
+        elif n_layers and layer == n_layers - 1:
+            which = f"the keys/values of the target\u2019s layer {layer} (the last of its {n_layers})"
+        elif n_layers:
+            which = f"the keys/values of the target\u2019s layer {layer} (of layers 0\u2013{n_layers - 1})"
+        else:
+            which = f"the keys/values of the target\u2019s layer {layer}"
+        if n_kv > 0:
+            read.append(f"{which} at {count(n_kv)} position{'s' if n_kv != 1 else ''}")
+        else:
+            read.append("no target keys/values (nothing cached yet)")
+    if read:
+        own = " \u2014 no drafter cache of its own" if step.drafter_cache_len is None else ""
+        items.append(("Read:", " and ".join(read) + own + "."))
+
+    # 2. the narrowed vocabulary (candidates_scored counts the context tokens too)
+    total = _int(info.get("candidates_scored"))
+    if total is not None:
+        extra = max(0, _int(info.get("context_candidates")) or 0)
+        vocab = _int(info.get("vocab_size"))
+        what = f"{count(total - extra)} candidate" + (f" + {count(extra)} context" if extra else "") + " tokens"
+        share = f" of {count(vocab)} ({pct(total / vocab, 1)} of the vocabulary)" if vocab else ""
+        items.append(("Scored:", f"{what}{share} per draft step; every other token gets q = 0."))
+
+    # 3. draft cost against the target's verify pass
+    n = len(step.drafted)
+    draft_ms = _num(step.draft_ms)
+    per = draft_ms / n if draft_ms is not None else None
+    cost = f"{n} token{'s' if n != 1 else ''} in {ms(draft_ms)} ({ms(per)}/token)"
+    if phase == VERIFY:
+        verify_ms = _num(step.verify_ms)
+        cost += f" vs {ms(verify_ms)} for the target\u2019s verify pass"
+        if per is not None and verify_ms is not None and verify_ms > 0:
+            cost += f": one draft token cost {pct(per / verify_ms, 1)} of it"
+        cost += "."
+    else:
+        cost += "; the target\u2019s verify pass comes next."
+    items.append(("Draft:", cost))
+
+    lis = "".join(f'<li><strong class="mtp-info__key">{esc(k)}</strong> {v}</li>' for k, v in items)
+    return (
+        f'<div class="mtp-info" role="note" aria-label="MTP drafter, step {step.index + 1}">'
+        f'<h4>MTP drafter: built on the target\u2019s own state</h4><ul class="mtp-info__facts">{lis}</ul></div>'
+    )
+
+
 # --------------------------------------------------------------------------- the whole view
 
 
@@ -354,8 +491,12 @@ def step_view(
     running: bool = False,
     stagger_s: float = 0.12,
     message: str | None = None,
+    prompt_tokens: int | None = None,
 ) -> str:
-    """The full step view for one frame of the replay."""
+    """The full step view for one frame of the replay.
+
+    prompt_tokens: the prompt's length in tokens, when known (it names the token whose
+    hidden state an MTP draft read; without it that is inferred)."""
     total = len(steps)
     more = "+" if running else ""
     if frame.phase == START or not steps:
@@ -373,7 +514,11 @@ def step_view(
         if frame.phase == VERIFY and step.drafted:
             sentences = "".join(f"<li>{esc(draft_sentence(d))}</li>" for d in step.drafted)
             sentences = f'<details class="why"><summary>Each draft in words</summary><ol>{sentences}</ol></details>'
-        body = step_table(step, frame.phase) + (distribution_panel(step) if frame.phase == VERIFY else "") + sentences
+        mtp = ""
+        if is_mtp_info(step.drafter_info):
+            mtp = mtp_panel(step, frame.phase, hidden_state_token(steps, frame.step, prompt_tokens))
+        body = (step_table(step, frame.phase) + mtp + (distribution_panel(step) if frame.phase == VERIFY else "")
+                + sentences)
         say = narration(step, frame.phase)
         sr = say
     return (

@@ -553,7 +553,17 @@ class MTPDrafter:
         return row
 
     def _info(self, hidden_from, n_keys: int, n: int) -> dict[str, Any]:
+        tcfg = getattr(self.target, "config", None)
+        if tcfg is not None and hasattr(tcfg, "get_text_config"):
+            tcfg = tcfg.get_text_config()
+        n_layers = getattr(tcfg, "num_hidden_layers", None)
+        n_layers = int(n_layers) if isinstance(n_layers, int) else None
+        layer = int(self.cfg.attn_layer)
+        if layer < 0 and n_layers is not None:
+            layer += n_layers  # the index target_kv() reads, counted from the front
         return {
+            "target_kv_layer": layer,  # the target layer whose K/V the drafter attended to (0-based)
+            "target_layers": n_layers,
             "hidden_from_position": hidden_from,
             "candidates_scored": int(self.candidates.numel()),
             "context_candidates": len(self._extra),
