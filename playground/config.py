@@ -16,7 +16,7 @@ import yaml
 
 CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
 SOURCES = ("packaged", "builtin", "hub")
-DRAFTER_KINDS = ("model", "prompt-lookup", "mtp")
+DRAFTER_KINDS = ("model", "prompt-lookup", "mtp", "gemma4-assistant")
 DTYPES = ("float32", "bfloat16")
 
 
@@ -30,7 +30,7 @@ class Preset:
     dtype: str
     gamma: int
     description: str = ""
-    drafter_model: str | None = None
+    drafter_model: str | None = None  # a second model: the "model" drafter or the Gemma 4 assistant
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
 
     def __post_init__(self) -> None:
@@ -40,14 +40,15 @@ class Preset:
             raise ValueError(f"preset {self.name}: drafter must be one of {DRAFTER_KINDS}")
         if self.dtype not in DTYPES:
             raise ValueError(f"preset {self.name}: dtype must be one of {DTYPES}")
-        if self.drafter == "model" and not self.drafter_model:
-            raise ValueError(f"preset {self.name}: drafter 'model' needs drafter_model")
+        if self.drafter in ("model", "gemma4-assistant") and not self.drafter_model:
+            raise ValueError(f"preset {self.name}: drafter {self.drafter!r} needs drafter_model")
 
     @property
     def drafters(self) -> tuple[str, ...]:
         """Drafter kinds this preset can run: its own, plus prompt lookup (always possible)."""
         kinds = [self.drafter]
-        if self.drafter_model and "model" not in kinds:
+        # a Gemma 4 assistant cannot draft on its own (it reads the target's state)
+        if self.drafter_model and self.drafter != "gemma4-assistant" and "model" not in kinds:
             kinds.append("model")
         if self.drafter_weights and "mtp" not in kinds:
             kinds.append("mtp")

@@ -123,12 +123,14 @@ def _weights_dir(preset: Preset):
     return Path(__file__).resolve().parent.parent / (preset.drafter_weights or "")
 
 
-def _load_hub(repo: str, dtype: torch.dtype):
+def _load_hub(repo: str, dtype: torch.dtype, tokenizer: bool = True):
+    """(model, tokenizer or None).  AutoModelForCausalLM gives Gemma4ForConditionalGeneration
+    for a Gemma 4 repo and Gemma4AssistantForCausalLM for its "-assistant" repo."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     if repo not in load_config().hub_allowlist:
         raise ModelUnavailable(f"{repo} is not in the hub allowlist")
-    tok = AutoTokenizer.from_pretrained(repo, trust_remote_code=False)
+    tok = AutoTokenizer.from_pretrained(repo, trust_remote_code=False) if tokenizer else None
     model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype, trust_remote_code=False).eval()
     return model, tok
 
@@ -178,7 +180,8 @@ def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = Non
             if preset.drafter_model:
                 if progress:
                     progress(f"loading drafter {preset.drafter_model}", 0.6)
-                drafter_model, _ = _load_hub(preset.drafter_model, tdtype)
+                # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
+                drafter_model, _ = _load_hub(preset.drafter_model, tdtype, tokenizer=preset.drafter == "model")
             eos = _eos_ids(target, tok)
         for m in (target, drafter_model):
             if m is not None:

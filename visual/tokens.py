@@ -48,7 +48,7 @@ LEGEND = (
     ("bonus", "bonus", "all drafts accepted: one more token drawn from p at position \u03b3+1"),
     ("target", "target only", "no draft this step: the target produced the token"),
 )
-DRAFTER_NAMES = {"model": "the drafter model", "prompt-lookup": "prompt lookup", "mtp": "the MTP head"}
+DRAFTER_NAMES = {"model": "the drafter model", "prompt-lookup": "prompt lookup", "mtp": "the MTP head", "gemma4-assistant": "the Gemma 4 MTP assistant"}
 CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
 PROMPT_TAIL_CHARS = 600
 

@@ -1,0 +1,397 @@
+"""The Gemma 4 assistant drafter (playground.drafters.gemma4_assistant) on tiny random
+Gemma 4 targets and tiny random ``Gemma4AssistantForCausalLM`` drafters: no weights, no hub.
+
+The tiny pair is built so that drafts are accepted often but not always: the target's
+decoder layers are damped (their post-norm weights scaled down), so its next token depends
+mostly, but not only, on the current one; the assistant's tied head is the target's LM
+head, its pre-projection passes the token embedding through, and its cluster centroids are
+the mean head rows of their clusters.  Both accept and reject (rollback) paths are asserted.
+
+Checks: the K/V read from the target cache equal transformers' ``shared_kv_states``; one
+step equals ``Gemma4AssistantForCausalLM.forward``; q rows are exactly the sampled law
+(zero on unscored tokens); greedy equality with ``generate()`` for γ ∈ {1, 2, 4}, with
+sliding-window rollbacks, also through the multimodal wrapper; chi-square losslessness at
+T = 1 with sampled and argmax drafts, and the "softmax-q" mutant (transformers' rule) fails.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import (
+    DynamicCache,
+    Gemma4AssistantConfig,
+    Gemma4AssistantForCausalLM,
+    Gemma4Config,
+    Gemma4ForCausalLM,
+    Gemma4ForConditionalGeneration,
+    Gemma4TextConfig,
+)
+
+from playground.drafters.base import Drafter, TargetState
+from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter, context_kv, load_gemma4_assistant_drafter
+from playground.engine import GenerationConfig, run
+from playground.sampling import SamplingParams, logits_to_probs
+from tests.test_distribution import gof_pvalue
+
+S, F = "sliding_attention", "full_attention"
+V = 64
+EOS = 1
+WINDOW = 4
+H = 32
+
+
+class _Letters:
+    def decode(self, ids, **_):
+        return "".join(chr(65 + int(i) % 26) for i in ids)
+
+    def convert_ids_to_tokens(self, i):
+        return chr(65 + int(i) % 26)
+
+
+def text_config(vocab: int, layers: int, types: list[str], **kw) -> Gemma4TextConfig:
+    base = dict(
+        vocab_size=vocab, hidden_size=H, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, global_head_dim=16, sliding_window=WINDOW, layer_types=types,
+        max_position_embeddings=256, pad_token_id=0, eos_token_id=EOS, bos_token_id=2, attn_implementation="eager",
+    )
+    base.update(kw)
+    return Gemma4TextConfig(**base)
+
+
+def build_pair(vocab=V, clusters=8, top=4, layer_scale=0.02, head_scale=20.0, seed=0, masked=True):
+    """A tiny Gemma 4 target (sliding window 4, per-layer inputs, 2 KV-shared layers, logit
+    soft-capping, untied head) and a tiny assistant that agrees with it often."""
+    torch.manual_seed(seed)
+    tcfg = text_config(
+        vocab, 4, [S, F, S, F], hidden_size_per_layer_input=8, vocab_size_per_layer_input=vocab,
+        num_kv_shared_layers=2, final_logit_softcapping=30.0, tie_word_embeddings=False,
+    )
+    target = Gemma4ForCausalLM(tcfg).eval()
+    acfg = Gemma4AssistantConfig(
+        text_config=text_config(vocab, 2, [S, F], hidden_size_per_layer_input=0, vocab_size_per_layer_input=0),
+        backbone_hidden_size=H, use_ordered_embeddings=masked, num_centroids=clusters,
+        centroid_intermediate_top_k=top, attn_implementation="eager",
+    )
+    assistant = Gemma4AssistantForCausalLM(acfg).eval()
+    with torch.no_grad():
+        target.lm_head.weight.mul_(head_scale)
+        for layer in target.model.layers:
+            for norm in (layer.post_attention_layernorm, layer.post_feedforward_layernorm, layer.post_per_layer_input_norm):
+                norm.weight.mul_(layer_scale)
+        W = target.lm_head.weight
+        assistant.model.embed_tokens.weight.copy_(W)  # the assistant's tied head = the target's head
+        assistant.pre_projection.weight.zero_()
+        assistant.pre_projection.weight[:, :H].copy_(torch.eye(H))  # pass the token embedding through
+        for layer in assistant.model.layers:
+            for norm in (layer.post_attention_layernorm, layer.post_feedforward_layernorm):
+                norm.weight.mul_(layer_scale)
+        if masked:
+            perm = torch.randperm(vocab)
+            assistant.masked_embedding.token_ordering.copy_(perm)
+            groups = perm.view(clusters, vocab // clusters)
+            assistant.masked_embedding.centroids.weight.copy_(torch.stack([W[g].mean(0) for g in groups]))
+    return target, assistant
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return build_pair()
+
+
+def prefix_state(model, ids: list[int]) -> TargetState:
+    """What the loop hands the drafter: the cache holds ids[:-1], hidden is h at len-2."""
+    cache = DynamicCache(config=model.config)
+    cache.activate_past_recording()
+    hidden = None
+    if len(ids) > 1:
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids[:-1]]), cache=cache, use_cache=True, output_hidden_states=True)
+        hidden = out.hidden_states[-1][0, -1]
+    return TargetState(committed_ids=list(ids), hidden=hidden, target_cache=cache)
+
+
+def rand_ids(n: int, seed: int = 0, vocab: int = V) -> list[int]:
+    return torch.randint(3, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
+
+
+def hf_greedy(model, ids: list[int], n: int) -> list[int]:
+    with torch.no_grad():
+        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
+    return out[0, len(ids):].tolist()
+
+
+# ---------------------------------------------------------------- the drafter itself
+
+
+def test_protocol_and_info(pair):
+    target, assistant = pair
+    d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    assert isinstance(d, Drafter) and d.name == "gemma4-assistant" and d.needs_target_hidden
+    draft = d.propose(prefix_state(target, rand_ids(10)), 4, SamplingParams(), None)
+    assert len(draft.token_ids) == 4 and draft.draft_probs is None and draft.forward_calls == 4
+    info = draft.info
+    assert info["hidden_from_position"] == 8  # the position before the newest token (index 9)
+    assert info["position_id"] == 9  # every step queries from the newest token's position
+    assert info["target_kv_layers"] == {F: 1, S: 0}  # the target's "store" layers
+    assert info["target_kv_positions"] == 9 and info["sliding_kv_positions"] == WINDOW - 1
+    assert info["candidates_scored"] == 4 * (V // 8) and info["clusters_scored"] == 4 and info["num_clusters"] == 8
+    assert info["vocab_size"] == V and info["draft_steps"] == 4 and info["draft_ms_per_token"] > 0
+    assert d.cache_len() is None
+    import json
+
+    json.dumps(info)  # goes into the trace as it is
+
+
+def test_shared_kv_equals_transformers_shared_kv_states(pair):
+    """What the drafter reads from the target cache == transformers' ``return_shared_kv_states``,
+    restricted to the committed context (all of it / the sliding window's last W-1)."""
+    target, assistant = pair
+    d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    ids = rand_ids(12, seed=1)
+    cache = DynamicCache(config=target.config)
+    cache.activate_past_recording()
+    with torch.no_grad():
+        out = target(input_ids=torch.tensor([ids]), cache=cache, use_cache=True, return_shared_kv_states=True)
+    ref = out.shared_kv_states
+    for n_ctx in (12, 9, 2):  # 12: all; 9 and 2: later positions are rejected drafts, not yet cropped
+        shared = d.shared_kv(cache, n_ctx)
+        for i in (0, 1):
+            assert torch.equal(shared[F][i], ref[F][i][..., :n_ctx, :])
+            assert torch.equal(shared[S][i], ref[S][i][..., max(0, n_ctx - (WINDOW - 1)) : n_ctx, :])
+    cache.crop(-3)  # the engine's rollback: the sliding layer keeps W-1 entries
+    shared = d.shared_kv(cache, 9)
+    assert torch.equal(shared[S][0], ref[S][0][..., 9 - (WINDOW - 1) : 9, :])
+    assert torch.equal(shared[F][1], ref[F][1][..., :9, :])
+    assert d.shared_kv(DynamicCache(config=target.config), 0) is None
+    assert context_kv(None, 0, 5, None) is None
+
+
+@pytest.mark.parametrize("masked", [True, False])
+def test_step_equals_transformers_forward(masked):
+    target, assistant = build_pair(masked=masked)
+    d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    ids = rand_ids(11, seed=2)
+    state = prefix_state(target, ids)
+    shared = d.shared_kv(state.target_cache, 10)
+    logits, scored, h_next = d.step(ids[-1], state.hidden, 10, shared)
+    x = torch.cat([target.get_input_embeddings()(torch.tensor([[ids[-1]]])), state.hidden.view(1, 1, -1)], dim=-1)
+    with torch.no_grad():
+        ref = assistant(inputs_embeds=x, position_ids=torch.tensor([[10]]), shared_kv_states=shared)
+    assert torch.equal(ref.last_hidden_state[0, 0], h_next)  # post-projected state, fed back
+    full = ref.logits[0, 0]
+    if masked:
+        assert scored.numel() == 32 and torch.equal(scored, torch.sort(scored).values)
+        assert torch.equal(full[scored], logits)
+        outside = torch.ones(V, dtype=torch.bool)
+        outside[scored] = False
+        assert bool((full[outside] < logits.min()).all())  # transformers' finite filler
+        assert int(full.argmax()) == int(scored[logits.argmax()])
+    else:
+        assert scored is None and torch.equal(full, logits)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_k=3), SamplingParams(temperature=1.3, top_p=0.8)],
+)
+def test_q_rows_exact(pair, params):
+    target, assistant = pair
+    d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    ids = rand_ids(9, seed=5)
+    state = prefix_state(target, ids)
+    draft = d.propose(state, 3, params, torch.Generator().manual_seed(0))
+    q = draft.draft_probs
+    assert q is not None and q.shape == (3, V) and q.dtype == torch.float32 and draft.soft_probs is None
+    torch.testing.assert_close(q.sum(-1), torch.ones(3))
+    # replay the chain: each row is logits_to_probs over that step's scored tokens, zero elsewhere
+    shared = d.shared_kv(state.target_cache, 8)
+    tok, h = ids[-1], state.hidden
+    for i, drafted in enumerate(draft.token_ids):
+        logits, scored, h = d.step(tok, h, 8, shared)
+        expected = torch.zeros(V)
+        expected[scored] = logits_to_probs(logits, params)
+        torch.testing.assert_close(q[i], expected, rtol=0, atol=0)
+        assert q[i, drafted] > 0
+        tok = drafted
+
+
+def test_q_matches_what_was_sampled(pair):
+    """Empirical frequencies of the first draft token match q (the exact sampling law)."""
+    target, assistant = pair
+    d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    state = prefix_state(target, rand_ids(6, seed=2))
+    params = SamplingParams(temperature=2.0)
+    g = torch.Generator().manual_seed(123)
+    q0 = d.propose(state, 1, params, g).draft_probs[0]
+    n = 1500
+    counts = torch.zeros(V)
+    for _ in range(n):
+        counts[d.propose(state, 1, params, g).token_ids[0]] += 1
+    assert float(counts[q0 == 0].sum()) == 0.0  # unscored tokens are never drafted
+    assert 0.5 * float((counts / n - q0).abs().sum()) < 0.07
+
+
+def test_greedy_and_argmax_mode(pair):
+    target, assistant = pair
+    state = prefix_state(target, rand_ids(7, seed=4))
+    greedy = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[]).propose(state, 3, SamplingParams(), None)
+    assert greedy.draft_probs is None and greedy.soft_probs is None
+    am = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[], argmax=True)
+    dr = am.propose(state, 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(0))
+    assert dr.token_ids == greedy.token_ids  # argmax drafts regardless of temperature
+    assert dr.draft_probs is None  # q is one-hot: the loop builds it
+    assert dr.soft_probs is not None and dr.soft_probs.shape == (3, V)  # only for the softmax-q lesson
+
+
+def test_one_token_prompt_and_eos(pair):
+    target, assistant = pair
+    d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    state = TargetState(committed_ids=[5], hidden=None, target_cache=DynamicCache(config=target.config))
+    empty = d.propose(state, 3, SamplingParams(), None)
+    assert empty.token_ids == [] and empty.info["hidden_from_position"] is None  # nothing to read yet
+    r = run(target, _Letters(), [5], GenerationConfig(gamma=3, max_new_tokens=12), drafter=d, eos_token_ids=[])
+    assert list(r.token_ids) == hf_greedy(target, [5], 12)
+    assert len(r.steps[0].drafted) == 0 and len(r.steps[1].drafted) > 0
+    s = prefix_state(target, rand_ids(8, seed=6))
+    toks = d.propose(s, 5, SamplingParams(), None).token_ids
+    stop = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[toks[1]])
+    assert stop.propose(s, 5, SamplingParams(), None).token_ids == toks[:2]
+
+
+def test_stateless_rollback(pair):
+    """Proposals depend only on the TargetState: a fresh drafter agrees, and target K/V of
+    rejected drafts still in the cache (not yet cropped) are ignored."""
+    target, assistant = pair
+    ids = rand_ids(14, seed=8)
+    d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    d.propose(prefix_state(target, ids[:5]), 4, SamplingParams(), None)
+    d.accept(1, prefix_state(target, ids[:7]))
+    later = prefix_state(target, ids[:7])
+    a = d.propose(later, 4, SamplingParams(), None)
+    assert a.token_ids == Gemma4AssistantDrafter(target, assistant, eos_token_ids=[]).propose(later, 4, SamplingParams(), None).token_ids
+    stale = prefix_state(target, ids[:7])
+    with torch.no_grad():
+        target(input_ids=torch.tensor([ids[6:9]]), cache=stale.target_cache, use_cache=True)
+    assert d.propose(stale, 4, SamplingParams(), None).token_ids == a.token_ids
+
+
+def test_rejects_mismatched_models(pair):
+    target, assistant = pair
+    zeros = build_pair(seed=1)[1]
+    with torch.no_grad():
+        zeros.masked_embedding.token_ordering.zero_()  # transformers' init: not loaded from a checkpoint
+    with pytest.raises(ValueError, match="permutation"):
+        Gemma4AssistantDrafter(target, zeros)
+    other = Gemma4ForCausalLM(text_config(V, 2, [S, F], hidden_size=48, hidden_size_per_layer_input=0))
+    with pytest.raises(ValueError, match="hidden size"):
+        Gemma4AssistantDrafter(other, assistant)
+    from tests.fakes import BigramLM
+
+    with pytest.raises(ValueError, match="Gemma 4 target"):
+        Gemma4AssistantDrafter(BigramLM(torch.zeros(V, V)), assistant)
+    assert load_gemma4_assistant_drafter(target, assistant).eos == frozenset({EOS})
+
+
+def test_preset_and_api_wiring(pair):
+    from playground.api import make_drafter, resolve
+    from playground.config import load_config
+    from playground.models import ModelPair, availability
+
+    p, kind = resolve("hub-gemma4-e2b-mtp", None)
+    assert kind == "gemma4-assistant" and p.source == "hub" and p.drafters == ("gemma4-assistant", "prompt-lookup")
+    assert (p.target, p.drafter_model) == ("google/gemma-4-E2B-it", "google/gemma-4-E2B-it-assistant")
+    assert {p.target, p.drafter_model} <= set(load_config().hub_allowlist)
+    ok, reason = availability(p)  # offline here (conftest): listed as unavailable, with the reason
+    assert ok or "Hugging Face hub" in reason
+    target, assistant = pair
+    duo = ModelPair(target=target, tokenizer=None, eos_token_ids=(EOS,), drafter_model=assistant)
+    d = make_drafter(kind, duo, p)
+    assert isinstance(d, Gemma4AssistantDrafter) and d.eos == frozenset({EOS}) and not d.argmax
+    assert make_drafter(kind, duo, p, argmax=True).argmax
+
+
+# ---------------------------------------------------------------- through the loop: greedy
+
+
+def test_greedy_equality_through_engine(pair):
+    """Speculative decoding with the assistant == the target's greedy generate() (float32,
+    eager), prompts longer than the sliding window (4), with accepted and rejected drafts."""
+    target, assistant = pair
+    drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    accepted = rejected = 0
+    for gamma in (1, 2, 4):
+        for seed in range(3):
+            prompt = rand_ids(10, seed=seed)
+            res = run(target, _Letters(), prompt, GenerationConfig(gamma=gamma, max_new_tokens=24), drafter=drafter, eos_token_ids=[])
+            assert list(res.token_ids) == hf_greedy(target, prompt, 24), (gamma, seed)
+            accepted += res.stats.accepted_tokens
+            rejected += sum(1 for s in res.steps for x in s.drafted if x.judged and not x.accepted)
+            assert all(s.drafter_info["sliding_kv_positions"] == WINDOW - 1 for s in res.steps if s.drafted)
+    assert accepted > 20 and rejected > 20, (accepted, rejected)  # both paths, rollbacks included
+
+
+def test_greedy_equality_through_multimodal_wrapper(pair):
+    """The hub checkpoint loads as Gemma4ForConditionalGeneration: the text path works the same."""
+    target, assistant = pair
+    cfg = Gemma4Config(text_config=target.config.to_dict(), vision_config=None, audio_config=None, tie_word_embeddings=False)
+    mm = Gemma4ForConditionalGeneration(cfg).eval()
+    with torch.no_grad():
+        mm.model.language_model.load_state_dict(target.model.state_dict())
+        mm.lm_head.weight.copy_(target.lm_head.weight)
+    drafter = load_gemma4_assistant_drafter(mm, assistant, eos_token_ids=[])
+    prompt = rand_ids(9, seed=3)
+    res = run(mm, _Letters(), prompt, GenerationConfig(gamma=3, max_new_tokens=16), drafter=drafter, eos_token_ids=[])
+    assert list(res.token_ids) == hf_greedy(target, prompt, 16)
+    assert res.stats.accepted_tokens > 0
+
+
+# ---------------------------------------------------------------- through the loop: distribution
+
+DV = 16  # vocabulary of the distribution tests: 4 clusters of 4 tokens, 2 clusters scored
+PROMPT = [3, 7, 11, 5, 9, 12]
+
+
+@pytest.fixture(scope="module")
+def small_pair():
+    return build_pair(vocab=DV, clusters=4, top=2, head_scale=12.0, seed=3)
+
+
+def exact_pair_pmf(model, prompt, params):
+    """P(y1, y2) = p(y1 | prompt) · p(y2 | prompt, y1), from the target itself."""
+    with torch.no_grad():
+        p1 = logits_to_probs(model(input_ids=torch.tensor([prompt])).logits[0, -1], params)  # [V]
+        seqs = torch.tensor([prompt + [y] for y in range(DV)])
+        p2 = logits_to_probs(model(input_ids=seqs).logits[:, -1], params)  # [V, V]
+    return (p1[:, None] * p2).flatten()
+
+
+def sample_pairs(models, n, argmax=False, rule="lossless"):
+    """The first two tokens of n seeded runs (budget 3: the first step drafts up to 2)."""
+    target, assistant = models
+    params = SamplingParams(temperature=1.0)
+    config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, rule=rule)
+    drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[], argmax=argmax)
+    counts = torch.zeros(DV * DV)
+    accepted = rejected = 0
+    for seed in range(n):
+        r = run(target, _Letters(), PROMPT, config, drafter=drafter, eos_token_ids=[], generator=torch.Generator().manual_seed(seed))
+        y1, y2 = r.token_ids[:2]
+        counts[y1 * DV + y2] += 1
+        accepted += r.stats.accepted_tokens
+        rejected += r.stats.judged_tokens - r.stats.accepted_tokens
+    return counts, exact_pair_pmf(target, PROMPT, params), accepted, rejected
+
+
+@pytest.mark.parametrize("argmax,n", [(False, 2000), (True, 1200)])
+def test_sampling_matches_target_distribution(small_pair, argmax, n):
+    counts, pmf, accepted, rejected = sample_pairs(small_pair, n, argmax=argmax)
+    assert accepted > 0.2 * n and rejected > 0.2 * n  # drafts are judged both ways
+    assert gof_pvalue(counts, pmf) > 1e-3
+
+
+def test_softmax_q_mutant_is_detected(small_pair):
+    """transformers' rule for this drafter when sampling: argmax drafts judged against the
+    drafter's softmax instead of the one-hot q.  Biased, and the test sees it."""
+    counts, pmf, _, _ = sample_pairs(small_pair, 500, argmax=True, rule="softmax-q")
+    assert gof_pvalue(counts, pmf) < 1e-6
