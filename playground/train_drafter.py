@@ -142,11 +142,14 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
     order = sorted(range(len(prompts)), key=lambda i: (len(tok(prompts[i]).input_ids), i))
     batches = []
     for variant in range(1 + args.samples):
-        todo = [i for i in order if (i, variant) not in done]
-        for b in range(0, len(todo), args.gen_batch):
-            batches.append((variant, todo[b : b + args.gen_batch]))
+        for b in range(0, len(order), args.gen_batch):
+            batches.append((variant, order[b : b + args.gen_batch]))
     # seeded random batch order: an early stop keeps prompts of every length, greedy and sampled
     random.Random(args.seed).shuffle(batches)
+    # worker k of n (--gen-worker k/n, started by --gen-procs n) takes every n-th batch
+    k, n = (int(x) for x in args.gen_worker.split("/"))
+    batches = [(v, [i for i in pidx if (i, v) not in done]) for v, pidx in batches[k::n]]
+    batches = [(v, pidx) for v, pidx in batches if pidx]
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     eos = tok.eos_token_id
     gen_eos = getattr(model.generation_config, "eos_token_id", None) or eos
@@ -677,6 +680,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--samples", type=int, default=1, help="sampled continuations per prompt (plus one greedy)")
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--gen-batch", type=int, default=24)
+    p.add_argument("--gen-procs", type=int, default=1, help="gen stage: this many one-thread processes")
+    p.add_argument("--gen-worker", default="0/1", help=argparse.SUPPRESS)
     p.add_argument("--gen-minutes", type=float, default=40.0, help="stop generating after this long (0: no limit)")
     p.add_argument("--holdout", type=float, default=0.1, help="fraction of prompts held out for evaluation")
     p.add_argument("--topk", type=int, default=20, help="target distribution entries cached per position")
@@ -722,7 +727,12 @@ def main(argv: list[str] | None = None) -> int:
 
     t = time.perf_counter()
     need_rows = "gen" in stages or stages & {"features", "vocab", "train", "eval", "export"}
-    rows = stage_gen(args, model, tok, prompts) if "gen" in stages else (_load_rows(work) if need_rows else [])
+    if "gen" in stages and args.gen_procs > 1 and args.gen_worker == "0/1":
+        rows = gen_parallel(args, argv if argv is not None else sys.argv[1:], model, tok, prompts)
+    elif "gen" in stages:
+        rows = stage_gen(args, model, tok, prompts)
+    else:
+        rows = _load_rows(work) if need_rows else []
     if "gen" in stages:
         stats["gen"] = {"sequences": len(rows), "tokens": sum(len(r["ids"]) for r in rows),
                         "new_tokens": sum(len(r["ids"]) - r["n_prompt"] for r in rows),
@@ -747,6 +757,7 @@ def main(argv: list[str] | None = None) -> int:
                                    init_from=model if args.init_from_target else None)
             stats["train"] = {k: v for k, v in tr.items() if k != "history"}
             stats["train"]["last"] = tr["history"][-1] if tr["history"] else None
+            stats["train"]["max_steps"] = args.max_steps
             stats["train"].update({"batch": args.batch, "lr": args.lr, "steps_ahead": args.steps_ahead,
                                    "layers": args.layers, "attend": args.attend, "seed": args.seed})
             stats["args"] = {k: v for k, v in vars(args).items() if k not in ("stages", "work", "out", "target_dir")}
@@ -754,6 +765,9 @@ def main(argv: list[str] | None = None) -> int:
             ev = greedy_acceptance(head, feats, hold_seqs, cand, embed_weight, scale, steps=max(6, args.steps_ahead), greedy_only=False)
             stats["eval_heldout_greedy"] = ev
             print("held-out greedy acceptance by position:", " ".join(f"{x:.3f}" for x in ev["conditional_by_position"]))
+            ev0 = greedy_acceptance(head, feats, hold_seqs, cand, embed_weight, scale, steps=max(6, args.steps_ahead), greedy_only=True)
+            stats["eval_heldout_greedy_text_only"] = ev0
+            print("  on the greedy continuations only:", " ".join(f"{x:.3f}" for x in ev0["conditional_by_position"]))
         stats_path.write_text(json.dumps(stats, indent=1))
         if head is not None and "export" in stages:
             out = save_head(head, args.out)
@@ -766,6 +780,32 @@ def main(argv: list[str] | None = None) -> int:
         write_model_card(Path(args.out), stats, args)
     print(f"total {time.perf_counter() - t_all:.0f} s")
     return 0
+
+
+def gen_parallel(args, argv: list[str], model, tok, prompts: list[str]) -> list[dict]:
+    """Run the gen stage as ``--gen-procs`` one-thread processes on disjoint batches.
+
+    Batched decoding on one thread is dominated by small ops that do not scale to a
+    second thread, so two processes generate ~2x the text of one two-thread process."""
+    import subprocess
+
+    n = args.gen_procs
+    base = [sys.executable, "-m", "playground.train_drafter", *argv]
+    children = [
+        subprocess.Popen([*base, "--stages", "gen", "--gen-procs", "1", "--gen-worker", f"{k}/{n}", "--threads", "1"])
+        for k in range(1, n)
+    ]
+    args.gen_worker = f"0/{n}"
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        stage_gen(args, model, tok, prompts)
+    finally:
+        torch.set_num_threads(threads)
+        for c in children:
+            c.wait()
+        args.gen_worker = "0/1"
+    return _load_rows(Path(args.work))
 
 
 def _load_rows(work: Path) -> list[dict]:
@@ -816,6 +856,10 @@ def write_model_card(out: Path, stats: dict, args) -> None:
         f"- loss: sum over draft steps j=1..{args.steps_ahead} of 0.8^(j-1) x [KL(target top-{args.topk} "
         "restricted to the candidates || drafter) + CE(target argmax) + "
         f"{getattr(args, 'reg_weight', 1.0):g} x MSE(state, target final hidden) / mean(h^2)], the drafter fed its own states",
+        *([f"- wall time on the 2-core CPU: generation {stats['gen']['seconds_this_run'] / 60:.0f} min "
+           f"({getattr(args, 'gen_procs', 1)} one-thread processes), features "
+           f"{stats.get('features', {}).get('seconds', 0) / 60:.0f} min, training {tr.get('train_seconds', 0) / 60:.0f} min"]
+          if stats.get("gen", {}).get("seconds_this_run") else []),
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
         f"{tr.get('train_seconds', 0) / 60:.1f} min wall time, seed {args.seed}",
         f"- candidate vocabulary coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}, "
@@ -832,12 +876,27 @@ def write_model_card(out: Path, stats: dict, args) -> None:
         "| cumulative | " + " | ".join(f"{x:.3f}" for x in cum) + " |",
         "",
     ]
+    ev0 = stats.get("eval_heldout_greedy_text_only")
+    if ev0:
+        c0 = ev0.get("conditional_by_position", [])
+        lines += [
+            f"On the greedy (temperature-0) continuations only ({ev0.get('chains')} chains), i.e. what a temperature-0 run "
+            "on these prompts sees:",
+            "",
+            "| position | " + " | ".join(str(i + 1) for i in range(len(c0))) + " |",
+            "|---|" + "---|" * len(c0),
+            "| conditional | " + " | ".join(f"{x:.3f}" for x in c0) + " |",
+            "| cumulative | " + " | ".join(f"{x:.3f}" for x in ev0.get("cumulative_by_position", [])) + " |",
+            "",
+        ]
     if bench:
         lines += ["## Benchmark (speculative loop, bf16, temperature 0)", "", "```", json.dumps(bench, indent=1), "```", ""]
     lines += [
         "## Reproduce",
         "```",
-        f"python -m playground train-drafter --preset {args.preset} --minutes {args.minutes:g} --seed {args.seed}",
+        f"python -m playground train-drafter --preset {args.preset} --samples {args.samples} "
+        f"--gen-procs {getattr(args, 'gen_procs', 1)} --gen-minutes {args.gen_minutes:g} --threads {args.threads} "
+        f"--batch {args.batch} --max-steps {tr.get('max_steps', args.max_steps)} --minutes {args.minutes:g} --seed {args.seed}",
         "```",
     ]
     (out / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
