@@ -49,6 +49,11 @@ def make_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = Fals
         from playground.drafters.mtp import load_mtp_drafter
 
         return load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids)
+    if kind == "mtp+lookup":
+        from playground.drafters.hybrid import HybridDrafter
+        from playground.drafters.mtp import load_mtp_drafter
+
+        return HybridDrafter(load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids))
     if kind == "gemma4-assistant":
         from playground.drafters.gemma4_assistant import load_gemma4_assistant_drafter
 

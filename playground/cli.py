@@ -131,7 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text with speculative or autoregressive decoding")
     g.add_argument("--preset", default=None)
     g.add_argument("--prompt", required=True)
-    g.add_argument("--drafter", default=None, choices=["model", "prompt-lookup", "mtp", "gemma4-assistant"])
+    g.add_argument("--drafter", default=None, choices=["model", "prompt-lookup", "mtp", "mtp+lookup", "gemma4-assistant"])
     g.add_argument("--gamma", type=int, default=None)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-k", type=int, default=0)

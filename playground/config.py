@@ -16,7 +16,7 @@ import yaml
 
 CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
 SOURCES = ("packaged", "builtin", "hub")
-DRAFTER_KINDS = ("model", "prompt-lookup", "mtp", "gemma4-assistant")
+DRAFTER_KINDS = ("model", "prompt-lookup", "mtp", "mtp+lookup", "gemma4-assistant")
 DTYPES = ("float32", "bfloat16")
 
 
@@ -50,8 +50,8 @@ class Preset:
         # a Gemma 4 assistant cannot draft on its own (it reads the target's state)
         if self.drafter_model and self.drafter != "gemma4-assistant" and "model" not in kinds:
             kinds.append("model")
-        if self.drafter_weights and "mtp" not in kinds:
-            kinds.append("mtp")
+        if self.drafter_weights:
+            kinds += [k for k in ("mtp", "mtp+lookup") if k not in kinds]
         if "prompt-lookup" not in kinds:
             kinds.append("prompt-lookup")
         return tuple(kinds)

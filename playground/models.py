@@ -107,7 +107,7 @@ def availability(preset: Preset) -> tuple[bool, str]:
             convert.gguf_path(preset.target)
         except Exception as exc:
             return False, str(exc)
-        if preset.drafter == "mtp" and preset.drafter_weights and not _weights_dir(preset).exists():
+        if preset.drafter in ("mtp", "mtp+lookup") and preset.drafter_weights and not _weights_dir(preset).exists():
             return False, f"MTP drafter weights not found at {preset.drafter_weights}"
         return True, ""
     repos = [r for r in (preset.target, preset.drafter_model) if r]

@@ -166,7 +166,7 @@ def _drafter_update(preset: str, cfg: AppConfig):
         p = cfg.preset(preset)
     except KeyError:
         return gr.update()
-    value = ["prompt-lookup"] if "prompt-lookup" in p.drafters else list(p.drafters)[:1]
+    value = list(p.drafters)[:1]  # the preset's own drafter
     return gr.update(choices=list(p.drafters), value=value)
 
 
@@ -191,8 +191,7 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     c["custom"] = gr.Textbox(label="Your prompt", lines=3, visible=False,
                              placeholder="e.g. paste a paragraph and ask for it corrected")
     with gr.Row():
-        c["drafters"] = gr.CheckboxGroup(list(p0.drafters), value=["prompt-lookup"] if "prompt-lookup" in p0.drafters
-                                         else list(p0.drafters)[:1], label="Drafters")
+        c["drafters"] = gr.CheckboxGroup(list(p0.drafters), value=list(p0.drafters)[:1], label="Drafters")
         c["gammas"] = gr.CheckboxGroup(GAMMA_CHOICES, value=[2, 4, 8], label=f"Block sizes γ (at most {MAX_LIVE_GAMMAS})")
     with gr.Row():
         c["max_new"] = gr.Slider(4, MAX_LIVE_TOKENS, value=32, step=1, label="New tokens per run")

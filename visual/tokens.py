@@ -48,7 +48,8 @@ LEGEND = (
     ("bonus", "bonus", "all drafts accepted: one more token drawn from p at position \u03b3+1"),
     ("target", "target only", "no draft this step: the target produced the token"),
 )
-DRAFTER_NAMES = {"model": "the drafter model", "prompt-lookup": "prompt lookup", "mtp": "the MTP head", "gemma4-assistant": "the Gemma 4 MTP assistant"}
+DRAFTER_NAMES = {"model": "the drafter model", "prompt-lookup": "prompt lookup", "mtp": "the MTP head", "gemma4-assistant": "the Gemma 4 MTP assistant",
+                 "mtp+lookup": "the MTP head or prompt lookup"}
 CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
 PROMPT_TAIL_CHARS = 600
 
@@ -312,7 +313,7 @@ def narration(step: StepRecord, phase: str) -> str:
     if phase == DRAFT:
         toks = ", ".join(quoted(d.text) for d in step.drafted)
         return (
-            f"Step {n}: {DRAFTER_NAMES.get(step.drafter or '', 'the drafter')} proposes {k} token{'s' if k != 1 else ''} "
+            f"Step {n}: {DRAFTER_NAMES.get((step.drafter_info or {}).get('source') or step.drafter or '', 'the drafter')} proposes {k} token{'s' if k != 1 else ''} "
             f"({toks}) in {ms(step.draft_ms)}; the target has not looked at them yet."
         )
     emitted = len(step.emitted_ids)

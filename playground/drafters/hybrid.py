@@ -1,0 +1,55 @@
+"""``mtp+lookup``: prompt lookup when the text repeats itself, the MTP head otherwise.
+
+Each step asks the first drafter (prompt lookup with at least a 2-token match) for a
+draft; if it finds none, the fallback drafter (the MTP head) drafts instead.  The choice
+is a function of the committed tokens only — never of the target's probabilities or of
+any random draw — so each step is an ordinary speculative step with that drafter's own
+q (a point mass for prompt lookup, the MTP head's q otherwise), and the output stays
+exactly the target's (greedy-identical at temperature 0, the target's distribution
+when sampling).  ``Draft.info["source"]`` names the drafter that drafted the step.
+
+This is how production servers combine a free n-gram drafter with a learned one: copy
+spans (edits, code, quoting, a small model's repetition loops) go to the n-gram match,
+everything else to the model.  This module does not verify anything (``engine``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from playground.drafters.base import Draft, TargetState
+from playground.drafters.prompt_lookup import PromptLookupDrafter
+from playground.sampling import SamplingParams
+
+
+class HybridDrafter:
+    """First drafter if it proposes anything, else the fallback (both see every step)."""
+
+    def __init__(self, fallback, first=None, name: str = "mtp+lookup") -> None:
+        self.first = first if first is not None else PromptLookupDrafter(max_ngram=3, min_ngram=2)
+        self.fallback = fallback
+        self.name = name
+        self.needs_target_hidden = bool(getattr(fallback, "needs_target_hidden", False)
+                                        or getattr(self.first, "needs_target_hidden", False))
+
+    def start(self, state: TargetState) -> None:
+        self.first.start(state)
+        self.fallback.start(state)
+
+    def propose(
+        self, state: TargetState, gamma: int, params: SamplingParams, generator: torch.Generator | None
+    ) -> Draft:
+        draft = self.first.propose(state, gamma, params, generator)
+        source = self.first
+        if not draft.token_ids:
+            draft = self.fallback.propose(state, gamma, params, generator)
+            source = self.fallback
+        draft.info = {**draft.info, "source": source.name}
+        return draft
+
+    def accept(self, n_accepted: int, state: TargetState) -> None:
+        self.first.accept(n_accepted, state)
+        self.fallback.accept(n_accepted, state)
+
+    def cache_len(self) -> int | None:
+        return self.fallback.cache_len()

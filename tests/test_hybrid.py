@@ -1,0 +1,127 @@
+"""``mtp+lookup`` (playground.drafters.hybrid): prompt lookup when the text repeats, else the
+fallback drafter.  The choice depends on the committed tokens only, so every step is an
+ordinary lossless step with the chosen drafter's own q."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from playground.drafters.base import Draft, TargetState
+from playground.drafters.hybrid import HybridDrafter
+from playground.engine import GenerationConfig, run
+from playground.sampling import SamplingParams, logits_to_probs, sample
+from tests.fakes import BigramLM
+from tests.test_distribution import PARAMS, _Tok, _tables, gof_pvalue
+
+V = 6
+PROMPT = [0, 1, 2, 0, 1]  # the bigram (0, 1) repeats: prompt lookup proposes [2, 0, 1, ...]
+
+
+class TableDrafter:
+    """Stateless bigram drafter: q = logits_to_probs(table[last token]), exactly what it samples."""
+
+    name = "table"
+    needs_target_hidden = False
+
+    def __init__(self, table: torch.Tensor) -> None:
+        self.table = table  # [V, V]
+
+    def start(self, state: TargetState) -> None:
+        pass
+
+    def accept(self, n_accepted: int, state: TargetState) -> None:
+        pass
+
+    def cache_len(self):
+        return None
+
+    def propose(self, state, gamma, params, generator) -> Draft:
+        last, tokens, rows = state.committed_ids[-1], [], []
+        for _ in range(gamma):
+            if params.greedy:
+                last = int(torch.argmax(self.table[last]))
+            else:
+                probs = logits_to_probs(self.table[last], params)  # [V]
+                last = sample(probs, generator)
+                rows.append(probs)
+            tokens.append(last)
+        return Draft(token_ids=tokens, draft_probs=torch.stack(rows) if rows else None, info={"table": True})
+
+
+def _state(ids):
+    return TargetState(committed_ids=list(ids), hidden=None, target_cache=None)
+
+
+def test_lookup_first_fallback_otherwise():
+    _, drafter_logits = _tables()
+    h = HybridDrafter(TableDrafter(drafter_logits))
+    g = torch.Generator().manual_seed(0)
+    d = h.propose(_state(PROMPT), 3, SamplingParams(temperature=1.0), g)
+    assert d.token_ids == [2, 0, 1] and d.draft_probs is None  # copied span: q is a point mass
+    assert d.info["source"] == "prompt-lookup"
+    # no 2-token match (a 1-token match is not enough): the fallback drafts, its q untouched
+    ids = [0, 1, 2, 3, 4, 1]
+    d = h.propose(_state(ids), 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(5))
+    ref = TableDrafter(drafter_logits).propose(_state(ids), 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(5))
+    assert d.token_ids == ref.token_ids and torch.equal(d.draft_probs, ref.draft_probs)
+    assert d.info == {"table": True, "source": "table"}
+
+
+def _sample_pairs(params, gamma, rule="lossless", n=3000):
+    target_logits, drafter_logits = _tables()
+    config = GenerationConfig(mode="speculative", gamma=gamma, temperature=params.temperature, top_k=params.top_k,
+                              top_p=params.top_p, max_new_tokens=2, trace=False, rule=rule)
+    counts, sources = torch.zeros(V * V), set()
+    for seed in range(n):
+        d = HybridDrafter(TableDrafter(drafter_logits))
+        r = run(BigramLM(target_logits), _Tok(), PROMPT, config, drafter=d,
+                generator=torch.Generator().manual_seed(seed))
+        y1, y2 = r.token_ids
+        counts[y1 * V + y2] += 1
+        sources |= {s.drafter_info.get("source") for s in r.steps} if r.steps else set()
+    rows = logits_to_probs(target_logits, params)  # [V, V]: row t = p(. | t)
+    pmf = (rows[PROMPT[-1]][:, None] * rows).flatten()
+    return counts, pmf, sources
+
+
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_hybrid_sampling_matches_target_distribution(gamma):
+    counts, pmf, _ = _sample_pairs(PARAMS["T=1"], gamma)
+    assert gof_pvalue(counts, pmf) > 1e-3
+
+
+def test_hybrid_uses_both_sources_and_a_broken_rule_is_caught():
+    config = GenerationConfig(mode="speculative", gamma=3, temperature=1.0, max_new_tokens=6, trace=True)
+    target_logits, drafter_logits = _tables()
+    sources = set()
+    for seed in range(30):
+        r = run(BigramLM(target_logits), _Tok(), PROMPT, config, drafter=HybridDrafter(TableDrafter(drafter_logits)),
+                generator=torch.Generator().manual_seed(seed))
+        sources |= {s.drafter_info.get("source") for s in r.steps}
+    assert {"prompt-lookup", "table"} <= sources
+    counts, pmf, _ = _sample_pairs(PARAMS["T=1"], 1, rule="target-sample")  # no residual after a rejection
+    assert gof_pvalue(counts, pmf) < 1e-6
+
+
+def test_greedy_equality_with_mtp_fallback():
+    """mtp+lookup at temperature 0 == the target's greedy generate (tiny Gemma 3, float32)."""
+    from playground.drafters.mtp import MTPDrafter
+    from playground.tiny import VOCAB as CHAR_VOCAB, CharTokenizer
+    from tests.test_mtp import tiny_head, tiny_target
+
+    model = tiny_target(vocab=CHAR_VOCAB, seed=11)
+    tok = CharTokenizer()
+    head = tiny_head(model, n_cand=60, noise=0.02, seed=3)
+    prompt = tok.encode("the cat sat on the mat; the cat sat on the")
+    with torch.no_grad():
+        ref = model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None,
+                             pad_token_id=0)[0, len(prompt):].tolist()
+    for gamma in (1, 3, 5):
+        drafter = HybridDrafter(MTPDrafter(model, head, eos_token_ids=[]))
+        assert drafter.needs_target_hidden
+        cfg = GenerationConfig(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
+        res = run(model, tok, prompt, cfg, drafter=drafter, eos_token_ids=[])
+        assert list(res.token_ids) == ref, gamma
+        used = {s.drafter_info.get("source") for s in res.steps}
+        assert "prompt-lookup" in used and "mtp" in used, used
