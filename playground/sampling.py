@@ -95,6 +95,23 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     return int(torch.multinomial(probs, 1, generator=generator))
 
 
+def draw_draft_token(
+    logits: torch.Tensor, params: SamplingParams, argmax: bool, generator: torch.Generator | None
+) -> tuple[int, torch.Tensor | None]:
+    """One draft token from a drafter's logits [N]: (index into the N rows, its row).
+
+    Sampled drafts (T > 0, ``argmax`` False): the row is q, exactly the distribution
+    the index was drawn from.  Deterministic drafts (T = 0, or ``argmax`` True): the
+    index is the argmax, so q is a point mass; the row is then the drafter's softmax
+    (when sampling) — NOT q, only what the "softmax-q" lesson verifies against — or
+    None at T = 0.
+    """
+    if params.greedy or argmax:
+        return int(torch.argmax(logits)), None if params.greedy else logits_to_probs(logits, params)
+    probs = logits_to_probs(logits, params)
+    return sample(probs, generator), probs
+
+
 def acceptance_prob(target_prob: float, draft_prob: float) -> float:
     """min(1, p(x) / q(x)) for a drafted token x (Leviathan et al., Alg. 1).
 

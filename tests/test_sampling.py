@@ -11,6 +11,7 @@ import torch
 from playground.engine import verify
 from playground.sampling import (
     SamplingParams,
+    draw_draft_token,
     acceptance_prob,
     accepted_length_pmf,
     expected_tokens_per_step,
@@ -274,3 +275,22 @@ def test_enumeration_detects_wrong_rules(seed, mutant):
     else:
         pmf = enumerate_first_token_pmf(p, q, rule="target-sample")
     assert (pmf - p.double()).abs().max() > 1e-3
+
+
+@pytest.mark.parametrize("argmax", [False, True])
+def test_draw_draft_token_row_is_q_only_for_sampled_drafts(argmax):
+    logits = torch.tensor([0.0, 2.0, 1.0, -1.0])  # argmax is index 1
+    # T = 0: the argmax, and no row (q is a point mass)
+    assert draw_draft_token(logits, SamplingParams(temperature=0.0), argmax, None) == (1, None)
+    params = SamplingParams(temperature=1.0)
+    q = logits_to_probs(logits, params)
+    counts = torch.zeros(4)
+    g = torch.Generator().manual_seed(0)
+    for _ in range(2000):
+        idx, row = draw_draft_token(logits, params, argmax, g)
+        assert torch.equal(row, q)  # sampled: row IS q; argmax mode: the softmax, for soft_probs only
+        counts[idx] += 1
+    if argmax:
+        assert counts[1] == 2000  # always the argmax: q is a point mass, not row
+    else:
+        assert (counts / 2000 - q).abs().max() < 0.04  # drawn from row

@@ -43,6 +43,15 @@ class TargetState:
     extras: dict[str, Any] = field(default_factory=dict)
 
 
+def token_id_set(ids) -> frozenset[int]:
+    """EOS ids as a set: None -> empty, one int -> {it}, an iterable -> its ints."""
+    if ids is None:
+        return frozenset()
+    if isinstance(ids, int):
+        return frozenset((ids,))
+    return frozenset(int(i) for i in ids)
+
+
 @dataclass
 class Draft:
     """A drafter's proposal.

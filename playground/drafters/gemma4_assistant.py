@@ -109,8 +109,8 @@ from typing import Any
 
 import torch
 
-from playground.drafters.base import Draft, TargetState
-from playground.sampling import SamplingParams, logits_to_probs, sample
+from playground.drafters.base import Draft, TargetState, token_id_set
+from playground.sampling import SamplingParams, draw_draft_token
 
 NAME = "gemma4-assistant"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -215,11 +215,7 @@ class Gemma4AssistantDrafter:
         else:
             self.num_clusters = self.top_clusters = None
             self.scored_per_step = self.vocab_size
-        if eos_token_ids is None:
-            eos_token_ids = ()
-        if isinstance(eos_token_ids, int):
-            eos_token_ids = (eos_token_ids,)
-        self.eos = frozenset(int(e) for e in eos_token_ids)
+        self.eos = token_id_set(eos_token_ids)
         self.last_ms_per_token: float | None = None
 
     # -- protocol --------------------------------------------------------------------
@@ -294,12 +290,7 @@ class Gemma4AssistantDrafter:
         masks = self.assistant.create_attention_masks(probe, None, shared)  # shape/dtype only: same for every step
         for _ in range(gamma):
             logits, ids, h = self.step(tok, h, n_ctx, shared, masks)
-            if deterministic:
-                idx = int(torch.argmax(logits))  # q is a point mass on this token
-                probs = None if params.greedy else logits_to_probs(logits, params)
-            else:
-                probs = logits_to_probs(logits, params)  # exactly what the draft is drawn from
-                idx = sample(probs, generator)
+            idx, probs = draw_draft_token(logits, params, self.argmax, generator)
             tok = int(ids[idx]) if ids is not None else idx
             tokens.append(tok)
             if probs is not None:

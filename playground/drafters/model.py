@@ -19,7 +19,7 @@ from transformers import DynamicCache
 
 from playground.drafters.base import Draft, TargetState
 from playground.engine import logits_to_keep_arg
-from playground.sampling import SamplingParams, logits_to_probs, sample
+from playground.sampling import SamplingParams, draw_draft_token
 
 
 class ModelDrafter:
@@ -59,7 +59,6 @@ class ModelDrafter:
         pending = committed[len(self._seen) :]  # not yet in the drafter cache (>= 1 token)
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
-        soft: list[torch.Tensor] = []
         calls = 0
         deterministic = params.greedy or self.argmax
         for _ in range(gamma):
@@ -72,14 +71,9 @@ class ModelDrafter:
             calls += 1
             self._seen.extend(pending)
             logits = self._fit_vocab(out.logits[0, -1])  # [V]
-            if deterministic:
-                tok = int(torch.argmax(logits))
-                if not params.greedy:
-                    soft.append(logits_to_probs(logits, params))
-            else:
-                probs = logits_to_probs(logits, params)  # [V]
-                tok = sample(probs, generator)
-                rows.append(probs)
+            tok, row = draw_draft_token(logits, params, self.argmax, generator)  # row [V] or None
+            if row is not None:
+                rows.append(row)
             tokens.append(tok)
             pending = [tok]
         # No crop here: rolling back up to γ tokens in accept() needs the full history
@@ -88,7 +82,7 @@ class ModelDrafter:
             token_ids=tokens,
             draft_probs=None if deterministic else torch.stack(rows),  # [k, V]; None = one-hot
             forward_calls=calls,
-            soft_probs=torch.stack(soft) if soft else None,
+            soft_probs=torch.stack(rows) if deterministic and rows else None,
         )
 
     def accept(self, n_accepted: int, state: TargetState) -> None:

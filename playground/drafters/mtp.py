@@ -70,8 +70,8 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from playground.drafters.base import Draft, TargetState
-from playground.sampling import SamplingParams, logits_to_probs, sample
+from playground.drafters.base import Draft, TargetState, token_id_set
+from playground.sampling import SamplingParams, draw_draft_token
 
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "weights" / "gemma3-270m-mtp"
 
@@ -423,11 +423,7 @@ class MTPDrafter:
         self.in_static[cand] = True
         self.context_candidates = context_candidates
         self._reset_context()
-        if eos_token_ids is None:
-            eos_token_ids = ()
-        if isinstance(eos_token_ids, int):
-            eos_token_ids = (eos_token_ids,)
-        self.eos = frozenset(int(e) for e in eos_token_ids)
+        self.eos = token_id_set(eos_token_ids)
         self.last_ms_per_token: float | None = None
 
     @classmethod
@@ -520,12 +516,7 @@ class MTPDrafter:
             p = torch.tensor([[pos + j]], device=dev)
             s = self.head.step(emb, s, p, ctx_k, ctx_v, None, own)
             logits = self.head.logits(s[0, 0], self.cand_emb)  # [N]
-            if deterministic:
-                idx = int(torch.argmax(logits))  # q is a point mass on this token
-                probs = None if params.greedy else logits_to_probs(logits, params)
-            else:
-                probs = logits_to_probs(logits, params)  # exactly what the draft is drawn from
-                idx = sample(probs, generator)
+            idx, probs = draw_draft_token(logits, params, self.argmax, generator)
             tok = int(self.candidates[idx])
             tokens.append(tok)
             if probs is not None:
@@ -536,15 +527,13 @@ class MTPDrafter:
         self.last_ms_per_token = ms / len(tokens)
         n_keys = 0 if ctx_k is None else int(ctx_k.shape[-2])
         stacked = torch.stack(rows) if rows else None
-        draft = Draft(
+        return Draft(
             token_ids=tokens,
             draft_probs=None if deterministic else stacked,
             info=self._info(hidden_from, n_keys, len(tokens)),
             forward_calls=len(tokens),
+            soft_probs=stacked if deterministic else None,  # NOT q: for the "softmax-q" lesson only
         )
-        if deterministic and stacked is not None and hasattr(draft, "soft_probs"):
-            draft.soft_probs = stacked  # NOT q: what a buggy verifier would use (rule "softmax-q")
-        return draft
 
     def _scatter(self, probs: torch.Tensor) -> torch.Tensor:
         """A candidate-set distribution [N] as a full-vocabulary row [V] (zeros elsewhere)."""
