@@ -817,12 +817,21 @@ def _load_rows(work: Path) -> list[dict]:
     return rows
 
 
+def _acceptance_table(ev: dict) -> list[str]:
+    """Markdown rows: conditional and cumulative acceptance by draft position."""
+    cond, cum = ev.get("conditional_by_position", []), ev.get("cumulative_by_position", [])
+    return [
+        "| position | " + " | ".join(str(i + 1) for i in range(len(cond))) + " |",
+        "|---|" + "---|" * len(cond),
+        "| conditional | " + " | ".join(f"{x:.3f}" for x in cond) + " |",
+        "| cumulative | " + " | ".join(f"{x:.3f}" for x in cum) + " |",
+    ]
+
+
 def write_model_card(out: Path, stats: dict, args) -> None:
     args = argparse.Namespace(**{**vars(args), **stats.get("args", {})})  # the training run's settings
     ev = stats.get("eval_heldout_greedy", {})
     tr = stats.get("train", {})
-    cond = ev.get("conditional_by_position", [])
-    cum = ev.get("cumulative_by_position", [])
     bench = stats.get("bench")
     lines = [
         "# gemma3-270m-mtp — a Gemma-4-style MTP drafter for Gemma 3 270M",
@@ -870,23 +879,16 @@ def write_model_card(out: Path, stats: dict, args) -> None:
         "continues while the text follows the target's argmax). Conditional = P(draft j accepted | drafts 1..j-1",
         "accepted); cumulative = P(drafts 1..j all accepted).",
         "",
-        "| position | " + " | ".join(str(i + 1) for i in range(len(cond))) + " |",
-        "|---|" + "---|" * len(cond),
-        "| conditional | " + " | ".join(f"{x:.3f}" for x in cond) + " |",
-        "| cumulative | " + " | ".join(f"{x:.3f}" for x in cum) + " |",
+        *_acceptance_table(ev),
         "",
     ]
     ev0 = stats.get("eval_heldout_greedy_text_only")
     if ev0:
-        c0 = ev0.get("conditional_by_position", [])
         lines += [
             f"On the greedy (temperature-0) continuations only ({ev0.get('chains')} chains), i.e. what a temperature-0 run "
             "on these prompts sees:",
             "",
-            "| position | " + " | ".join(str(i + 1) for i in range(len(c0))) + " |",
-            "|---|" + "---|" * len(c0),
-            "| conditional | " + " | ".join(f"{x:.3f}" for x in c0) + " |",
-            "| cumulative | " + " | ".join(f"{x:.3f}" for x in ev0.get("cumulative_by_position", [])) + " |",
+            *_acceptance_table(ev0),
             "",
         ]
     if bench:
