@@ -23,6 +23,7 @@ from playground.drafters.prompt_lookup import PromptLookupDrafter
 from playground.engine import MODES, GenerationConfig, stream
 from playground.models import ModelPair, ModelUnavailable, load_pair
 from playground.records import GenerationResult, StepRecord
+from playground.validate import temperature as check_temperature
 
 __all__ = ["generate", "stream_generate", "resolve", "make_drafter", "encode_prompt", "ModelUnavailable"]
 
@@ -79,9 +80,9 @@ def encode_prompt(prompt: str, tokenizer, max_chars: int, max_tokens: int) -> li
 
 def _validate_numbers(gamma, temperature, top_k, top_p, seed, max_new_tokens) -> None:
     lim = load_config().limits
-    for name, v in (("temperature", temperature), ("top_p", top_p)):
-        if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
-            raise ValueError(f"{name} must be a finite number, got {v!r}")
+    check_temperature(temperature, lim.max_temperature)
+    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p):
+        raise ValueError(f"top_p must be a finite number, got {top_p!r}")
     for name, v in (("gamma", gamma), ("top_k", top_k), ("seed", seed), ("max_new_tokens", max_new_tokens)):
         if isinstance(v, float) and v.is_integer():
             continue
@@ -89,8 +90,6 @@ def _validate_numbers(gamma, temperature, top_k, top_p, seed, max_new_tokens) ->
             raise ValueError(f"{name} must be an integer, got {v!r}")
     if not 1 <= gamma <= lim.max_gamma:
         raise ValueError(f"gamma must be between 1 and {lim.max_gamma}, got {gamma}")
-    if not 0 <= temperature <= lim.max_temperature:
-        raise ValueError(f"temperature must be between 0 and {lim.max_temperature}, got {temperature}")
     if not 0 <= top_k <= lim.max_top_k:
         raise ValueError(f"top_k must be between 0 (off) and {lim.max_top_k}, got {top_k}")
     if not 0 < top_p <= 1:

@@ -56,6 +56,8 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from playground.validate import temperature as check_temperature
+
 DEFAULT_PROMPTS = Path(__file__).resolve().parent / "data" / "bench_prompts.json"
 METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
 RULES = ("lossless", "exact-match", "typical")  # verification rules worth timing
@@ -502,8 +504,10 @@ def _validate(opts: BenchOptions) -> None:
     if not opts.temperatures:
         raise BenchError("--temperatures needs at least one value")
     for t in opts.temperatures:
-        if not (math.isfinite(t) and 0 <= t <= lim.max_temperature):
-            raise BenchError(f"temperature must be between 0 and {lim.max_temperature}, got {t}")
+        try:
+            check_temperature(t, lim.max_temperature)
+        except ValueError as exc:
+            raise BenchError(str(exc)) from None
     if not opts.methods or any(m not in METHODS for m in opts.methods):
         raise BenchError(f"--methods must be a subset of {','.join(METHODS)}")
     if not 1 <= opts.repeats <= 100:

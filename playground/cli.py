@@ -1,6 +1,8 @@
-"""Command line: ``python -m playground {presets,generate,bench,train-drafter}``.
+"""Command line: ``python -m playground {presets,generate,bench,train-drafter,...}``.
 
-Bad arguments exit with code 2 and a one-line message (no traceback).  This
+Bad arguments exit with code 2 and a one-line message; a run that fails (a model
+that cannot load, an error inside the loop) exits with code 1 and a one-line
+message.  Neither prints a traceback (``SPECPLAY_DEBUG=1`` re-raises).  This
 module only parses arguments and prints; the work happens elsewhere.
 """
 
@@ -19,9 +21,9 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(2)
 
 
-def _fail(msg: str) -> int:
+def _fail(msg: str, code: int = 2) -> int:
     sys.stderr.write(f"error: {msg}\n")
-    return 2
+    return code
 
 
 def cmd_presets(args) -> int:
@@ -105,8 +107,10 @@ def cmd_generate(args) -> int:
             elif not args.json:
                 sys.stdout.write(_plain_marks(item))
                 sys.stdout.flush()
-    except (ValueError, ModelUnavailable) as exc:
+    except ValueError as exc:
         return _fail(str(exc))
+    except ModelUnavailable as exc:
+        return _fail(str(exc), code=1)
     if args.json:
         print(json.dumps(result.to_dict(), ensure_ascii=False))
     else:
@@ -145,6 +149,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run one command; any failure becomes one line on stderr and exit code 1."""
+    try:
+        return _dispatch(argv)
+    except KeyboardInterrupt:
+        sys.stderr.write("\ninterrupted\n")
+        return 130
+    except Exception as exc:
+        import os
+
+        if os.environ.get("SPECPLAY_DEBUG"):
+            raise
+        sys.stdout.flush()
+        message = " ".join(str(exc).split()) or "(no message)"
+        return _fail(f"the run failed: {type(exc).__name__}: {message}", code=1)
+
+
+def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Subcommands with their own parsers.
     if argv and argv[0] == "bench":

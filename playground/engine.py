@@ -124,6 +124,7 @@ class Target:
 
     def __init__(self, model, rollback: bool) -> None:
         self.model = model
+        self.rollback = rollback
         self.cache = DynamicCache(config=model.config)
         if rollback:
             self.cache.activate_past_recording()
@@ -149,6 +150,18 @@ class Target:
         return _Pass(logits=logits, hidden=h, ms=ms)
 
     def crop(self, n_remove: int) -> None:
+        """Drop the ``n_remove`` newest tokens from the cache.
+
+        Without rollback (the autoregressive loop) there is never anything to drop, and a
+        sliding-window layer past its window refuses even ``crop(0)`` when it does not
+        record its past, so nothing is called.  With rollback, ``crop(0)`` also trims a
+        sliding layer back to its window."""
+        if n_remove < 0:
+            raise ValueError(f"cannot crop a negative number of tokens ({n_remove})")
+        if n_remove == 0 and not self.rollback:
+            return
+        if n_remove and not self.rollback:
+            raise RuntimeError("this cache was built without rollback; it cannot drop tokens")
         self.cache.crop(-n_remove)
 
     def __len__(self) -> int:

@@ -40,6 +40,7 @@ from playground.config import AppConfig, load_config
 from playground.engine import MAX_GAMMA, MODES, RULES, GenerationConfig, logits_to_keep_arg
 from playground.engine import run as engine_run
 from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.validate import temperature as check_temperature
 from playground.sampling import SamplingParams, expected_tokens_per_step, logits_to_probs, predicted_speedup
 
 Progress = Callable[[float, str], None] | None
@@ -697,10 +698,8 @@ def distribution_check(
         raise ValueError(f"rule must be one of {', '.join(RULE_INFO)}, got {rule!r}")
     n_tokens = _check_int("tokens per continuation", n_tokens, 1, MAX_CONT_TOKENS)
     seed = _check_int("seed", seed, 0, 2**63 - 1)
-    if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not math.isfinite(temperature):
-        raise ValueError(f"temperature must be a number, got {temperature!r}")
     lim = load_config().limits
-    if not 0 < temperature <= lim.max_temperature:
+    if check_temperature(temperature, lim.max_temperature) == 0.0:
         raise ValueError(
             f"the distribution check needs sampling: temperature must be in (0, {lim.max_temperature}] "
             "(at temperature 0 use the greedy equality check)"
@@ -1661,7 +1660,7 @@ def classroom_presets(cfg: AppConfig | None = None) -> list[ClassroomPreset]:
                 preset=preset,
                 prompt=clean_prompt(entry["prompt"], lim.max_prompt_chars),
                 gamma=_parse_int("gamma", entry["gamma"], 1, min(lim.max_gamma, MAX_GAMMA)),
-                temperature=_parse_float("temperature", entry["temperature"], 0.0, lim.max_temperature),
+                temperature=check_temperature(_parse_float("temperature", entry["temperature"], 0.0, lim.max_temperature), lim.max_temperature),
                 seed=_parse_int("seed", entry.get("seed", 0), 0, 2**63 - 1),
                 explanation=str(entry["explanation"]).strip(),
             )
@@ -1715,7 +1714,8 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
         "preset": lambda r: _check_preset(r, cfg),
         "prompt": lambda r: clean_prompt(r, lim.max_prompt_chars),
         "gamma": lambda r: _parse_int("gamma", r, 1, min(lim.max_gamma, MAX_GAMMA)),
-        "temperature": lambda r: _parse_float("temperature", r, 0.0, lim.max_temperature),
+        "temperature": lambda r: check_temperature(_parse_float("temperature", r, 0.0, lim.max_temperature),
+                                                  lim.max_temperature),
         "seed": lambda r: _parse_int("seed", r, 0, 2**63 - 1),
     }
     for key, check in checks.items():

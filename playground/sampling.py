@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 import torch
 
+from playground.validate import temperature as check_temperature
+
 
 @dataclass(frozen=True)
 class SamplingParams:
@@ -34,10 +36,7 @@ class SamplingParams:
     top_p: float = 1.0
 
     def __post_init__(self) -> None:
-        if not isinstance(self.temperature, (int, float)) or not math.isfinite(self.temperature):
-            raise ValueError(f"temperature must be a finite number, got {self.temperature!r}")
-        if not 0.0 <= self.temperature <= 5.0:
-            raise ValueError(f"temperature must be in [0, 5], got {self.temperature}")
+        check_temperature(self.temperature, 5.0)
         if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
             raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
         if not isinstance(self.top_p, (int, float)) or not math.isfinite(self.top_p):

@@ -91,6 +91,21 @@ def test_greedy_equality_with_sliding_window_rollback(kind, gamma):
         assert rejections > 0  # rollbacks across the window really happened
 
 
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_autoregressive_runs_past_the_sliding_window(temperature):
+    """The autoregressive loop never crops: a sliding layer past its window (here 4) that
+    does not record its past refuses any crop, which once crashed every AR run past 512
+    tokens on Gemma 3.  Greedy output still equals transformers'."""
+    target, _ = sliding_pair(window=4)
+    tok = CharTokenizer()
+    ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
+    cfg = GenerationConfig(mode="autoregressive", temperature=temperature, max_new_tokens=30)
+    r = run(target, tok, ids, cfg, eos_token_ids=[EOS])
+    assert len(r.token_ids) > 0
+    if temperature == 0.0:
+        assert list(r.token_ids) == hf_greedy(target, ids, 30)
+
+
 # ---------------------------------------------------------------- cache invariant
 
 

@@ -90,3 +90,45 @@ def test_gemma_multibyte_text_is_never_broken(gemma):
     pieces = [inc.extend([i]) for i in ids]
     assert all(REPLACEMENT not in p for p in pieces)
     assert "".join(pieces) == text
+
+
+# ---------------------------------------------------------------- past the 512-token sliding window
+
+LONG_PROMPT = " ".join(f"Item {i}: the {['red', 'green', 'blue', 'amber'][i % 4]} lantern number {i} is lit." for i in range(60))
+
+
+@pytest.mark.parametrize("mode", ["autoregressive", "speculative", "race"])
+def test_default_preset_runs_past_the_sliding_window(all_threads, mode):
+    """A 600+-token prompt on the default preset (Gemma 3 270M, sliding window 512) in every
+    mode.  Autoregressive runs once crashed here ("crop was called, but the current layer
+    does not track past states"); Race runs both loops through the app's Run handler."""
+    from playground.api import generate
+    from playground.config import load_config
+
+    cfg = load_config()
+    preset = cfg.preset(cfg.default_preset)
+    try:
+        convert.gguf_path(preset.target)
+    except convert.ModelUnavailable as exc:
+        pytest.skip(f"packaged model not installed: {exc}")
+    from playground.models import load_pair
+
+    n_prompt = len(load_pair(preset).tokenizer(LONG_PROMPT)["input_ids"])
+    assert 600 <= n_prompt <= cfg.limits.max_prompt_tokens
+    if mode != "race":
+        r = generate(LONG_PROMPT, mode=mode, max_new_tokens=12)
+        assert len(r.token_ids) == 12 or r.stats.stopped == "eos"
+        return
+    from visual.playground_tab import make_run_handler, preset_choices
+
+    choices = preset_choices(cfg)
+    handler = make_run_handler(cfg, choices)
+    last = None
+    for last in handler(None, LONG_PROMPT, preset.name, preset.drafter, preset.gamma, 0.0, 0, 1.0, 0, 12, None,
+                        "Race", False, progress=lambda *a, **k: None):
+        pass
+    trace = last[0]
+    assert not trace.get("error"), trace.get("error")
+    assert trace["spec"] is not None and trace["ar"] is not None
+    for result in (trace["spec"], trace["ar"]):
+        assert len(result.token_ids) == 12 or result.stats.stopped == "eos"

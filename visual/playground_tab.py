@@ -26,6 +26,7 @@ import gradio as gr
 from playground.config import AppConfig, Preset, load_config
 from playground.models import ModelUnavailable, availability
 from playground.records import StepRecord
+from playground.validate import temperature as check_temperature
 from visual import charts, replay, stats, tables, tokens
 from visual.fmt import esc
 
@@ -126,10 +127,10 @@ def check_params(cfg: AppConfig, choices: list[PresetChoice], prompt, preset, dr
 
     if gamma is not None:
         integer("gamma", gamma, 1, lim.max_gamma)
-    if not _finite(temperature):
-        errs["temperature"] = f"temperature must be a finite number, got {temperature!r}."
-    elif not 0 <= temperature <= lim.max_temperature:
-        errs["temperature"] = f"temperature must be between 0 and {lim.max_temperature}, got {temperature}."
+    try:
+        check_temperature(temperature, lim.max_temperature)
+    except ValueError as exc:
+        errs["temperature"] = f"{exc}."
     integer("top_k", top_k, 0, lim.max_top_k, " (0 = off)")
     if not _finite(top_p):
         errs["top_p"] = f"top_p must be a finite number, got {top_p!r}."
