@@ -83,7 +83,7 @@ def _plain_marks(step) -> str:
 
 def cmd_generate(args) -> int:
     from playground.api import stream_generate
-    from playground.models import ModelUnavailable
+    from playground.errors import ModelUnavailable
     from playground.records import GenerationResult
 
     try:

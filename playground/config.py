@@ -32,6 +32,7 @@ class Preset:
     description: str = ""
     drafter_model: str | None = None  # a second model: the "model" drafter or the Gemma 4 assistant
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
+    params_millions: float | None = None  # target + drafter model weights, for the memory budget
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -66,6 +67,7 @@ class Limits:
     max_temperature: float = 2.0
     max_top_k: int = 1000
     max_trace_bytes: int = 20_000_000
+    memory_budget_mb: int = 12_000  # model weights held at once (a free CPU Space has 16 GB in all)
 
 
 @dataclass(frozen=True)

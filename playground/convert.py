@@ -80,6 +80,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from playground.errors import ModelUnavailable
+
 try:  # POSIX only; elsewhere conversions are serialised per process only.
     import fcntl
 except ImportError:  # pragma: no cover
@@ -121,8 +123,6 @@ FORMAT_VERSION = 1
 ATTN_IMPLEMENTATION = "sdpa"
 
 
-class ModelUnavailable(RuntimeError):
-    """A packaged model cannot be used: its package is missing or broken."""
 
 
 # --------------------------------------------------------------------------

@@ -2,7 +2,10 @@
 
 A ``ModelPair`` is a target, its tokenizer, the EOS ids and (for the
 two-model drafter) a drafter model.  Pairs are cached per (target, drafter
-model, dtype); a lock makes concurrent first loads load once.  Models are
+model, dtype) in a ``BudgetedCache``: each loads once however many users ask,
+loads of different pairs do not wait for each other, and least-recently-used
+pairs are evicted to stay under ``limits.memory_budget_mb``; a pair whose
+weights alone exceed the budget is refused before anything loads.  Models are
 never mutated after loading, so any number of runs can share them (each run
 owns its KV caches).
 
@@ -22,17 +25,19 @@ from typing import Any, Callable
 import torch
 
 from playground.config import Preset, load_config
+from playground.errors import ModelUnavailable
+from playground.pair_cache import BudgetedCache
 
 Progress = Callable[[str, float], None] | None
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
-_lock = threading.Lock()
-_pairs: dict[tuple[str, str | None, str], "ModelPair"] = {}
+_BYTES = {"float32": 4, "bfloat16": 2}
+_hub_lock = threading.Lock()
 _hub_status: dict[str, Any] = {}
+_cache_lock = threading.Lock()
+_caches: dict[int, BudgetedCache] = {}  # one per budget (tests use small ones)
 
-
-class ModelUnavailable(RuntimeError):
-    """A preset's models cannot be loaded here (missing package, hub unreachable)."""
+__all__ = ["ModelPair", "ModelUnavailable", "load_pair", "availability", "estimated_bytes", "pair_cache"]
 
 
 @dataclass(frozen=True)
@@ -68,7 +73,7 @@ def torch_dtype(name: str) -> torch.dtype:
 
 def hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
     """Whether the Hugging Face hub answers (checked once per process)."""
-    with _lock:
+    with _hub_lock:
         if "ok" in _hub_status:
             return _hub_status["ok"], _hub_status["reason"]
         if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True") or os.environ.get("SPECPLAY_OFFLINE"):
@@ -147,54 +152,103 @@ def _eos_ids(model, tokenizer) -> tuple[int, ...]:
     return tuple(sorted(ids))
 
 
+def estimated_bytes(preset: Preset, dtype: str) -> int:
+    """Weights of the pair in ``dtype``, from the preset's ``params_millions`` (0 if unknown)."""
+    return int((preset.params_millions or 0) * 1e6 * _BYTES[dtype])
+
+
+def model_bytes(*models) -> int:
+    """Bytes of the distinct tensors (parameters and buffers) of the given models."""
+    seen: set[int] = set()
+    total = 0
+    for m in models:
+        if m is None:
+            continue
+        for t in list(m.parameters()) + list(m.buffers()):
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in seen:
+                continue
+            seen.add(ptr)
+            total += t.untyped_storage().nbytes()
+    return total
+
+
+def pair_cache() -> BudgetedCache:
+    """The process-wide cache for the configured memory budget."""
+    budget = int(load_config().limits.memory_budget_mb) * 1_000_000
+    with _cache_lock:
+        if budget not in _caches:
+            _caches[budget] = BudgetedCache(budget)
+        return _caches[budget]
+
+
 def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = None) -> ModelPair:
-    """Load (once) the target and, for the two-model drafter, the drafter model."""
+    """Load (once) the target and, for the two-model drafter, the drafter model.
+
+    Raises ``ModelUnavailable`` when the preset cannot load here, ``OverBudget`` (a
+    ``ModelUnavailable``) when it could never fit in the memory budget, and ``Busy`` when
+    other users' runs hold the memory it needs right now."""
     dtype = dtype or preset.dtype
-    tdtype = torch_dtype(dtype)
+    torch_dtype(dtype)  # validates
     key = (preset.target, preset.drafter_model, dtype)
-    with _lock:
-        if key in _pairs:
-            return _pairs[key]
+    cache = pair_cache()
+    what = f"preset {preset.name!r} in {dtype}"
+
+    hit = cache.peek(key)
+    if hit is not None:
+        return hit
+    estimate = estimated_bytes(preset, dtype)
+    try:
+        cache.check_fits(estimate, what)
+    except ModelUnavailable as exc:
+        hint = " Choose bfloat16 (half the memory) or a smaller preset." if dtype == "float32" else " Choose a smaller preset."
+        raise type(exc)(f"{exc}.{hint}") from None
     ok, reason = availability(preset)
     if not ok:
         raise ModelUnavailable(f"preset {preset.name!r} is unavailable here: {reason}")
-    configure_threads()
-    with _lock:  # one loader at a time; others wait and then share
-        if key in _pairs:
-            return _pairs[key]
-        drafter_model = None
-        if preset.source == "builtin":
-            from playground.tiny import build_tiny_pair
 
-            target, drafter_model, tok = build_tiny_pair(dtype=tdtype)
-            eos = (tok.eos_token_id,)
-        elif preset.source == "packaged":
-            from playground import convert
-
-            target, tok = convert.load_packaged(preset.target, dtype=tdtype, progress=progress)
-            eos = tuple(convert.eos_token_ids(target, tok))
-        else:
-            if progress:
-                progress(f"loading {preset.target} from the hub", 0.1)
-            target, tok = _load_hub(preset.target, tdtype)
-            if preset.drafter_model:
-                if progress:
-                    progress(f"loading drafter {preset.drafter_model}", 0.6)
-                # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
-                drafter_model, _ = _load_hub(preset.drafter_model, tdtype, tokenizer=preset.drafter == "model")
-            eos = _eos_ids(target, tok)
-        for m in (target, drafter_model):
-            if m is not None:
-                m.requires_grad_(False)
-        pair = ModelPair(
-            target=target,
-            tokenizer=tok,
-            eos_token_ids=eos,
-            drafter_model=drafter_model,
-            dtype=dtype,
-            target_name=preset.target,
-        )
-        _pairs[key] = pair
+    def load() -> ModelPair:
+        configure_threads()
+        pair = _load(preset, dtype, progress)
         if progress:
             progress("models ready", 1.0)
         return pair
+
+    return cache.get(key, load, lambda pair: model_bytes(pair.target, pair.drafter_model),
+                     estimate_bytes=estimate, what=what)
+
+
+def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
+    tdtype = torch_dtype(dtype)
+    drafter_model = None
+    if preset.source == "builtin":
+        from playground.tiny import build_tiny_pair
+
+        target, drafter_model, tok = build_tiny_pair(dtype=tdtype)
+        eos = (tok.eos_token_id,)
+    elif preset.source == "packaged":
+        from playground import convert
+
+        target, tok = convert.load_packaged(preset.target, dtype=tdtype, progress=progress)
+        eos = tuple(convert.eos_token_ids(target, tok))
+    else:
+        if progress:
+            progress(f"loading {preset.target} from the hub", 0.1)
+        target, tok = _load_hub(preset.target, tdtype)
+        if preset.drafter_model:
+            if progress:
+                progress(f"loading drafter {preset.drafter_model}", 0.6)
+            # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
+            drafter_model, _ = _load_hub(preset.drafter_model, tdtype, tokenizer=preset.drafter == "model")
+        eos = _eos_ids(target, tok)
+    for m in (target, drafter_model):
+        if m is not None:
+            m.requires_grad_(False)
+    return ModelPair(
+        target=target,
+        tokenizer=tok,
+        eos_token_ids=eos,
+        drafter_model=drafter_model,
+        dtype=dtype,
+        target_name=preset.target,
+    )

@@ -717,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     t_all = time.perf_counter()
     model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
-    from playground.drafters.mtp import MTPConfig, _text_model, save_head
+    from playground.drafters.mtp import MTPConfig, _text_model, save_head, weight_files
 
     base = _text_model(model)
     embed_weight = base.embed_tokens.weight.detach()
@@ -772,7 +772,7 @@ def main(argv: list[str] | None = None) -> int:
         if head is not None and "export" in stages:
             out = save_head(head, args.out)
             write_model_card(out, stats, args)
-            print(f"exported to {out} ({(out / 'model.safetensors').stat().st_size / 1e6:.1f} MB)")
+            print(f"exported to {out} ({sum(f.stat().st_size for f in weight_files(out)) / 1e6:.1f} MB)")
     stats_path.write_text(json.dumps(stats, indent=1))
     if "bench" in stages:
         stats["bench"] = stage_bench(args, model, tok, Path(args.out))

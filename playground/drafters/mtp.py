@@ -341,18 +341,57 @@ def _text_model(target):
 # persistence
 
 
-def save_head(head: MTPHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16) -> Path:
+# Hugging Face refuses git pushes of non-LFS files over 10 MB (a Space is a git repo), so
+# weights are written in shards below this size; the bytes are the same as one file.
+MAX_SHARD_BYTES = 8_000_000
+
+
+def save_head(head: MTPHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16,
+              max_shard_bytes: int = MAX_SHARD_BYTES) -> Path:
+    """Write ``config.json`` and the weights as ``model-0000i-of-0000n.safetensors`` shards,
+    each under ``max_shard_bytes`` (one tensor larger than that gets a shard of its own)."""
     from safetensors.torch import save_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    sd = {}
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
     for k, v in head.state_dict().items():
         v = v.detach().cpu().contiguous()
-        sd[k] = v if not v.is_floating_point() else v.to(dtype)
-    save_file(sd, str(out / "model.safetensors"), metadata={"format": "pt"})
+        v = v if not v.is_floating_point() else v.to(dtype)
+        nbytes = v.numel() * v.element_size()
+        if shards[-1] and size + nbytes > max_shard_bytes:
+            shards.append({})
+            size = 0
+        shards[-1][k] = v
+        size += nbytes
+    for old in weight_files(out, missing_ok=True):
+        old.unlink()
+    for i, sd in enumerate(shards, 1):
+        save_file(sd, str(out / f"model-{i:05d}-of-{len(shards):05d}.safetensors"), metadata={"format": "pt"})
     (out / "config.json").write_text(json.dumps({"model_type": "playground-mtp", **head.cfg.to_dict()}, indent=2))
     return out
+
+
+def weight_files(path: str | Path, missing_ok: bool = False) -> list[Path]:
+    """The weight files in ``path``: ``model.safetensors`` or every shard of
+    ``model-*-of-N.safetensors`` (all N of them, or FileNotFoundError)."""
+    path = Path(path)
+    single = path / "model.safetensors"
+    shards = sorted(path.glob("model-*-of-*.safetensors"))
+    files = ([single] if single.exists() else []) + shards
+    if missing_ok:
+        return files
+    if single.exists() and shards:
+        raise FileNotFoundError(f"{path} holds both model.safetensors and shards: keep one")
+    if shards:
+        n = int(shards[0].stem.rsplit("-of-", 1)[1])
+        expected = [path / f"model-{i:05d}-of-{n:05d}.safetensors" for i in range(1, n + 1)]
+        if shards != expected:
+            raise FileNotFoundError(f"{path}: expected {n} weight shards, found {len(shards)}")
+    if not files:
+        raise FileNotFoundError(f"MTP drafter weights not found at {path} (train: python -m playground train-drafter)")
+    return files
 
 
 def load_head(path: str | Path = DEFAULT_WEIGHTS, dtype: torch.dtype = torch.float32) -> MTPHead:
@@ -361,7 +400,9 @@ def load_head(path: str | Path = DEFAULT_WEIGHTS, dtype: torch.dtype = torch.flo
     path = Path(path)
     cfg = MTPConfig.from_dict(json.loads((path / "config.json").read_text()))
     head = MTPHead(cfg)
-    sd = load_file(str(path / "model.safetensors"))
+    sd: dict[str, torch.Tensor] = {}
+    for f in weight_files(path):
+        sd.update(load_file(str(f)))
     head.load_state_dict(sd)
     return head.to(dtype).eval()
 
@@ -431,7 +472,7 @@ class MTPDrafter:
         cls, target, path: str | Path = DEFAULT_WEIGHTS, eos_token_ids=None, argmax: bool = False,
         context_candidates: bool = True,
     ) -> "MTPDrafter":
-        """Load shipped weights (``config.json`` + ``model.safetensors``) for ``target``."""
+        """Load shipped weights (``config.json`` + ``model*.safetensors``) for ``target``."""
         head = load_head(path, dtype=torch.float32)
         cfg = target.config.get_text_config() if hasattr(target.config, "get_text_config") else target.config
         if head.cfg.hidden_size != cfg.hidden_size or head.cfg.vocab_size != cfg.vocab_size:
@@ -575,6 +616,5 @@ def load_mtp_drafter(target, preset=None, argmax: bool = False, eos_token_ids=No
         path = Path(preset)
     elif preset is not None and getattr(preset, "drafter_weights", None):
         path = Path(__file__).resolve().parent.parent.parent / preset.drafter_weights
-    if not (path / "model.safetensors").exists():
-        raise FileNotFoundError(f"MTP drafter weights not found at {path} (train: python -m playground train-drafter)")
+    weight_files(path)  # a clear FileNotFoundError before anything loads
     return MTPDrafter.from_pretrained(target, path, eos_token_ids=eos_token_ids, argmax=argmax)
