@@ -68,6 +68,9 @@ class Limits:
     max_top_k: int = 1000
     max_trace_bytes: int = 20_000_000
     memory_budget_mb: int = 12_000  # model weights held at once (a free CPU Space has 16 GB in all)
+    lab_wall_s: float = 60.0  # a heavy lab or bench action stops after this and reports what it has
+    lab_cache_bytes: int = 200_000_000  # logits the lab may memoise per action (MemoModel)
+    max_upload_bytes: int = 20_000_000  # an uploaded trace file larger than this is refused unread
 
 
 @dataclass(frozen=True)
