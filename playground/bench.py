@@ -44,11 +44,13 @@ imported inside the functions that need them.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import statistics
 import sys
+import threading
 import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -296,19 +298,30 @@ def _peak_rss_mb() -> float | None:
         return None
 
 
+_GLOBAL_RNG = threading.Lock()  # held by sampling runs of transformers' generate()
+
+
 class _CallCounter:
     """Counts forward calls of a module (transformers' generate() does not report them) and
     notes when the first one (the prefill) ended, so decode time is measured the same way
-    for every method: from the end of the prefill pass to the end of the run."""
+    for every method: from the end of the prefill pass to the end of the run.
+
+    The module is shared by every user of the process; only calls made on the thread that
+    entered the counter are counted (a run and its forward passes share one thread)."""
 
     def __init__(self, module) -> None:
         self.module = module
         self.calls = 0
         self.first_end: float | None = None
         self._handle = None
+        self._thread = threading.get_ident()
 
     def __enter__(self) -> "_CallCounter":
+        self._thread = threading.get_ident()
+
         def hook(*_):
+            if threading.get_ident() != self._thread:
+                return  # another user's run on the same model
             self.calls += 1
             if self.first_end is None:
                 self.first_end = time.perf_counter()
@@ -384,15 +397,20 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
     gc = _hf_generation_config(model, max_new_tokens, temperature, pair.eos_token_ids, pad, assisted)
     input_ids = torch.tensor([ids], device=model.device)
     mask = torch.ones_like(input_ids)
-    rng = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(seed)
-        with _CallCounter(model) as counter, torch.inference_mode(), _quiet_transformers():
-            t0 = time.perf_counter()
-            out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, **kwargs)
-            wall = (time.perf_counter() - t0) * 1000.0
-    finally:
-        torch.random.set_rng_state(rng)
+    # generate() samples from torch's one global generator (it takes no generator argument).
+    # Sampling runs hold _GLOBAL_RNG while they seed and use it, so two users' runs never
+    # draw from each other's stream, and the global state is restored for everyone else.
+    # Our own loop never touches the global generator.
+    with _GLOBAL_RNG if temperature > 0 else contextlib.nullcontext():
+        rng = torch.random.get_rng_state()
+        try:
+            torch.manual_seed(seed)
+            with _CallCounter(model) as counter, torch.inference_mode(), _quiet_transformers():
+                t0 = time.perf_counter()
+                out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, **kwargs)
+                wall = (time.perf_counter() - t0) * 1000.0
+        finally:
+            torch.random.set_rng_state(rng)
     prefill = (counter.first_end - t0) * 1000.0 if counter.first_end else None
     new = [int(t) for t in out[0, len(ids) :].tolist()]
     eos = set(pair.eos_token_ids)

@@ -313,3 +313,55 @@ def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind,
     monkeypatch.setattr(engine, "PointRows", lambda ids, V: engine.one_hot(torch.tensor(ids, dtype=torch.long), V))
     slow = go()
     assert fast == slow
+
+
+def test_call_counter_counts_only_its_own_runs_passes(tiny_pair):
+    """Another user's forward passes on the shared target (another thread) are not counted."""
+    import threading
+
+    target = tiny_pair[0]
+    ids = torch.tensor([[5, 6, 7]])
+    other_started, other_done = threading.Event(), threading.Event()
+
+    def other_user():
+        other_started.set()
+        with torch.inference_mode():
+            for _ in range(5):
+                target(input_ids=ids)
+        other_done.set()
+
+    with bench._CallCounter(target) as counter:
+        t = threading.Thread(target=other_user)
+        t.start()
+        assert other_done.wait(30)
+        with torch.inference_mode():
+            target(input_ids=ids)
+            target(input_ids=ids)
+    t.join()
+    assert counter.calls == 2
+
+
+def test_concurrent_sampled_hf_runs_give_their_sequential_answers(tiny_pair):
+    """Two users sampling with transformers' generate() at once each get what they would
+    alone: the global RNG is theirs for the length of the run."""
+    import threading
+
+    from playground.config import load_config
+    from playground.models import load_pair
+
+    pair = load_pair(load_config().preset("tiny-random"))
+    spec = bench.Spec("hf_generate")
+    alone = {seed: bench._hf_run(pair, [5, 6, 7], 12, 1.0, seed, spec)[0] for seed in (1, 2)}
+    assert alone[1] != alone[2]  # different seeds differ, or the test could not fail
+    got: dict[int, list] = {1: [], 2: []}
+
+    def user(seed):
+        for _ in range(4):
+            got[seed].append(bench._hf_run(pair, [5, 6, 7], 12, 1.0, seed, spec)[0])
+
+    threads = [threading.Thread(target=user, args=(s,)) for s in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert got[1] == [alone[1]] * 4 and got[2] == [alone[2]] * 4
