@@ -23,6 +23,7 @@ from playground.drafters.prompt_lookup import PromptLookupDrafter
 from playground.engine import MODES, GenerationConfig, stream
 from playground.models import ModelPair, ModelUnavailable, load_pair
 from playground.records import GenerationResult, StepRecord
+from playground.trace_cache import TraceCache
 from playground.validate import temperature as check_temperature
 
 __all__ = ["generate", "stream_generate", "resolve", "make_drafter", "encode_prompt", "ModelUnavailable"]
@@ -117,8 +118,13 @@ def stream_generate(
     progress=None,
     rule: str = "lossless",
     draft_argmax: bool = False,
+    shared: TraceCache | None = None,
 ) -> Iterator[StepRecord | GenerationResult]:
-    """Yield a StepRecord per target pass as it happens, then the GenerationResult."""
+    """Yield a StepRecord per target pass as it happens, then the GenerationResult.
+
+    shared: a ``TraceCache`` (the app's): an identical request already computed or in
+    flight is replayed or followed instead of run again (``result.config["replay"]``
+    says so), and new runs take one of its compute slots."""
     p, kind = resolve(preset, drafter)
     gamma = p.gamma if gamma is None else gamma
     if mode not in MODES:
@@ -126,6 +132,21 @@ def stream_generate(
     if dtype is not None and dtype not in ("float32", "bfloat16"):
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype!r}")
     _validate_numbers(gamma, temperature, top_k, top_p, seed, max_new_tokens)
+    if not isinstance(prompt, str):
+        raise ValueError("the prompt must be text")
+    args = dict(mode=mode, gamma=int(gamma), temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+                seed=int(seed), max_new_tokens=int(max_new_tokens), dtype=dtype or p.dtype, trace=bool(trace), rule=rule,
+                draft_argmax=bool(draft_argmax))
+    if shared is None:
+        yield from _stream(prompt, p, kind, progress=progress, **args)
+        return
+    key = (p.name, kind, prompt, tuple(sorted(args.items())))
+    yield from shared.stream(key, lambda: _stream(prompt, p, kind, progress=progress, **args))
+
+
+def _stream(prompt: str, p: Preset, kind: str, *, mode: str, gamma: int, temperature: float, top_k: int, top_p: float,
+            seed: int, max_new_tokens: int, dtype: str, trace: bool, rule: str, draft_argmax: bool,
+            progress=None) -> Iterator[StepRecord | GenerationResult]:
     lim = load_config().limits
     pair = load_pair(p, dtype, progress=progress)
     ids = encode_prompt(prompt, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)

@@ -71,6 +71,8 @@ class Limits:
     lab_wall_s: float = 60.0  # a heavy lab or bench action stops after this and reports what it has
     lab_cache_bytes: int = 200_000_000  # logits the lab may memoise per action (MemoModel)
     max_upload_bytes: int = 20_000_000  # an uploaded trace file larger than this is refused unread
+    trace_cache_entries: int = 128  # finished runs kept for identical requests (playground.trace_cache)
+    trace_cache_bytes: int = 64_000_000  # ... and their total size as JSON
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,11 @@ Two kinds of events, kept apart so a slow animation never holds a model:
 
 * **Generation** (Run): a generator handler that streams the engine's
   StepRecords into the per-user ``trace`` state (and updates charts and stats
-  as it goes).  It shares the concurrency group ``"model"`` with the
-  ``/speculate`` API endpoint, limited by ``queue.default_concurrency_limit``.
+  as it goes).  It shares the concurrency group ``"run"`` with the
+  ``/speculate`` API endpoint; model work inside them takes one of the shared
+  ``TraceCache``'s compute slots (``queue.compute_slots``), and an identical
+  request (same preset, prompt, settings and seed) follows or replays the
+  run already made instead of computing it again.
 * **Replay** (timer ticks, Step, Play/Pause, Back, Reset): cheap handlers that
   only read the stored trace and render one frame (``visual.replay``).  They
   write only the ``view`` state, never the trace, and have no concurrency limit.
@@ -26,6 +29,7 @@ import gradio as gr
 from playground.config import AppConfig, Preset, load_config
 from playground.models import ModelUnavailable, availability
 from playground.records import StepRecord
+from playground.trace_cache import TraceCache, describe_replay
 from playground.validate import temperature as check_temperature
 from visual import charts, replay, stats, tables, tokens
 from visual.fmt import esc
@@ -310,12 +314,21 @@ def _status(trace: dict) -> str:
         if trace["ar"] is not None:
             a = trace["ar"].stats
             extra = f" Autoregressive: {a.new_tokens} tokens in {a.wall_ms / 1000:.2f} s."
+        replay = describe_replay(trace["spec"].config.get("replay"))
         return (f"**Done.** Speculative: {s.new_tokens} tokens in {s.steps} target passes, {s.wall_ms / 1000:.2f} s "
-                f"(stopped: {s.stopped}).{extra}")
+                f"(stopped: {s.stopped}).{extra}" + (f"\n\n\u21bb {esc(replay)}" if replay else ""))
     return ""
 
 
-def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None) -> Callable:
+def make_shared(cfg: AppConfig) -> TraceCache:
+    """The app's trace cache and compute slots (one per Blocks; shared by every visitor)."""
+    q, lim = cfg.queue, cfg.limits
+    return TraceCache(max_entries=lim.trace_cache_entries, max_bytes=lim.trace_cache_bytes,
+                      slots=q.get("compute_slots", 2), wait_s=q.get("busy_wait_s", 120))
+
+
+def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None, shared: TraceCache | None = None
+                     ) -> Callable:
     """The heavy Run handler (a generator)."""
     from playground.api import generate, stream_generate
 
@@ -375,7 +388,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None) -
             yield out()
             tr["phase"] = "speculative"
             steps: list[StepRecord] = []
-            for item in stream_generate(prompt, mode="speculative", progress=report, **kwargs):
+            for item in stream_generate(prompt, mode="speculative", progress=report, shared=shared, **kwargs):
                 if isinstance(item, StepRecord):
                     steps.append(item)
                     tr["spec_steps"] = tuple(steps)
@@ -387,7 +400,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None) -
                 tr["phase"] = "autoregressive"
                 yield out(charts_now=True)
                 ar_steps: list[StepRecord] = []
-                for item in stream_generate(prompt, mode="autoregressive", **kwargs):
+                for item in stream_generate(prompt, mode="autoregressive", shared=shared, **kwargs):
                     if isinstance(item, StepRecord):
                         ar_steps.append(item)
                         tr["ar_steps"] = tuple(ar_steps)
@@ -398,7 +411,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None) -
             elif calibrate:
                 tr["phase"] = "calibrating"
                 yield out()
-                cal = generate(prompt, mode="autoregressive", trace=False,
+                cal = generate(prompt, mode="autoregressive", trace=False, shared=shared,
                                **{**kwargs, "max_new_tokens": min(CALIBRATION_TOKENS, int(max_new_tokens))})
                 tr["calibration"] = cal.stats
             tr["phase"] = "done"
@@ -419,7 +432,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None) -
 # --------------------------------------------------------------------------- the /speculate endpoint
 
 
-def make_speculate(cfg: AppConfig) -> Callable:
+def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable:
     from playground.api import generate
 
     def speculate(
@@ -444,7 +457,7 @@ def make_speculate(cfg: AppConfig) -> Callable:
         try:
             result = generate(
                 prompt, preset=preset or None, drafter=drafter or None, gamma=gamma, temperature=temperature,
-                top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens,
+                top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, shared=shared,
             )
         except (ValueError, TypeError, ModelUnavailable) as exc:
             raise gr.Error(str(exc)) from None
@@ -578,7 +591,11 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
         return (tr, view, html, gr.Timer(value=WAIT_POLL_S, active=True), btn, "Starting\u2026", gr.DownloadButton(interactive=False),
                 gr.DownloadButton(interactive=False))
 
-    run_handler = make_run_handler(cfg, choices, warmup)
+    shared = make_shared(cfg)
+    run_handler = make_run_handler(cfg, choices, warmup, shared)
+    # Run and /speculate wait for the shared compute slots inside the handler, so replays and
+    # followers of an identical run never queue behind other visitors' runs.
+    run_limit = int(cfg.queue.get("run_concurrency_limit", 16))
     heavy_inputs = [trace_state, *params, c["dtype"], c["mode"], c["calibrate"]]
     heavy_outputs = [trace_state, c["status"], c["race_plot"], c["tpc_plot"], c["acc_plot"], c["len_plot"], c["time_plot"],
                      c["stats"], c["table"], c["json_dl"], c["csv_dl"], c["text"]]
@@ -587,7 +604,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
         [trace_state, view_state, c["view"], timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
         validator=validator, show_progress="hidden", api_visibility="private",
     ).success(
-        run_handler, heavy_inputs, heavy_outputs, concurrency_id="model", concurrency_limit="default",
+        run_handler, heavy_inputs, heavy_outputs, concurrency_id="run", concurrency_limit=run_limit,
         show_progress="minimal", api_visibility="private",
     )
 
@@ -606,6 +623,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
                         api_visibility="private")
 
     # ---- the public endpoint -----------------------------------------------------------
-    gr.api(make_speculate(cfg), api_name="speculate", concurrency_id="model", concurrency_limit="default")
+    gr.api(make_speculate(cfg, shared), api_name="speculate", concurrency_id="run", concurrency_limit=run_limit)
+    c["shared"] = shared
     c["trace_state"], c["view_state"], c["timer"] = trace_state, view_state, timer
     return PlaygroundTab(components=c)

@@ -1,0 +1,163 @@
+"""Shared runs for identical requests: one computation, followers and replays equal to the
+sequential answer, no cross-talk between different requests, bounded storage, a clear
+busy message when every compute slot stays taken."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+from playground.api import generate
+from playground.errors import Busy
+from playground.trace_cache import TraceCache, describe_replay
+
+REQ = dict(preset="tiny-random", gamma=3, temperature=0.9, max_new_tokens=12)
+
+
+def tokens(result):
+    return list(result.token_ids)
+
+
+def test_an_identical_request_is_replayed_and_says_so():
+    shared = TraceCache()
+    first = generate("abc", seed=1, shared=shared, **REQ)
+    again = generate("abc", seed=1, shared=shared, **REQ)
+    assert shared.runs == 1 and shared.replays == 1
+    assert tokens(again) == tokens(first) == tokens(generate("abc", seed=1, **REQ))
+    assert "replay" not in first.config
+    assert again.config["replay"]["live"] is False
+    assert again.stats.wall_ms == first.stats.wall_ms  # the recorded timings, not new ones
+    assert "Replay of a recorded run" in describe_replay(again.config["replay"])
+    assert len(again.steps) == len(first.steps)
+
+
+@pytest.mark.parametrize("change", [dict(seed=2), dict(temperature=0.5), dict(gamma=2), dict(prompt="abd"),
+                                    dict(max_new_tokens=11), dict(rule="target-sample")])
+def test_any_difference_is_a_new_run(change):
+    shared = TraceCache()
+    base = dict(REQ, seed=1, prompt="abc")
+    generate(shared=shared, **base)
+    other = dict(base, **change)
+    r = generate(shared=shared, **other)
+    assert shared.runs == 2 and "replay" not in r.config
+
+
+def test_thirty_simultaneous_identical_requests_compute_once():
+    shared = TraceCache(slots=2)
+    reference = tokens(generate("Monday, Tuesday,", seed=3, **REQ))
+    results, errors = [], []
+
+    def student():
+        try:
+            results.append(generate("Monday, Tuesday,", seed=3, shared=shared, **REQ))
+        except Exception as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=student) for _ in range(30)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors and len(results) == 30
+    assert all(tokens(r) == reference for r in results)
+    assert shared.runs == 1 and shared.follows + shared.replays == 29
+
+
+def test_concurrent_different_requests_each_get_their_sequential_answer():
+    seeds = list(range(8))
+    sequential = {s: tokens(generate("abc abc", seed=s, **REQ)) for s in seeds}
+    assert len({tuple(v) for v in sequential.values()}) > 1  # seeds matter, so cross-talk would show
+    shared = TraceCache(slots=2)
+    got: dict[int, list] = {}
+
+    def user(s):
+        got[s] = tokens(generate("abc abc", seed=s, shared=shared, **REQ))
+
+    threads = [threading.Thread(target=user, args=(s,)) for s in seeds]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert got == sequential and shared.runs == len(seeds)
+
+
+def _blocking_run(gate: threading.Event, started: threading.Event):
+    def run():
+        started.set()
+        assert gate.wait(10)
+        yield generate("abc", seed=0, **REQ)
+
+    return run
+
+
+def test_busy_when_no_compute_slot_frees_in_time():
+    shared = TraceCache(slots=1, wait_s=0.2)
+    gate, started = threading.Event(), threading.Event()
+    holder = threading.Thread(target=lambda: list(shared.stream("slow", _blocking_run(gate, started))))
+    holder.start()
+    assert started.wait(10)
+    with pytest.raises(Busy, match=r"busy: 1 run\(s\) were ahead of yours. Try again in about \d+ s"):
+        list(shared.stream("other", lambda: iter(())))
+    gate.set()
+    holder.join(10)
+
+
+def test_a_follower_of_an_identical_request_never_waits_for_a_slot():
+    shared = TraceCache(slots=1, wait_s=0.2)
+    gate, started = threading.Event(), threading.Event()
+    out = []
+    leader = threading.Thread(target=lambda: out.append(list(shared.stream("k", _blocking_run(gate, started)))))
+    leader.start()
+    assert started.wait(10)
+    follower = threading.Thread(target=lambda: out.append(list(shared.stream("k", lambda: iter(())))))
+    follower.start()
+    time.sleep(0.5)  # longer than wait_s: a follower that queued for the slot would be Busy
+    gate.set()
+    leader.join(10)
+    follower.join(10)
+    assert len(out) == 2 and tokens(out[0][-1]) == tokens(out[1][-1])
+    assert out[1][-1].config["replay"]["live"] is True
+
+
+def test_the_run_finishes_and_is_kept_when_its_visitor_leaves():
+    from playground.api import stream_generate
+
+    shared = TraceCache()
+    stream = shared.stream("k", lambda: stream_generate("abc", seed=0, **REQ))
+    next(stream)  # the first step arrives ...
+    stream.close()  # ... and the visitor leaves
+    deadline = time.time() + 10
+    while len(shared) == 0 and time.time() < deadline:
+        time.sleep(0.05)
+    assert len(shared) == 1
+
+
+def test_errors_reach_every_follower_and_are_not_cached():
+    shared = TraceCache()
+
+    def broken():
+        raise ValueError("the prompt is too long: 5000 tokens (limit 1024)")
+        yield  # pragma: no cover
+
+    for _ in range(2):
+        with pytest.raises(ValueError, match="too long"):
+            list(shared.stream("k", broken))
+    assert len(shared) == 0 and shared.runs == 2
+
+
+def test_storage_is_bounded_by_entries_and_bytes():
+    shared = TraceCache(max_entries=2, size_of=lambda r: 10)
+    for s in range(4):
+        generate("abc", seed=s, shared=shared, **REQ)
+    assert len(shared) == 2
+    generate("abc", seed=3, shared=shared, **REQ)  # the newest is kept
+    assert shared.replays == 1
+    small = TraceCache(max_bytes=25, size_of=lambda r: 10)
+    for s in range(4):
+        generate("abc", seed=s, shared=small, **REQ)
+    assert len(small) == 2 and small.held_bytes() == 20
+    too_big = TraceCache(max_bytes=5, size_of=lambda r: 10)
+    generate("abc", seed=0, shared=too_big, **REQ)
+    assert len(too_big) == 0
