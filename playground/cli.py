@@ -168,6 +168,10 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     # Subcommands with their own parsers.
+    if argv and argv[0] == "loadtest":
+        from playground import loadtest
+
+        return loadtest.main(argv[1:])
     if argv and argv[0] == "bench":
         from playground import bench
 

@@ -1,0 +1,40 @@
+"""`python -m playground loadtest` against the app (tiny-random): no errors, every answer
+equals the sequential answer for its seed, and the report has its numbers."""
+
+from __future__ import annotations
+
+import json
+
+from playground import loadtest
+from tests.app_server import server, tiny_default  # noqa: F401  (fixtures)
+
+
+def test_loadtest_mixed_seeds_no_cross_talk(server, capsys):
+    code = loadtest.main(["--url", server, "--clients", "6", "--requests", "2", "--distinct", "4", "--temperature",
+                          "1.0", "--preset", "tiny-random", "--max-new-tokens", "10", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    s = out["summary"]
+    assert code == 0, out["errors"]
+    assert s["requests"] == 12 and s["ok"] == 12 and s["errors"] == 0 and s["mismatches"] == 0
+    assert s["p50_s"] > 0 and s["p95_s"] >= s["p50_s"] and s["throughput_req_s"] > 0
+    assert s["rss_before_mb"] and s["rss_after_mb"]  # the in-process server, found by its port
+
+
+def test_loadtest_classroom_case_shares_one_run(server, capsys):
+    code = loadtest.main(["--url", server, "--clients", "8", "--prompt", "Once upon a time", "--preset", "tiny-random",
+                          "--max-new-tokens", "10", "--seed", "77"])
+    text = capsys.readouterr().out
+    assert code == 0, text
+    assert "| p50 | p95 |" in text
+    row = text.splitlines()[3].split("|")
+    assert row[4].strip() == "0" and row[5].strip() == "0"  # errors, mismatches
+    assert int(row[6]) >= 7  # everyone but the first followed or replayed its run
+
+
+def test_a_mismatch_is_reported_and_fails(server, capsys, monkeypatch):
+    """Mutant: a wrong reference must show up as mismatches and exit 1."""
+    monkeypatch.setattr(loadtest, "_local_reference", lambda args, seeds: {s: [0] for s in seeds})
+    code = loadtest.main(["--url", server, "--clients", "2", "--preset", "tiny-random", "--max-new-tokens", "5",
+                          "--json"])
+    s = json.loads(capsys.readouterr().out)["summary"]
+    assert code == 1 and s["mismatches"] == 2
