@@ -376,11 +376,11 @@ def stream(
         k = len(drafts)
         one_hot_drafts = draft.draft_probs is None  # q rows are point masses on the drafts
         if draft.draft_probs is not None:
-            draft_probs = draft.draft_probs[:k].float()  # [k, V]
+            draft_probs = draft.draft_probs[:k].float().cpu()  # [k, V]
         else:
             draft_probs = PointRows(drafts, vocab) if k else None  # one-hot rows, made on demand
         if config.rule == "softmax-q" and draft.soft_probs is not None and k:
-            draft_probs = draft.soft_probs[:k].float()  # the bug: not what the drafts were drawn from
+            draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
             one_hot_drafts = False
 
         # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
@@ -392,7 +392,7 @@ def stream(
             target_probs = PointRows(target_argmax, out.logits.shape[-1])
         else:
             target_argmax = None
-            target_probs = logits_to_probs(out.logits, params)  # [k+1, V]
+            target_probs = logits_to_probs(out.logits.cpu(), params)  # [k+1, V], on the CPU with the generator
         verify_ms = out.ms
         # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
         t_points = target_argmax if target_argmax is not None else [None] * (k + 1)

@@ -25,6 +25,7 @@ from typing import Any, Callable
 import torch
 
 from playground.config import Preset, load_config
+from playground.device import pick_device
 from playground.errors import ModelUnavailable
 from playground.pair_cache import BudgetedCache
 
@@ -241,9 +242,12 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
             # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
             drafter_model, _ = _load_hub(preset.drafter_model, tdtype, tokenizer=preset.drafter == "model")
         eos = _eos_ids(target, tok)
+    device = pick_device()
     for m in (target, drafter_model):
         if m is not None:
             m.requires_grad_(False)
+            if m.device != device:
+                m.to(device)
     return ModelPair(
         target=target,
         tokenizer=tok,

@@ -91,6 +91,8 @@ def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
     top = int(torch.argmax(probs))
     if float(probs[top]) >= 1.0:
         return top
+    if generator is not None and probs.device != generator.device:
+        probs = probs.to(generator.device)  # the run's generator is on the CPU; a GPU model's rows come here
     return int(torch.multinomial(probs, 1, generator=generator))
 
 

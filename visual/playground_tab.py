@@ -28,6 +28,7 @@ import gradio as gr
 
 from playground.config import AppConfig, Preset, load_config
 from playground.models import ModelUnavailable, availability
+from playground.device import gpu_entry, on_zero_gpu
 from playground.records import StepRecord
 from playground.trace_cache import TraceCache, describe_replay
 from playground.validate import temperature as check_temperature
@@ -320,8 +321,13 @@ def _status(trace: dict) -> str:
     return ""
 
 
-def make_shared(cfg: AppConfig) -> TraceCache:
-    """The app's trace cache and compute slots (one per Blocks; shared by every visitor)."""
+def make_shared(cfg: AppConfig) -> TraceCache | None:
+    """The app's trace cache and compute slots (one per Blocks; shared by every visitor).
+
+    None on a ZeroGPU Space: each GPU call runs in a worker process there, so a run computed
+    in one call cannot be followed or cached by another; runs are computed per request."""
+    if on_zero_gpu():
+        return None
     q, lim = cfg.queue, cfg.limits
     return TraceCache(max_entries=lim.trace_cache_entries, max_bytes=lim.trace_cache_bytes,
                       slots=q.get("compute_slots", 2), wait_s=q.get("busy_wait_s", 120))
@@ -592,7 +598,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
                 gr.DownloadButton(interactive=False))
 
     shared = make_shared(cfg)
-    run_handler = make_run_handler(cfg, choices, warmup, shared)
+    run_handler = gpu_entry(make_run_handler(cfg, choices, warmup, shared))
     # Run and /speculate wait for the shared compute slots inside the handler, so replays and
     # followers of an identical run never queue behind other visitors' runs.
     run_limit = int(cfg.queue.get("run_concurrency_limit", 16))
@@ -623,7 +629,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
                         api_visibility="private")
 
     # ---- the public endpoint -----------------------------------------------------------
-    gr.api(make_speculate(cfg, shared), api_name="speculate", concurrency_id="run", concurrency_limit=run_limit)
+    gr.api(gpu_entry(make_speculate(cfg, shared)), api_name="speculate", concurrency_id="run", concurrency_limit=run_limit)
     c["shared"] = shared
     c["trace_state"], c["view_state"], c["timer"] = trace_state, view_state, timer
     return PlaygroundTab(components=c)

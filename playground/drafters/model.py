@@ -63,7 +63,7 @@ class ModelDrafter:
         deterministic = params.greedy or self.argmax
         for _ in range(gamma):
             out = self.model(
-                input_ids=torch.tensor([pending]),
+                input_ids=torch.tensor([pending], device=self.model.device),
                 cache=self.cache,
                 use_cache=True,
                 logits_to_keep=logits_to_keep_arg(len(pending), 1),
