@@ -40,10 +40,16 @@ from playground.sampling import (
     residual_distribution,
     sample,
 )
+from playground.rows import PointRows
+from playground.rows import draw_point as _draw_point
+from playground.rows import row_top as _row_top
+from playground.rows import top as _top
 from playground.text import IncrementalText, TokenTexts
+from playground.tree_step import tree_step
 
 MODES = ("speculative", "autoregressive")
 MAX_GAMMA = 16
+MAX_TREE_NODES = 64
 
 # Verification rules.  Only "lossless" is correct; the others exist so the
 # classroom lab (and the tests, as mutants) can show what real implementations
@@ -74,6 +80,7 @@ class GenerationConfig:
     top_n: int = 5  # candidates recorded per distribution in the trace
     trace: bool = True  # False skips top-k lists and per-token texts (overhead measurement)
     rule: str = "lossless"  # see RULES; anything else is for teaching only
+    tree_nodes: int = 1  # > 1: drafters that can branch draft a tree of up to this many nodes
 
     def __post_init__(self) -> None:
         if self.rule not in RULES:
@@ -84,6 +91,9 @@ class GenerationConfig:
         _check_int("seed", self.seed, 0, 2**63 - 1)
         _check_int("max_new_tokens", self.max_new_tokens, 1, 100_000)
         _check_int("top_n", self.top_n, 1, 50)
+        _check_int("tree_nodes", self.tree_nodes, 1, MAX_TREE_NODES)
+        if self.tree_nodes > 1 and self.rule != "lossless":
+            raise ValueError("tree drafts are verified with the lossless rule only")
         self.sampling  # validates temperature / top_k / top_p
 
     @property
@@ -166,65 +176,6 @@ class Target:
 
     def __len__(self) -> int:
         return self.cache.get_seq_length()
-
-
-def _top(probs: torch.Tensor, n: int, texts: TokenTexts | None, point: int | None = None) -> tuple[Candidate, ...]:
-    """Top-n of a [V] distribution, zero-probability entries dropped.
-
-    point: the caller knows ``probs`` is a point mass on this id (a greedy target row, a
-    one-hot draft row): the answer is that one entry, without a top-k over the vocabulary."""
-    if texts is None:
-        return ()
-    if point is not None:
-        return (Candidate(token_id=int(point), text=texts.solo(int(point)), prob=float(probs[point])),)
-    values, ids = torch.topk(probs, min(n, probs.shape[-1]))
-    return tuple(
-        Candidate(token_id=int(i), text=texts.solo(int(i)), prob=float(v))
-        for v, i in zip(values.tolist(), ids.tolist())
-        if v > 0.0
-    )
-
-
-class PointRows:
-    """[n, V] rows of point masses (one-hot on ``ids[i]``), made only when read whole.
-
-    ``rows[i, t]`` is the probability of t in row i (1.0 or 0.0); ``rows[i]`` is the
-    one-hot [V] float32 row, exactly ``one_hot(ids[i], V)``.  Greedy target rows and
-    deterministic drafts are point masses: a step reads one or two rows whole (a
-    residual, a draw), so this saves filling n x V floats (17 x 262k at γ = 16)."""
-
-    def __init__(self, ids: list[int], vocab_size: int) -> None:
-        self.ids = [int(i) for i in ids]
-        self.vocab_size = int(vocab_size)
-        self.shape = (len(self.ids), self.vocab_size)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, index):
-        if isinstance(index, tuple):
-            i, token = index
-            return 1.0 if self.ids[i] == int(token) else 0.0
-        return one_hot(torch.tensor(self.ids[index], dtype=torch.long), self.vocab_size)  # [V]
-
-
-def _draw_point(dist: torch.Tensor, generator: torch.Generator | None) -> int:
-    """``sample`` for greedy runs, where every distribution drawn from is a point mass:
-    max() finds its token 3-4x faster than sample's argmax() over a 262k vocabulary."""
-    value, index = dist.max(dim=-1)
-    if float(value) >= 1.0:
-        return int(index)
-    return sample(dist, generator)
-
-
-def _row_top(rows, i: int, n: int, texts: TokenTexts | None, point: int | None) -> tuple[Candidate, ...]:
-    """``_top(rows[i])``; a known point mass (``point``) is answered without reading the row
-    (rows may be ``PointRows``, which would build it)."""
-    if texts is None:
-        return ()
-    if point is not None:
-        return (Candidate(token_id=int(point), text=texts.solo(int(point)), prob=float(rows[i, point])),)
-    return _top(rows[i], n, texts)
 
 
 @dataclass(frozen=True)
@@ -331,6 +282,7 @@ def stream(
     texts = TokenTexts(tokenizer) if config.trace else None
     committed_text = IncrementalText(tokenizer)
     want_hidden = bool(speculative and drafter.needs_target_hidden)
+    use_tree = bool(speculative and config.tree_nodes > 1 and hasattr(drafter, "propose_tree"))
 
     t_start = time.perf_counter()
     target = Target(model, rollback=speculative)
@@ -361,110 +313,124 @@ def stream(
         remaining = config.max_new_tokens - len(new_ids)
         # ---- 1. Draft (never past the budget: a step emits up to k+1 tokens) ----
         k_max = min(gamma, remaining - 1)
-        draft = Draft(token_ids=[], draft_probs=None)
-        draft_ms = 0.0
-        if speculative and k_max > 0:
-            t0 = time.perf_counter()
-            draft = drafter.propose(state, k_max, params, generator)
-            draft_ms = (time.perf_counter() - t0) * 1000.0
-            drafter_calls += draft.forward_calls
-        drafts = [int(t) for t in draft.token_ids[:k_max]]
-        for i, tok in enumerate(drafts):  # stop drafting at EOS
-            if tok in eos:
-                drafts = drafts[: i + 1]
-                break
-        k = len(drafts)
-        one_hot_drafts = draft.draft_probs is None  # q rows are point masses on the drafts
-        if draft.draft_probs is not None:
-            draft_probs = draft.draft_probs[:k].float().cpu()  # [k, V]
+        if use_tree and k_max > 0:
+            # ---- 1-4 with a tree: one pass over every node, walk, compact (playground.tree_step) ----
+            ts = tree_step(target, drafter, state, committed, config.tree_nodes, k_max, params, generator, texts, eos,
+                          config.top_n, want_hidden)
+            decisions, correction, emitted, n_acc = list(ts.decisions), ts.correction, ts.emitted, ts.n_accepted
+            k, n_judged, draft_ms, verify_ms, info = len(ts.tree), len(ts.judged_depths), ts.draft_ms, ts.verify_ms, ts.info
+            drafter_calls += ts.forward_calls
+            for depth, ok in ts.judged_depths:
+                judged_at[depth - 1] += 1
+                accepted_at[depth - 1] += int(ok)
+            hidden_next = ts.hidden
         else:
-            draft_probs = PointRows(drafts, vocab) if k else None  # one-hot rows, made on demand
-        if config.rule == "softmax-q" and draft.soft_probs is not None and k:
-            draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
-            one_hot_drafts = False
+            draft = Draft(token_ids=[], draft_probs=None)
+            draft_ms = 0.0
+            if speculative and k_max > 0:
+                t0 = time.perf_counter()
+                draft = drafter.propose(state, k_max, params, generator)
+                draft_ms = (time.perf_counter() - t0) * 1000.0
+                drafter_calls += draft.forward_calls
+            drafts = [int(t) for t in draft.token_ids[:k_max]]
+            for i, tok in enumerate(drafts):  # stop drafting at EOS
+                if tok in eos:
+                    drafts = drafts[: i + 1]
+                    break
+            k = len(drafts)
+            one_hot_drafts = draft.draft_probs is None  # q rows are point masses on the drafts
+            if draft.draft_probs is not None:
+                draft_probs = draft.draft_probs[:k].float().cpu()  # [k, V]
+            else:
+                draft_probs = PointRows(drafts, vocab) if k else None  # one-hot rows, made on demand
+            if config.rule == "softmax-q" and draft.soft_probs is not None and k:
+                draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
+                one_hot_drafts = False
 
-        # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
-        out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
-        if params.greedy:
-            # = logits_to_probs (a point mass on the first maximum), but max() on the raw
-            # logits is 3-4x faster than float().argmax() over a 262k vocabulary here.
-            target_argmax = out.logits.max(dim=-1).indices.tolist()  # [k+1]
-            target_probs = PointRows(target_argmax, out.logits.shape[-1])
-        else:
-            target_argmax = None
-            target_probs = logits_to_probs(out.logits.cpu(), params)  # [k+1, V], on the CPU with the generator
-        verify_ms = out.ms
-        # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
-        t_points = target_argmax if target_argmax is not None else [None] * (k + 1)
-        d_points = drafts if one_hot_drafts else [None] * k
+            # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
+            out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
+            if params.greedy:
+                # = logits_to_probs (a point mass on the first maximum), but max() on the raw
+                # logits is 3-4x faster than float().argmax() over a 262k vocabulary here.
+                target_argmax = out.logits.max(dim=-1).indices.tolist()  # [k+1]
+                target_probs = PointRows(target_argmax, out.logits.shape[-1])
+            else:
+                target_argmax = None
+                target_probs = logits_to_probs(out.logits.cpu(), params)  # [k+1, V], on the CPU with the generator
+            verify_ms = out.ms
+            # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
+            t_points = target_argmax if target_argmax is not None else [None] * (k + 1)
+            d_points = drafts if one_hot_drafts else [None] * k
 
-        # ---- 3 + 4. Accept left to right, then one more token ----
-        verdict = verify(
-            drafts,
-            draft_probs,
-            target_probs,
-            rule=config.rule,
-            eos=eos,
-            uniform=lambda: float(torch.rand((), generator=generator)),
-            draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
-        )
-        n_acc = verdict.n_accepted
-        decisions: list[DraftDecision] = []
-        for j, tok in enumerate(drafts):
-            p, q = float(target_probs[j, tok]), float(draft_probs[j, tok])
-            judged = j < len(verdict.accepted)
-            decisions.append(
-                DraftDecision(
-                    position=j + 1,
-                    token_id=tok,
-                    text=texts.in_context(committed + drafts[:j], tok) if texts else "",
-                    draft_prob=q,
-                    target_prob=p,
-                    ratio=(p / q) if q > 0 else None,
-                    accept_prob=acceptance_prob(p, q),
-                    u=verdict.us[j] if judged else None,
-                    judged=judged,
-                    accepted=judged and verdict.accepted[j],
-                    target_top=_row_top(target_probs, j, config.top_n, texts, t_points[j]),
-                    draft_top=_row_top(draft_probs, j, config.top_n, texts, d_points[j]),
+            # ---- 3 + 4. Accept left to right, then one more token ----
+            verdict = verify(
+                drafts,
+                draft_probs,
+                target_probs,
+                rule=config.rule,
+                eos=eos,
+                uniform=lambda: float(torch.rand((), generator=generator)),
+                draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
+            )
+            n_acc = verdict.n_accepted
+            decisions: list[DraftDecision] = []
+            for j, tok in enumerate(drafts):
+                p, q = float(target_probs[j, tok]), float(draft_probs[j, tok])
+                judged = j < len(verdict.accepted)
+                decisions.append(
+                    DraftDecision(
+                        position=j + 1,
+                        token_id=tok,
+                        text=texts.in_context(committed + drafts[:j], tok) if texts else "",
+                        draft_prob=q,
+                        target_prob=p,
+                        ratio=(p / q) if q > 0 else None,
+                        accept_prob=acceptance_prob(p, q),
+                        u=verdict.us[j] if judged else None,
+                        judged=judged,
+                        accepted=judged and verdict.accepted[j],
+                        target_top=_row_top(target_probs, j, config.top_n, texts, t_points[j]),
+                        draft_top=_row_top(draft_probs, j, config.top_n, texts, d_points[j]),
+                    )
                 )
-            )
-            if judged:
-                judged_at[j] += 1
-                accepted_at[j] += int(verdict.accepted[j])
+                if judged:
+                    judged_at[j] += 1
+                    accepted_at[j] += int(verdict.accepted[j])
 
-        correction: Correction | None = None
-        emitted = drafts[:n_acc]
-        if verdict.correction_token is not None:
-            i, dist, tok, kind = verdict.correction_row, verdict.correction_dist, verdict.correction_token, verdict.correction_kind
-            correction = Correction(
-                kind=kind,
-                position=i + 1,
-                token_id=tok,
-                text=texts.in_context(committed + emitted, tok) if texts else "",
-                prob=float(dist[tok]),
-                target_prob=float(target_probs[i, tok]),
-                # greedy: p is one-hot, so the residual (any q), p itself and the
-                # teaching variants are all the point mass on the target's argmax.
-                distribution_top=_top(dist, config.top_n, texts, t_points[i]),
-                target_top=_row_top(target_probs, i, config.top_n, texts, t_points[i]) if kind == "resample" else (),
-                draft_top=_row_top(draft_probs, i, config.top_n, texts, d_points[i]) if kind == "resample" else (),
-            )
-            emitted = emitted + [tok]
+            correction: Correction | None = None
+            emitted = drafts[:n_acc]
+            if verdict.correction_token is not None:
+                i, dist, tok, kind = verdict.correction_row, verdict.correction_dist, verdict.correction_token, verdict.correction_kind
+                correction = Correction(
+                    kind=kind,
+                    position=i + 1,
+                    token_id=tok,
+                    text=texts.in_context(committed + emitted, tok) if texts else "",
+                    prob=float(dist[tok]),
+                    target_prob=float(target_probs[i, tok]),
+                    # greedy: p is one-hot, so the residual (any q), p itself and the
+                    # teaching variants are all the point mass on the target's argmax.
+                    distribution_top=_top(dist, config.top_n, texts, t_points[i]),
+                    target_top=_row_top(target_probs, i, config.top_n, texts, t_points[i]) if kind == "resample" else (),
+                    draft_top=_row_top(draft_probs, i, config.top_n, texts, d_points[i]) if kind == "resample" else (),
+                )
+                emitted = emitted + [tok]
 
-        # ---- Roll back: keep x_last + accepted drafts in the target cache ----
-        target.crop(k - n_acc)
+            # ---- Roll back: keep x_last + accepted drafts in the target cache ----
+            target.crop(k - n_acc)
+            n_judged, info = len(verdict.accepted), dict(draft.info)
+            hidden_next = out.hidden[n_acc] if want_hidden else None  # [H], produced the newest token
         committed.extend(emitted)
         new_ids.extend(emitted)
         hit_eos = any(t in eos for t in emitted)
-        state.hidden = out.hidden[n_acc] if want_hidden else None  # [H], produced the newest token
+        state.hidden = hidden_next
         if speculative and not hit_eos:
             drafter.accept(n_acc, state)
 
         draft_ms_total += draft_ms
         verify_ms_total += verify_ms
         drafted_total += k
-        judged_total += len(verdict.accepted)
+        judged_total += n_judged
         accepted_total += n_acc
         if speculative:
             hist[n_acc] += 1
@@ -487,7 +453,7 @@ def stream(
             target_cache_len=len(target),
             drafter_cache_len=drafter.cache_len() if speculative else None,
             eos=hit_eos,
-            drafter_info=dict(draft.info),
+            drafter_info=info,
         )
         steps.append(record)
         yield record

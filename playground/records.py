@@ -31,7 +31,9 @@ class DraftDecision:
 
     position is 1-based within the step.  accept_prob = min(1, p/q); the
     token was accepted iff u < accept_prob.  Positions after the first
-    rejection were drafted but never judged: judged=False, u=None.
+    rejection were drafted but never judged: judged=False, u=None.  In a tree
+    step, p is the residual the draft was judged against (the target's p for the
+    first sibling tried, norm(max(0, r - q)) after each rejected sibling).
     """
 
     position: int
@@ -46,6 +48,10 @@ class DraftDecision:
     accepted: bool
     target_top: tuple[Candidate, ...]
     draft_top: tuple[Candidate, ...]
+    # Tree steps: index of this draft's parent in the step's ``drafted`` (-1: the newest
+    # committed token), and ``position`` is its depth.  None in chain steps (the parent is
+    # the previous draft), so chain traces written before trees existed still import.
+    parent: int | None = None
 
 
 @dataclass(frozen=True)

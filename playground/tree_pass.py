@@ -65,7 +65,7 @@ def tree_forward(model, cache, root_token: int, tree: DraftTree, hidden: bool = 
     """(logits [n+1, V], hidden states [n+1, H] or None): row 0 at the root, row i+1 after node i."""
     past_len = cache.get_seq_length()
     text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    dtype = next(model.parameters()).dtype
+    dtype = next(iter(model.parameters()), torch.zeros(())).dtype
     device = model.device
     ids = torch.tensor([[int(root_token), *tree.tokens]], device=device)
     out = model(

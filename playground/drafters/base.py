@@ -73,6 +73,19 @@ class Draft:
     soft_probs: torch.Tensor | None = None
 
 
+@dataclass
+class TreeDraft:
+    """A branching draft (``playground.tree.DraftTree``) plus what ``Draft`` carries.
+
+    Drafters that can branch implement ``propose_tree(state, max_nodes, max_depth, params,
+    generator) -> TreeDraft``; the tree's q rows are exactly the laws the nodes were drawn
+    from (None: every node deterministic, one-hot q)."""
+
+    tree: Any  # playground.tree.DraftTree
+    info: dict[str, Any] = field(default_factory=dict)
+    forward_calls: int = 0
+
+
 @runtime_checkable
 class Drafter(Protocol):
     name: str  # e.g. "model", "prompt-lookup", "mtp"

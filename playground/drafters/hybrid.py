@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import torch
 
-from playground.drafters.base import Draft, TargetState
+from playground.drafters.base import Draft, TargetState, TreeDraft
 from playground.drafters.prompt_lookup import PromptLookupDrafter
 from playground.sampling import SamplingParams
+from playground.tree import DraftTree
 
 
 class HybridDrafter:
@@ -46,6 +47,22 @@ class HybridDrafter:
             source = self.fallback
         draft.info = {**draft.info, "source": source.name}
         return draft
+
+    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
+                     generator: torch.Generator | None) -> TreeDraft:
+        """The first drafter's tree if it has one, else the fallback's (a chain if it cannot branch)."""
+        result, source = None, self.first
+        if hasattr(self.first, "propose_tree"):
+            result = self.first.propose_tree(state, max_nodes, max_depth, params, generator)
+        if result is None or len(result.tree) == 0:
+            source = self.fallback
+            if hasattr(self.fallback, "propose_tree"):
+                result = self.fallback.propose_tree(state, max_nodes, max_depth, params, generator)
+            else:
+                d = self.fallback.propose(state, max_depth, params, generator)
+                result = TreeDraft(DraftTree.chain(d.token_ids, d.draft_probs), d.info, d.forward_calls)
+        result.info = {**result.info, "source": source.name}
+        return result
 
     def accept(self, n_accepted: int, state: TargetState) -> None:
         self.first.accept(n_accepted, state)

@@ -59,6 +59,7 @@ not verify or sample target tokens (``playground.engine``).
 
 from __future__ import annotations
 
+import heapq
 import json
 import math
 import time
@@ -70,8 +71,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from playground.drafters.base import Draft, TargetState, token_id_set
+from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
 from playground.sampling import SamplingParams, draw_draft_token
+from playground.tree import ROOT, DraftTree
 
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "weights" / "gemma3-270m-mtp"
 
@@ -575,6 +577,64 @@ class MTPDrafter:
             forward_calls=len(tokens),
             soft_probs=stacked if deterministic else None,  # NOT q: for the "softmax-q" lesson only
         )
+
+    @torch.no_grad()
+    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
+                     generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
+        """A dynamic tree (EAGLE-2's rule): repeatedly add the candidate child with the
+        highest path probability under the head (the product of its softmax along the
+        path), each node offering its ``branch`` most likely tokens, until ``max_nodes``.
+
+        Children are deterministic (the head's top tokens), so every q row is one-hot and
+        verification is lossless at any temperature; the head's probabilities only decide
+        the shape.  One head step per expanded node; siblings are tried most likely first."""
+        committed = state.committed_ids
+        if max_nodes <= 0 or max_depth <= 0 or not committed:
+            return TreeDraft(tree=DraftTree((), ()), info=self._info(None, 0, 0))
+        t0 = time.perf_counter()
+        self._update_context(committed)
+        dev = self.cand_emb.device
+        pos = len(committed) - 1
+        if state.hidden is not None:
+            s0 = state.hidden.reshape(1, 1, -1).to(device=dev, dtype=self.dtype)
+            hidden_from = pos - 1
+        else:
+            s0 = self.head.start_state.reshape(1, 1, -1)
+            hidden_from = None
+        ctx_k, ctx_v = target_kv(state.target_cache, self.cfg.attn_layer, pos)
+        if ctx_k is not None:
+            ctx_k, ctx_v = ctx_k.to(self.dtype), ctx_v.to(self.dtype)
+        temp = params.temperature if params.temperature > 0 else 1.0
+        tokens: list[int] = []
+        parents: list[int] = []
+        steps = 0
+
+        def expand(node: int, tok: int, s, own, depth: int, score: float, heap: list) -> None:
+            nonlocal steps
+            own = [(list(k), list(v)) for k, v in own]  # this branch's own keys: its ancestors'
+            emb = self.embed(torch.tensor([[tok]], device=dev))
+            s = self.head.step(emb, s, torch.tensor([[pos + depth]], device=dev), ctx_k, ctx_v, None, own)
+            steps += 1
+            probs = torch.softmax(self.head.logits(s[0, 0], self.cand_emb).float() / temp, dim=-1)  # [N]
+            top = torch.topk(probs, min(branch, probs.numel()))
+            for rank, (pr, idx) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
+                heapq.heappush(heap, (-score * pr, len(tokens), rank, node, int(self.candidates[idx]), s, own, depth + 1))
+
+        heap: list = []
+        expand(ROOT, int(committed[-1]), s0, [([], []) for _ in self.head.layers], 0, 1.0, heap)
+        while heap and len(tokens) < max_nodes:
+            neg, _, _, parent, tok, s, own, depth = heapq.heappop(heap)
+            node = len(tokens)
+            tokens.append(tok)
+            parents.append(parent)
+            if depth < max_depth and tok not in self.eos and len(tokens) < max_nodes:
+                expand(node, tok, s, own, depth, -neg, heap)
+        # siblings must be tried in creation order, which is already most likely first
+        ms = (time.perf_counter() - t0) * 1000.0
+        self.last_ms_per_token = ms / max(1, steps)
+        n_keys = 0 if ctx_k is None else int(ctx_k.shape[-2])
+        info = {**self._info(hidden_from, n_keys, steps), "tree_nodes": len(tokens)}
+        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents)), info=info, forward_calls=steps)
 
     def _scatter(self, probs: torch.Tensor) -> torch.Tensor:
         """A candidate-set distribution [N] as a full-vocabulary row [V] (zeros elsewhere)."""
