@@ -20,7 +20,7 @@ from playground.config import Preset, load_config
 from playground.drafters.base import Drafter
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
-from playground.engine import MODES, GenerationConfig, stream
+from playground.engine import MAX_TREE_NODES, MODES, GenerationConfig, stream
 from playground.models import ModelPair, ModelUnavailable, load_pair
 from playground.records import GenerationResult, StepRecord
 from playground.trace_cache import TraceCache
@@ -118,6 +118,7 @@ def stream_generate(
     progress=None,
     rule: str = "lossless",
     draft_argmax: bool = False,
+    tree_nodes: int | None = None,
     shared: TraceCache | None = None,
 ) -> Iterator[StepRecord | GenerationResult]:
     """Yield a StepRecord per target pass as it happens, then the GenerationResult.
@@ -132,11 +133,16 @@ def stream_generate(
     if dtype is not None and dtype not in ("float32", "bfloat16"):
         raise ValueError(f"dtype must be float32 or bfloat16, got {dtype!r}")
     _validate_numbers(gamma, temperature, top_k, top_p, seed, max_new_tokens)
+    tree_nodes = p.tree_nodes if tree_nodes is None else tree_nodes
+    if isinstance(tree_nodes, float) and tree_nodes.is_integer():
+        tree_nodes = int(tree_nodes)
+    if isinstance(tree_nodes, bool) or not isinstance(tree_nodes, int) or not 1 <= tree_nodes <= MAX_TREE_NODES:
+        raise ValueError(f"tree_nodes must be between 1 (a chain) and {MAX_TREE_NODES}, got {tree_nodes!r}")
     if not isinstance(prompt, str):
         raise ValueError("the prompt must be text")
     args = dict(mode=mode, gamma=int(gamma), temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
                 seed=int(seed), max_new_tokens=int(max_new_tokens), dtype=dtype or p.dtype, trace=bool(trace), rule=rule,
-                draft_argmax=bool(draft_argmax))
+                draft_argmax=bool(draft_argmax), tree_nodes=int(tree_nodes))
     if shared is None:
         yield from _stream(prompt, p, kind, progress=progress, **args)
         return
@@ -146,7 +152,7 @@ def stream_generate(
 
 def _stream(prompt: str, p: Preset, kind: str, *, mode: str, gamma: int, temperature: float, top_k: int, top_p: float,
             seed: int, max_new_tokens: int, dtype: str, trace: bool, rule: str, draft_argmax: bool,
-            progress=None) -> Iterator[StepRecord | GenerationResult]:
+            tree_nodes: int = 1, progress=None) -> Iterator[StepRecord | GenerationResult]:
     lim = load_config().limits
     pair = load_pair(p, dtype, progress=progress)
     ids = encode_prompt(prompt, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
@@ -160,6 +166,7 @@ def _stream(prompt: str, p: Preset, kind: str, *, mode: str, gamma: int, tempera
         max_new_tokens=int(max_new_tokens),
         trace=trace,
         rule=rule,
+        tree_nodes=int(tree_nodes) if mode == "speculative" else 1,
     )
     d = make_drafter(kind, pair, p, argmax=draft_argmax) if mode == "speculative" else None
     gen = torch.Generator().manual_seed(int(seed))

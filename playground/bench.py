@@ -65,11 +65,14 @@ METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
 RULES = ("lossless", "exact-match", "typical")  # verification rules worth timing
 LOSSLESS_RULES = ("lossless", "exact-match")
 TRACE_MODES = ("off", "on", "both")
+BRANCHING = ("prompt-lookup", "mtp", "mtp+lookup")  # drafters with propose_tree
 
 ROW_FIELDS = (
     "method",
     "drafter",
     "gamma",
+    "tree_nodes",
+    "nodes_per_pass",
     "temperature",
     "prompts",
     "n_prompts",
@@ -128,6 +131,7 @@ class BenchOptions:
     prompts: tuple[BenchPrompt, ...] | None = None  # None: playground/data/bench_prompts.json
     max_new_tokens: int = 64
     gammas: tuple[int, ...] = (2, 4, 8)
+    tree_nodes: tuple[int, ...] = (1,)  # 1: chain drafts; > 1: draft trees (drafters that can branch)
     temperatures: tuple[float, ...] = (0.0,)
     drafters: tuple[str, ...] | None = None  # None: every drafter the preset can build
     dtypes: tuple[str, ...] | None = None  # None: the preset's dtype
@@ -150,6 +154,7 @@ class Spec:
     gamma: int = 0
     trace: bool = False
     rule: str = "lossless"
+    tree_nodes: int = 1
 
     @property
     def label(self) -> str:
@@ -158,6 +163,8 @@ class Spec:
             parts.append(self.drafter)
         if self.gamma:
             parts.append(f"γ={self.gamma}")
+        if self.tree_nodes > 1:
+            parts.append(f"tree={self.tree_nodes}")
         if self.rule != "lossless":
             parts.append(self.rule)
         if self.trace:
@@ -448,6 +455,7 @@ def _our_run(pair, drafter, ids: list[int], spec: Spec, max_new_tokens: int, tem
         max_new_tokens=max_new_tokens,
         trace=spec.trace,
         rule=spec.rule,
+        tree_nodes=spec.tree_nodes if spec.method == "speculative" else 1,
     )
     gen = torch.Generator().manual_seed(seed)
     counter = _CallCounter(pair.target)
@@ -498,7 +506,10 @@ def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool) ->
             for kind in drafters:
                 for g in opts.gammas:
                     for rule in opts.rules:
-                        out.append(Spec("speculative", kind, g, trace=tr, rule=rule))
+                        for n in opts.tree_nodes:
+                            if n > 1 and (kind not in BRANCHING or rule != "lossless"):
+                                continue
+                            out.append(Spec("speculative", kind, g, trace=tr, rule=rule, tree_nodes=n))
         if "hf_assisted" in opts.methods and not tr:
             for g in opts.gammas:
                 if "prompt-lookup" in drafters:
@@ -516,6 +527,10 @@ def _validate(opts: BenchOptions) -> None:
         raise BenchError(f"--max-new-tokens must be between 1 and {lim.max_new_tokens}, got {opts.max_new_tokens}")
     if not opts.gammas:
         raise BenchError("--gammas needs at least one value")
+    from playground.engine import MAX_TREE_NODES
+
+    if not opts.tree_nodes or any(not 1 <= n <= MAX_TREE_NODES for n in opts.tree_nodes):
+        raise BenchError(f"--tree-nodes must be between 1 and {MAX_TREE_NODES}")
     for g in opts.gammas:
         if not 1 <= g <= lim.max_gamma:
             raise BenchError(f"gamma must be between 1 and {lim.max_gamma}, got {g}")
@@ -603,7 +618,7 @@ def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | B
 
     # ---- costs: v_gamma directly, same cache length, every dtype ----
     needs_hidden = any(getattr(d, "needs_target_hidden", False) for dt in dtypes for d in drafters[dt].values())
-    sizes = {1, 2} | {g + 1 for g in opts.gammas}
+    sizes = {1, 2} | {g + 1 for g in opts.gammas} | {n + 1 for n in opts.tree_nodes if n > 1}
     total = len(specs) * len(prompts) * len(opts.temperatures) * len(dtypes) * opts.repeats
     done = 0
     costs: dict[str, Costs] = {}
@@ -649,6 +664,7 @@ def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | B
         "dtypes": list(dtypes),
         "drafters": list(usable),
         "gammas": list(opts.gammas),
+        "tree_nodes": list(opts.tree_nodes),
         "temperatures": list(opts.temperatures),
         "max_new_tokens": opts.max_new_tokens,
         "repeats": opts.repeats,
@@ -803,6 +819,8 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
             "method": spec.method,
             "drafter": spec.drafter,
             "gamma": g,
+            "tree_nodes": spec.tree_nodes,
+            "nodes_per_pass": (drafted / steps) if (steps and spec.method == "speculative") else None,
             "temperature": temperature,
             "prompts": kind,
             "n_prompts": len({r.prompt_id for r in rs}),
@@ -853,9 +871,10 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
         c = v = pred = pred_steps = None
         if row["method"] == "speculative" and cst:
             c = _ratio(row["draft_ms_per_token"] or 0.0, t1) if row["_drafted"] else 0.0
-            v = cst.v(g + 1)
+            tree = row["tree_nodes"] > 1
+            v = cst.v(1 + (row["nodes_per_pass"] or 0)) if tree else cst.v(g + 1)
             alpha = row["acceptance_rate"]
-            if alpha is not None and c is not None and v is not None:
+            if alpha is not None and c is not None and v is not None and not tree:  # E(α, γ) is a chain's
                 pred = predicted_speedup(alpha, g, c, v)
             if row["_steps"] and c is not None and row["tokens_per_target_call"]:
                 k_mean = row["_drafted"] / row["_steps"]
@@ -878,7 +897,7 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
     rows.sort(
         key=lambda r: (
             r["dtype"], r["prompts"], r["temperature"], r["trace"], order[r["method"]],
-            r["drafter"] or "", r["gamma"], r["rule"],
+            r["drafter"] or "", r["gamma"], r["tree_nodes"], r["rule"],
         )
     )  # fmt: skip
     return [{k: _clean(row.get(k)) for k in ROW_FIELDS} for row in rows]
@@ -979,6 +998,8 @@ TABLE_COLUMNS = (
     ("method", "method"),
     ("drafter", "drafter"),
     ("gamma", "block size γ"),
+    ("tree_nodes", "tree nodes"),
+    ("nodes_per_pass", "nodes / pass"),
     ("ms_per_token", "latency (ms/token)"),
     ("tokens_per_s", "throughput (tokens/s)"),
     ("speedup_vs_autoregressive", "speedup vs ours AR"),
@@ -988,6 +1009,8 @@ TABLE_COLUMNS = (
     ("c", "c"),
     ("v", "v_γ"),
     ("predicted_speedup", "predicted"),
+    ("predicted_speedup_steps", "predicted (step mix)"),
+    ("mean_accepted_length", "mean accepted"),
     ("quality", "quality"),
 )
 
@@ -1002,7 +1025,8 @@ def _fmt(v, key: str) -> str:
             return f"{v:.1f}"
         if key in ("tokens_per_s",):
             return f"{v:.2f}"
-        if key.startswith("speedup") or key.startswith("predicted") or key in ("v", "tokens_per_target_call"):
+        if key.startswith("speedup") or key.startswith("predicted") or key in ("v", "tokens_per_target_call",
+                                                                              "nodes_per_pass", "mean_accepted_length"):
             return f"{v:.2f}×" if key.startswith(("speedup", "predicted")) else f"{v:.2f}"
         return f"{v:.3f}"
     return str(v)
@@ -1202,6 +1226,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--kinds", type=_str_list, default=None, help="only prompts of these kinds (e.g. grounded,general)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--gammas", type=_int_list, default=(2, 4, 8))
+    p.add_argument("--tree-nodes", type=_int_list, default=(1,),
+                   help="1 = chain drafts; larger values add draft-tree rows with that node budget (e.g. 1,4,8,16,32)")
     p.add_argument("--temperatures", type=_float_list, default=(0.0,))
     p.add_argument("--drafters", type=_str_list, default=None)
     p.add_argument("--dtype", type=_str_list, default=None, help="float32, bfloat16 or both (comma-separated)")
@@ -1236,6 +1262,7 @@ def options_from_args(args) -> BenchOptions:
         prompts=prompts,
         max_new_tokens=args.max_new_tokens,
         gammas=tuple(dict.fromkeys(args.gammas)),
+        tree_nodes=tuple(dict.fromkeys(args.tree_nodes)),
         temperatures=tuple(dict.fromkeys(args.temperatures)),
         drafters=tuple(dict.fromkeys(args.drafters)) if args.drafters else None,
         dtypes=tuple(dict.fromkeys(args.dtype)) if args.dtype else None,

@@ -33,6 +33,7 @@ class Preset:
     drafter_model: str | None = None  # a second model: the "model" drafter or the Gemma 4 assistant
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
     params_millions: float | None = None  # target + drafter model weights, for the memory budget
+    tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

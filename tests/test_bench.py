@@ -365,3 +365,15 @@ def test_concurrent_sampled_hf_runs_give_their_sequential_answers(tiny_pair):
     for t in threads:
         t.join(120)
     assert got[1] == [alone[1]] * 4 and got[2] == [alone[2]] * 4
+
+
+def test_tree_rows_report_nodes_per_pass_and_stay_identical():
+    opts = bench.BenchOptions(preset="tiny-random", max_new_tokens=12, gammas=(3,), tree_nodes=(1, 6),
+                              drafters=("prompt-lookup", "model"), methods=("autoregressive", "speculative"),
+                              repeats=1, warmup=False, cost_reps=1)
+    rows = [item for item in bench.iter_bench(opts) if isinstance(item, bench.BenchReport)][0].rows
+    spec = [r for r in rows if r["method"] == "speculative"]
+    trees = [r for r in spec if r["tree_nodes"] == 6]
+    assert {r["drafter"] for r in trees} == {"prompt-lookup"}  # the model drafter cannot branch: no tree row
+    assert all(r["identical_to_autoregressive"] for r in spec if r["temperature"] == 0)
+    assert all(r["nodes_per_pass"] is not None and r["predicted_speedup"] is None for r in trees)

@@ -132,3 +132,25 @@ def test_default_preset_runs_past_the_sliding_window(all_threads, mode):
     assert trace["spec"] is not None and trace["ar"] is not None
     for result in (trace["spec"], trace["ar"]):
         assert len(result.token_ids) == 12 or result.stats.stopped == "eos"
+
+
+@pytest.mark.parametrize("kind, nodes", [("prompt-lookup", 8), ("mtp", 8), ("mtp+lookup", 16)])
+def test_gemma_greedy_with_draft_trees_equals_transformers(gemma, all_threads, kind, nodes):
+    """Draft trees on the real target in float32: one pass over every node with tree masks
+    (full and 512-token sliding layers), compaction after each step; output identical."""
+    from playground.config import load_config
+    from playground.drafters.hybrid import HybridDrafter
+    from playground.drafters.mtp import load_mtp_drafter
+
+    model, tok, eos, refs = gemma
+    preset = load_config().preset("gemma3-270m-mtp")
+    for prompt in PROMPTS:
+        ids, ref = refs[prompt]
+        if kind == "prompt-lookup":
+            drafter = PromptLookupDrafter()
+        else:
+            mtp = load_mtp_drafter(model, preset, eos_token_ids=eos)
+            drafter = mtp if kind == "mtp" else HybridDrafter(mtp)
+        r = run(model, tok, ids, GenerationConfig(gamma=5, max_new_tokens=NEW, tree_nodes=nodes), drafter=drafter,
+                eos_token_ids=eos)
+        assert list(r.token_ids) == ref[: len(r.token_ids)] and (len(r.token_ids) == NEW or r.stats.stopped == "eos")

@@ -29,6 +29,7 @@ import gradio as gr
 from playground.config import AppConfig, Preset, load_config
 from playground.models import ModelUnavailable, availability
 from playground.device import gpu_entry, on_zero_gpu
+from playground.engine import MAX_TREE_NODES
 from playground.records import StepRecord
 from playground.trace_cache import TraceCache, describe_replay
 from playground.validate import temperature as check_temperature
@@ -339,7 +340,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None, s
     from playground.api import generate, stream_generate
 
     def run_generation(trace, prompt, preset, drafter, gamma, temperature, top_k, top_p, seed, max_new_tokens, dtype,
-                       mode, calibrate, progress=gr.Progress()):
+                       mode, calibrate, tree_nodes=1, progress=gr.Progress()):
         errs = check_params(cfg, choices, prompt, preset, drafter, gamma, temperature, top_k, top_p, seed, max_new_tokens)
         if errs:
             raise gr.Error(" ".join(errs.values()))
@@ -349,6 +350,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None, s
         dtype = None if dtype in (None, "", DTYPE_DEFAULT) else dtype
         kwargs = dict(preset=preset, drafter=drafter or None, gamma=gamma, temperature=float(temperature), top_k=int(top_k),
                       top_p=float(top_p), seed=int(seed), max_new_tokens=int(max_new_tokens), dtype=dtype)
+        spec_kwargs = dict(kwargs, tree_nodes=int(tree_nodes or 1))
         tr = {**empty_trace(), "run_id": (trace or {}).get("run_id") or _new_run_id(), "prompt": prompt,
               "gamma": gamma, "mode": mode_key, "temperature": float(temperature), "done": False, "phase": "loading"}
         last_chart = [0.0]
@@ -394,7 +396,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None, s
             yield out()
             tr["phase"] = "speculative"
             steps: list[StepRecord] = []
-            for item in stream_generate(prompt, mode="speculative", progress=report, shared=shared, **kwargs):
+            for item in stream_generate(prompt, mode="speculative", progress=report, shared=shared, **spec_kwargs):
                 if isinstance(item, StepRecord):
                     steps.append(item)
                     tr["spec_steps"] = tuple(steps)
@@ -511,6 +513,9 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
             c["mode"] = gr.Radio(list(MODES), value="Speculative", label="Mode",
                                  info="Race: speculative, then autoregressive on the same prompt and models, each timed.")
             c["gamma"] = gr.Slider(1, lim.max_gamma, value=p0.gamma, step=1, label="\u03b3: drafts per step")
+            c["tree_nodes"] = gr.Slider(1, MAX_TREE_NODES, value=p0.tree_nodes, step=1, label="Draft tree nodes",
+                                        info="1 = one chain of \u03b3 drafts; more = a tree of alternatives (up to \u03b3 deep), "
+                                             "all checked in one target pass (prompt lookup and MTP drafters)")
             c["temperature"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature",
                                          info="0 = greedy (exact argmax path)")
             with gr.Row():
@@ -562,11 +567,12 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     def on_preset(name):
         ch = by_name.get(name)
         if ch is None:
-            return gr.skip(), gr.skip(), gr.skip()
+            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         p = ch.preset
-        return preset_info(ch), gr.Dropdown(choices=list(p.drafters), value=p.drafter), gr.Slider(value=p.gamma)
+        return (preset_info(ch), gr.Dropdown(choices=list(p.drafters), value=p.drafter), gr.Slider(value=p.gamma),
+                gr.Slider(value=p.tree_nodes))
 
-    c["preset"].change(on_preset, c["preset"], [c["preset_info"], c["drafter"], c["gamma"]], queue=False,
+    c["preset"].change(on_preset, c["preset"], [c["preset_info"], c["drafter"], c["gamma"], c["tree_nodes"]], queue=False,
                        api_visibility="private")
 
     # ---- replay (light) ------------------------------------------------------------------
@@ -602,7 +608,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     # Run and /speculate wait for the shared compute slots inside the handler, so replays and
     # followers of an identical run never queue behind other visitors' runs.
     run_limit = int(cfg.queue.get("run_concurrency_limit", 16))
-    heavy_inputs = [trace_state, *params, c["dtype"], c["mode"], c["calibrate"]]
+    heavy_inputs = [trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"]]
     heavy_outputs = [trace_state, c["status"], c["race_plot"], c["tpc_plot"], c["acc_plot"], c["len_plot"], c["time_plot"],
                      c["stats"], c["table"], c["json_dl"], c["csv_dl"], c["text"]]
     c["run"].click(

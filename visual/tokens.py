@@ -28,6 +28,7 @@ from typing import Sequence
 from playground.records import Candidate, Correction, DraftDecision, StepRecord
 from visual.fmt import count, esc, num, ms, pct, quoted, token_html, token_plain
 from visual.replay import DRAFT, START, VERIFY, Frame
+from visual.tree_view import is_tree_step, tree_narration, tree_panel
 
 STATES = ("drafted", "accepted", "rejected", "discarded", "resampled", "bonus", "target")
 ICONS = {
@@ -112,8 +113,9 @@ def committed_chips(steps: Sequence[StepRecord]) -> list[str]:
     """Chips for everything these (finished) steps committed, in order."""
     out: list[str] = []
     for s in steps:
-        for d in s.drafted[: s.n_accepted]:
-            out.append(chip(d.text, "accepted", [f"step {s.index + 1}", *_draft_tip(d, True)]))
+        for d in s.drafted:  # the accepted drafts (a chain's first n_accepted, a tree's path)
+            if d.accepted:
+                out.append(chip(d.text, "accepted", [f"step {s.index + 1}", *_draft_tip(d, True)]))
         if s.correction is not None:
             c = s.correction
             out.append(chip(c.text, CORRECTION_STATE.get(c.kind, "target"), [f"step {s.index + 1}", *_correction_tip(c)]))
@@ -123,6 +125,16 @@ def committed_chips(steps: Sequence[StepRecord]) -> list[str]:
 def current_chips(step: StepRecord, phase: str) -> list[str]:
     """Chips of the step on screen: pending drafts, or drafts with their verdicts plus the correction."""
     out: list[str] = []
+    if is_tree_step(step):  # the tree is drawn in its own panel; the text shows what it committed
+        if phase == DRAFT:
+            return out
+        path = [d for d in step.drafted if d.accepted]
+        for i, d in enumerate(path):
+            out.append(chip(d.text, "accepted", _draft_tip(d, True), anim="flip", order=i))
+        if step.correction is not None:
+            c = step.correction
+            out.append(chip(c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(path)))
+        return out
     if phase == DRAFT:
         for i, d in enumerate(step.drafted):
             out.append(chip(d.text, "drafted", _draft_tip(d, False), anim="appear", order=i))
@@ -307,6 +319,8 @@ def distribution_panel(step: StepRecord) -> str:
 
 def narration(step: StepRecord, phase: str) -> str:
     """One plain-words sentence about the step (plain text, not escaped)."""
+    if is_tree_step(step):
+        return tree_narration(step, phase)
     n = step.index + 1
     k = len(step.drafted)
     c = step.correction
@@ -518,8 +532,8 @@ def step_view(
         mtp = ""
         if is_mtp_info(step.drafter_info):
             mtp = mtp_panel(step, frame.phase, hidden_state_token(steps, frame.step, prompt_tokens))
-        body = (step_table(step, frame.phase) + mtp + (distribution_panel(step) if frame.phase == VERIFY else "")
-                + sentences)
+        table = tree_panel(step, frame.phase) if is_tree_step(step) else step_table(step, frame.phase)
+        body = (table + mtp + (distribution_panel(step) if frame.phase == VERIFY else "") + sentences)
         say = narration(step, frame.phase)
         sr = say
     return (
