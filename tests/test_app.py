@@ -56,7 +56,7 @@ def test_speculate_signature_is_keyword_friendly(client):
     info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/speculate"]
     params = {p["parameter_name"]: p for p in info["parameters"]}
     assert list(params) == ["prompt", "preset", "drafter", "gamma", "temperature", "top_k", "top_p", "seed",
-                            "max_new_tokens"]
+                            "max_new_tokens", "tree_nodes"]
     assert not params["prompt"]["parameter_has_default"]
     assert all(p["parameter_has_default"] for name, p in params.items() if name != "prompt")
 
@@ -95,7 +95,7 @@ def test_nan_over_raw_http_gets_a_clear_message(server, position, name):
     """gradio_client refuses to send NaN; a raw HTTP caller can (JSON's NaN extension), and is told why it fails."""
     import httpx
 
-    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4"]
+    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4", "null"]
     data[position] = "NaN"
     base = server + "/gradio_api/call/speculate"
     r = httpx.post(base, content=('{"data": [' + ", ".join(['"hi"', '"tiny-random"'] + data[2:]) + "]}").encode(),

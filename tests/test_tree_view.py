@@ -60,3 +60,20 @@ def test_chain_steps_have_no_tree_panel():
     assert not any(is_tree_step(s) for s in r.steps)
     view = step_view(r.prompt, r.steps, Frame(step=0, phase=VERIFY))
     assert "sd-tree" not in view
+
+
+def test_speculate_carries_the_tree_and_it_round_trips():
+    """/speculate with tree_nodes: every draft has its parent; the JSON imports back."""
+    from playground.records import GenerationResult
+    from visual.playground_tab import make_speculate
+    from playground.config import load_config
+
+    speculate = make_speculate(load_config())
+    out = speculate(PROMPT, preset="tiny-random", drafter="prompt-lookup", gamma=4, max_new_tokens=16, tree_nodes=8)
+    parents = [d["parent"] for s in out["steps"] for d in s["drafted"]]
+    assert parents and all(isinstance(p, int) and p >= -1 for p in parents)
+    back = GenerationResult.from_dict(out)
+    assert [d.parent for s in back.steps for d in s.drafted] == parents
+    old = {**out, "steps": [{**s, "drafted": [{k: v for k, v in d.items() if k != "parent"} for d in s["drafted"]]}
+                            for s in out["steps"]]}
+    assert all(d.parent is None for s in GenerationResult.from_dict(old).steps for d in s.drafted)  # old traces import

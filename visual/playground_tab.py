@@ -453,19 +453,22 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
         top_p: float = 1.0,
         seed: int = 0,
         max_new_tokens: int = 64,
+        tree_nodes: int | None = None,
     ) -> dict:
         """Run lossless speculative decoding and return the trace as JSON.
 
         Returns {"text", "token_ids", "steps", "stats", "prompt", "prompt_ids", "config"}: the generated text,
         the new token ids, one record per target verification pass (drafts with q, p, u and verdict; the
-        resampled/bonus token) and the run's statistics.  Bad input raises an error with a clear message.
+        resampled/bonus token) and the run's statistics.  tree_nodes > 1 drafts a tree (each draft then has
+        a ``parent`` index).  Bad input raises an error with a clear message.
         """
         if not isinstance(prompt, str):
             raise gr.Error("prompt must be text")
         try:
             result = generate(
                 prompt, preset=preset or None, drafter=drafter or None, gamma=gamma, temperature=temperature,
-                top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, shared=shared,
+                top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, tree_nodes=tree_nodes,
+                shared=shared,
             )
         except (ValueError, TypeError, ModelUnavailable) as exc:
             raise gr.Error(str(exc)) from None
