@@ -59,7 +59,6 @@ not verify or sample target tokens (``playground.engine``).
 
 from __future__ import annotations
 
-import heapq
 import json
 import math
 import time
@@ -581,13 +580,15 @@ class MTPDrafter:
     @torch.no_grad()
     def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
                      generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
-        """A dynamic tree (EAGLE-2's rule): repeatedly add the candidate child with the
-        highest path probability under the head (the product of its softmax along the
-        path), each node offering its ``branch`` most likely tokens, until ``max_nodes``.
+        """A dynamic tree, built one depth at a time (EAGLE-2's rule): every node of the
+        current level is expanded in ONE batched head step; of all their children (each
+        node offers its ``branch`` most likely tokens), the ones with the highest path
+        probability under the head (the product of its softmax along the path) are kept,
+        ``ceil(max_nodes / max_depth)`` per level, until the budget is spent.
 
         Children are deterministic (the head's top tokens), so every q row is one-hot and
         verification is lossless at any temperature; the head's probabilities only decide
-        the shape.  One head step per expanded node; siblings are tried most likely first."""
+        the shape.  Cost: one head step per level, however wide."""
         committed = state.committed_ids
         if max_nodes <= 0 or max_depth <= 0 or not committed:
             return TreeDraft(tree=DraftTree((), ()), info=self._info(None, 0, 0))
@@ -605,33 +606,46 @@ class MTPDrafter:
         if ctx_k is not None:
             ctx_k, ctx_v = ctx_k.to(self.dtype), ctx_v.to(self.dtype)
         temp = params.temperature if params.temperature > 0 else 1.0
+        per_level = max(1, math.ceil(max_nodes / max_depth))
         tokens: list[int] = []
         parents: list[int] = []
+        # the level being expanded: (node index, input token, path score); states [1, T, H]
+        level = [(ROOT, int(committed[-1]), 1.0)]
+        states = s0
+        own = [([], []) for _ in self.head.layers]  # per layer: earlier levels' keys, each [1, nkv, T, D]
         steps = 0
-
-        def expand(node: int, tok: int, s, own, depth: int, score: float, heap: list) -> None:
-            nonlocal steps
-            own = [(list(k), list(v)) for k, v in own]  # this branch's own keys: its ancestors'
-            emb = self.embed(torch.tensor([[tok]], device=dev))
-            s = self.head.step(emb, s, torch.tensor([[pos + depth]], device=dev), ctx_k, ctx_v, None, own)
+        for depth in range(max_depth):
+            T = len(level)
+            emb = self.embed(torch.tensor([[tok for _, tok, _ in level]], device=dev))  # [1, T, H]
+            positions = torch.full((1, T), pos + depth, device=dev)
+            states = self.head.step(emb, states, positions, ctx_k, ctx_v, None, own)  # [1, T, H]
             steps += 1
-            probs = torch.softmax(self.head.logits(s[0, 0], self.cand_emb).float() / temp, dim=-1)  # [N]
-            top = torch.topk(probs, min(branch, probs.numel()))
-            for rank, (pr, idx) in enumerate(zip(top.values.tolist(), top.indices.tolist())):
-                heapq.heappush(heap, (-score * pr, len(tokens), rank, node, int(self.candidates[idx]), s, own, depth + 1))
-
-        heap: list = []
-        expand(ROOT, int(committed[-1]), s0, [([], []) for _ in self.head.layers], 0, 1.0, heap)
-        while heap and len(tokens) < max_nodes:
-            neg, _, _, parent, tok, s, own, depth = heapq.heappop(heap)
-            node = len(tokens)
-            tokens.append(tok)
-            parents.append(parent)
-            if depth < max_depth and tok not in self.eos and len(tokens) < max_nodes:
-                expand(node, tok, s, own, depth, -neg, heap)
-        # siblings must be tried in creation order, which is already most likely first
+            probs = torch.softmax(self.head.logits(states[0], self.cand_emb).float() / temp, dim=-1)  # [T, N]
+            top = torch.topk(probs, min(branch, probs.shape[-1]), dim=-1)
+            cands = []  # (score, parent slot in the level, token)
+            for t, (node, tok, score) in enumerate(level):
+                if tok in self.eos and node != ROOT:
+                    continue  # nothing follows an end of sequence
+                for pr, idx in zip(top.values[t].tolist(), top.indices[t].tolist()):
+                    cands.append((score * pr, t, int(self.candidates[idx])))
+            keep = sorted(cands, key=lambda c: -c[0])[: min(per_level, max_nodes - len(tokens))]
+            if not keep:
+                break
+            keep.sort(key=lambda c: (c[1], -c[0]))  # siblings together, most likely first
+            slots = [t for _, t, _ in keep]
+            new_level = []
+            for score, t, tok in keep:
+                new_level.append((len(tokens), tok, score))
+                tokens.append(tok)
+                parents.append(level[t][0])
+            index = torch.tensor(slots, device=dev)
+            states = states.index_select(1, index)
+            own = [([k.index_select(2, index) for k in ks], [v.index_select(2, index) for v in vs]) for ks, vs in own]
+            level = new_level
+            if len(tokens) >= max_nodes:
+                break
         ms = (time.perf_counter() - t0) * 1000.0
-        self.last_ms_per_token = ms / max(1, steps)
+        self.last_ms_per_token = ms / max(1, len(tokens))
         n_keys = 0 if ctx_k is None else int(ctx_k.shape[-2])
         info = {**self._info(hidden_from, n_keys, steps), "tree_nodes": len(tokens)}
         return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents)), info=info, forward_calls=steps)
