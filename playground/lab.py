@@ -16,8 +16,13 @@ Pure logic (no gradio, plotly or ``visual``); the renderers live in
   (drafts, u, accept/reject, resample) are recomputed per sample.
 * **Theory bench**: E and S over a grid of γ, best γ, the measured point.
 * **Predict, then reveal**: questions from a recorded step, scoring, a score card.
-* **Replay and share**: trace import validation (size, JSON, schema, values;
-  never ``eval``/pickle), URL query-parameter validation, classroom presets.
+* **Replay and share**: trace import validation (size, JSON, shape, types and value ranges,
+  every refusal naming its field; never ``eval``/pickle), URL query-parameter validation
+  (messages quote at most a short excerpt of what a link said), classroom presets.
+* **Limits**: the heavy actions take a ``Budget`` (``limits.lab_wall_s`` on real models, none on
+  the built-in tiny ones, a fake clock in tests): out of time they stop and return a result
+  labelled partial; Stop raises ``LabCancelled`` between continuations.  ``MemoModel`` tables
+  hold at most ``limits.lab_cache_bytes``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,79 @@ from playground.validate import temperature as check_temperature
 from playground.sampling import SamplingParams, expected_tokens_per_step, logits_to_probs, predicted_speedup
 
 Progress = Callable[[float, str], None] | None
+
+# --------------------------------------------------------------------------------------------
+# Time budget and Stop (heavy actions on real models)
+# --------------------------------------------------------------------------------------------
+
+
+class LabCancelled(RuntimeError):
+    """The user pressed Stop: the action ends at once, without a result (nobody is waiting for it)."""
+
+
+class Budget:
+    """How long a heavy lab action may run, and whether its user pressed Stop.
+
+    Gradio's ``cancels=`` only abandons an event: a function already running in a worker
+    thread goes on to the end and keeps its slot.  So the loops themselves ask
+    ``expired()`` between continuations (and between generation steps): it raises
+    ``LabCancelled`` once ``cancelled()`` says so, and returns True once ``wall_s``
+    seconds have passed (``None``: no limit), after which the action stops and reports
+    what it collected.  ``clock`` is injectable so tests can run out of time on purpose.
+    """
+
+    def __init__(self, wall_s: float | None, cancelled: Callable[[], bool] | None = None,
+                 clock: Callable[[], float] = time.monotonic, _start: float | None = None) -> None:
+        if wall_s is not None and (isinstance(wall_s, bool) or not isinstance(wall_s, (int, float)) or wall_s != wall_s
+                                   or wall_s < 0):
+            raise ValueError(f"wall_s must be a number of seconds >= 0 or None, got {wall_s!r}")
+        self.wall_s = None if wall_s is None or math.isinf(wall_s) else float(wall_s)
+        self.cancelled = cancelled or (lambda: False)
+        self.clock = clock
+        self.start = clock() if _start is None else _start
+
+    @classmethod
+    def for_preset(cls, preset: str | None, cancelled: Callable[[], bool] | None = None,
+                   cfg: AppConfig | None = None) -> "Budget":
+        """The configured budget: ``limits.lab_wall_s`` on real models, none on the built-in tiny ones."""
+        return cls(default_wall_s(preset, cfg), cancelled)
+
+    def elapsed(self) -> float:
+        return self.clock() - self.start
+
+    def remaining(self) -> float:
+        return math.inf if self.wall_s is None else max(0.0, self.wall_s - self.elapsed())
+
+    def expired(self) -> bool:
+        """True once the time is up; raises LabCancelled once Stop was pressed."""
+        if self.cancelled():
+            raise LabCancelled("stopped by the user")
+        return self.wall_s is not None and self.elapsed() >= self.wall_s
+
+    def share(self, fraction: float) -> "Budget":
+        """A budget for one part of the action: ``fraction`` of the time left now, the same Stop."""
+        if self.wall_s is None:
+            return Budget(None, self.cancelled, self.clock)
+        return Budget(self.remaining() * max(0.0, min(1.0, fraction)), self.cancelled, self.clock)
+
+    def describe(self) -> str:
+        """'60 s' — the limit, as the reports name it."""
+        return "no limit" if self.wall_s is None else f"{self.wall_s:g} s"
+
+
+def default_wall_s(preset: Any, cfg: AppConfig | None = None) -> float | None:
+    """``limits.lab_wall_s`` for a preset (name or Preset); None (no limit) for the built-in tiny models.
+
+    Tiny-random draws 5,000 continuations in seconds, so its runs keep their old behaviour;
+    an unknown name gets the limit (the action will refuse the name itself)."""
+    cfg = cfg or load_config()
+    source = getattr(preset, "source", None)
+    if source is None:
+        try:
+            source = cfg.preset(str(preset if preset is not None else cfg.default_preset)).source
+        except (KeyError, ValueError):
+            source = None
+    return None if source == "builtin" else float(cfg.limits.lab_wall_s)
 
 # --------------------------------------------------------------------------------------------
 # Rules, as the lab presents them
@@ -265,11 +343,17 @@ def chi_square_goodness_of_fit(
     return ChiSquare(stat, dof, _chi2_sf(stat, dof), len(rows), pooled)
 
 
-def plain_reading(tv: float, noise: float, p_value: float, n: int, category: str = "correct") -> str:
-    """What the numbers mean, in words a student can repeat."""
+def plain_reading(tv: float, noise: float, p_value: float, n: int, category: str = "correct",
+                  n_other: int | None = None) -> str:
+    """What the numbers mean, in words a student can repeat.
+
+    ``n_other``: the target-only sample's size when it differs from the speculative one's
+    (a check stopped by the time limit, or a reused target-only sample)."""
     ptxt = format_p(p_value)
+    sizes = (f"N = {n:,} continuations per side" if n_other is None or n_other == n
+             else f"N = {n:,} speculative and {n_other:,} target-only continuations")
     base = (
-        f"With N = {n:,} continuations per side, the two histograms differ by TV = {tv:.3f}; sampling noise "
+        f"With {sizes}, the two histograms differ by TV = {tv:.3f}; sampling noise "
         f"alone typically gives about {noise:.3f}. "
     )
     if p_value < 0.001:
@@ -320,6 +404,40 @@ def format_p(p: float) -> str:
 # --------------------------------------------------------------------------------------------
 
 
+class ByteBudget:
+    """Bytes a group of memo tables may hold together (the target's and the drafter's in one action)."""
+
+    def __init__(self, limit: int) -> None:
+        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 0:
+            raise ValueError(f"the memo byte limit must be a whole number >= 0, got {limit!r}")
+        self.limit = limit
+        self.used = 0
+
+    def take(self, n: int) -> bool:
+        """Reserve n bytes if they fit (True), else leave everything as it is (False)."""
+        if self.used + n > self.limit:
+            return False
+        self.used += n
+        return True
+
+
+def _nbytes(t: torch.Tensor | None) -> int:
+    return 0 if t is None else t.numel() * t.element_size()
+
+
+def _owned(t: torch.Tensor | None) -> torch.Tensor | None:
+    """``t`` itself if it owns exactly its memory, else a compact copy.
+
+    A slice of the KV cache is a view that keeps the whole (ever-growing) cache tensor alive;
+    storing it would hold far more memory than the slice's own bytes, and the byte cap
+    would count the wrong thing."""
+    if t is None:
+        return None
+    if t.is_contiguous() and t.storage_offset() == 0 and t.untyped_storage().nbytes() == _nbytes(t):
+        return t
+    return t.clone(memory_format=torch.contiguous_format)
+
+
 class MemoModel:
     """A memoising view of a causal LM for the engine loop.
 
@@ -329,15 +447,27 @@ class MemoModel:
     logits the network returned for the same call before, and appends the stored K/V of the
     new tokens to ``c`` so the cache stays exactly what a real pass would have left.  Only
     plain ``DynamicLayer`` caches are memoised (sliding-window layers are passed through).
+
+    Memory: a real model's logits row is ~1 MB (Gemma's 262k vocabulary in float32), so the
+    table holds at most ``max_bytes`` (default ``limits.lab_cache_bytes``) of stored tensors —
+    logits, hidden states and K/V, each stored compact (``_owned``) so the count is the memory
+    really held.  ``budget`` shares one cap between several tables (target and drafter).  Once
+    full, new calls simply run the model: slower, never different.
     """
 
-    def __init__(self, model, max_entries: int = 100_000) -> None:
+    def __init__(self, model, max_entries: int = 100_000, max_bytes: int | None = None,
+                 budget: ByteBudget | None = None) -> None:
         self.model = model
         self.config = model.config
         self.device = getattr(model, "device", torch.device("cpu"))
         self.max_entries = max_entries
+        if budget is None:
+            budget = ByteBudget(load_config().limits.lab_cache_bytes if max_bytes is None else max_bytes)
+        self.budget = budget
+        self.stored_bytes = 0  # this table's share of the budget
         self.hits = 0
         self.misses = 0
+        self.not_stored = 0  # misses the cap (or max_entries) kept out of the table
         self._table: dict[tuple, tuple] = {}
         self._tokens: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDictionary()
         self._plain: bool | None = None
@@ -352,6 +482,20 @@ class MemoModel:
 
         layers = getattr(cache, "layers", None)
         return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
+
+    def _store(self, key: tuple, logits, hidden, cache, n: int) -> None:
+        """Keep this call's answer if the byte cap allows (sizes are known before any copy)."""
+        if len(self._table) >= self.max_entries:
+            self.not_stored += 1
+            return
+        kv_views = [(layer.keys[..., -n:, :], layer.values[..., -n:, :]) for layer in cache.layers]
+        size = _nbytes(logits) + _nbytes(hidden) + sum(_nbytes(k) + _nbytes(v) for k, v in kv_views)
+        if not self.budget.take(size):
+            self.not_stored += 1
+            return
+        kv = tuple((_owned(k), _owned(v)) for k, v in kv_views)
+        self._table[key] = (_owned(logits), _owned(hidden), kv)
+        self.stored_bytes += size
 
     def __call__(self, input_ids=None, cache=None, use_cache=True, logits_to_keep=0, output_hidden_states=False, **kw):
         if cache is None or kw or self._plain is False or input_ids is None or input_ids.shape[0] != 1:
@@ -389,10 +533,8 @@ class MemoModel:
             hidden = out.hidden_states[-1] if output_hidden_states else None
             if self._plain is None:
                 self._plain = self._plain_cache(cache)
-            if self._plain and len(self._table) < self.max_entries:
-                n = len(new)
-                kv = tuple((layer.keys[..., -n:, :], layer.values[..., -n:, :]) for layer in cache.layers)
-                self._table[key] = (logits, hidden, kv)
+            if self._plain:
+                self._store(key, logits, hidden, cache, len(new))
         seen.extend(new)
         self._tokens[cache] = seen
         return SimpleNamespace(logits=logits, hidden_states=(hidden,) if hidden is not None else None)
@@ -476,6 +618,12 @@ class DistributionCheck:
     reading: str
     notes: tuple[str, ...] = ()
     dtype: str = "float32"
+    stopped: str = ""  # why the sample is smaller than asked ("" when complete)
+
+    @property
+    def partial(self) -> bool:
+        """The time limit cut the sample short: the statistics describe what was collected."""
+        return bool(self.stopped)
 
     @property
     def p_value(self) -> float:
@@ -516,16 +664,20 @@ class LabContext:
     def fast(self) -> bool:
         return self.preset.source == "builtin"
 
-    def drafter_factory(self, argmax: bool, memo: bool) -> tuple[Callable[[], Any], Any]:
-        """(make a fresh drafter, the target model to use) — memoised views when possible."""
+    def drafter_factory(self, argmax: bool, memo: bool, cache_bytes: int | None = None) -> tuple[Callable[[], Any], Any]:
+        """(make a fresh drafter, the target model to use) — memoised views when possible.
+
+        The target's and the drafter's memo tables share one cap of ``cache_bytes``
+        (default ``limits.lab_cache_bytes``)."""
         from playground.drafters.model import ModelDrafter
         from playground.drafters.prompt_lookup import PromptLookupDrafter
 
         kind = self.drafter_kind
         use_memo = memo and kind in ("model", "prompt-lookup")
-        target = MemoModel(self.pair.target) if use_memo else self.pair.target
+        cap = ByteBudget(load_config().limits.lab_cache_bytes if cache_bytes is None else cache_bytes)
+        target = MemoModel(self.pair.target, budget=cap) if use_memo else self.pair.target
         if kind == "model":
-            dm = MemoModel(self.pair.drafter_model) if use_memo else self.pair.drafter_model
+            dm = MemoModel(self.pair.drafter_model, budget=cap) if use_memo else self.pair.drafter_model
             return (lambda: ModelDrafter(dm, self.vocab, argmax=argmax)), target
         if kind == "prompt-lookup":
             return PromptLookupDrafter, target
@@ -548,18 +700,28 @@ def sample_continuations(
     progress: Progress = None,
     progress_span: tuple[float, float] = (0.0, 1.0),
     memo: bool = True,
+    budget: Budget | None = None,
+    cache_bytes: int | None = None,
 ) -> tuple[Counter, SampleStats]:
-    """Run the engine loop n times (config.max_new_tokens tokens each) and count the outcomes."""
+    """Run the engine loop up to n times (config.max_new_tokens tokens each) and count the outcomes.
+
+    ``budget`` is asked before every continuation after the first (so a side always has at
+    least one): when it runs out the loop stops and ``SampleStats.n`` says how many were drawn;
+    Stop raises ``LabCancelled`` between continuations.  Sample i always uses the generator
+    for (seed, i), so a stopped run's outcomes are exactly the first ones of a full run."""
     speculative = config.mode == "speculative"
     stream_id = 0 if speculative else 1
-    make, target = ctx.drafter_factory(draft_argmax, memo)
+    budget = budget or Budget(None)
+    make, target = ctx.drafter_factory(draft_argmax, memo, cache_bytes)
     counts: Counter = Counter()
-    judged = accepted = drafted = calls = new = 0
+    judged = accepted = drafted = calls = new = done = 0
     t0 = time.perf_counter()
     lo, hi = progress_span
     every = max(1, n // 100)
     label = "speculative" if speculative else "target only"
     for i in range(n):
+        if budget.expired() and i > 0:
+            break
         gen = torch.Generator().manual_seed(_sample_seed(seed, i, stream_id))
         res = engine_run(
             target,
@@ -571,6 +733,7 @@ def sample_continuations(
             generator=gen,
         )
         counts[tuple(res.token_ids)] += 1
+        done += 1
         st = res.stats
         judged += st.judged_tokens
         accepted += st.accepted_tokens
@@ -582,7 +745,7 @@ def sample_continuations(
     hits = getattr(target, "hits", 0)
     misses = getattr(target, "misses", 0)
     stats = SampleStats(
-        n=n,
+        n=done,
         seconds=time.perf_counter() - t0,
         judged=judged,
         accepted=accepted,
@@ -684,6 +847,8 @@ def distribution_check(
     progress: Progress = None,
     ctx: LabContext | None = None,
     reference: DistributionCheck | None = None,
+    budget: Budget | None = None,
+    cache_bytes: int | None = None,
 ) -> DistributionCheck:
     """Speculative (with ``rule``) vs target-only: N continuations of ``n_tokens`` tokens each.
 
@@ -693,6 +858,11 @@ def distribution_check(
     ``reference``: an earlier check whose target-only sample is reused when
     it was drawn with the same prompt, preset, sampling settings, N, length and seed (so
     comparing rules costs one target-only sample).
+    ``budget``: the wall-time limit and Stop (default ``Budget.for_preset``: ``limits.lab_wall_s``
+    on real models, none on the built-in tiny ones).  The speculative side gets half the time
+    when a target-only sample must be drawn too, which then draws as many continuations as the
+    speculative side got; a stopped check is marked ``partial`` and says so in ``stopped`` and
+    its reading.  ``cache_bytes``: the memo tables' cap (default ``limits.lab_cache_bytes``).
     """
     if rule not in RULE_INFO:
         raise ValueError(f"rule must be one of {', '.join(RULE_INFO)}, got {rule!r}")
@@ -705,6 +875,7 @@ def distribution_check(
             "(at temperature 0 use the greedy equality check)"
         )
     ctx = ctx or LabContext(preset, drafter, dtype)
+    budget = budget if budget is not None else Budget(default_wall_s(ctx.preset))
     cap = MAX_SAMPLES if ctx.fast else MAX_SAMPLES_SLOW
     n_samples = _check_int("N", n_samples, 10, cap)
     g = _check_int("gamma", ctx.preset.gamma if gamma is None else gamma, 1, min(MAX_GAMMA, lim.max_gamma))
@@ -730,15 +901,20 @@ def distribution_check(
     reuse = reference is not None and _same_reference(reference, prompt, ctx, float(temperature), int(top_k),
                                                       float(top_p), n_tokens, n_samples, seed)
     spec_counts, spec_stats = sample_continuations(
-        ctx, ids, spec_cfg, n_samples, seed, draft_argmax, progress, (0.0, 0.96 if reuse else 0.48), memo
+        ctx, ids, spec_cfg, n_samples, seed, draft_argmax, progress, (0.0, 0.96 if reuse else 0.48), memo,
+        budget if reuse else budget.share(0.5), cache_bytes,
     )
-    if reference is not None and _same_reference(reference, prompt, ctx, float(temperature), int(top_k), float(top_p),
-                                                  n_tokens, n_samples, seed):
+    if reuse:
         tgt_counts = Counter({o: c for o, c in zip(reference.outcomes, reference.target_counts) if c})
         tgt_stats = reference.target
     else:
         span = (0.48, 0.96)
-        tgt_counts, tgt_stats = sample_continuations(ctx, ids, ar_cfg, n_samples, seed, False, progress, span, memo)
+        tgt_counts, tgt_stats = sample_continuations(ctx, ids, ar_cfg, spec_stats.n, seed, False, progress, span, memo,
+                                                     budget, cache_bytes)
+    stopped = ""
+    if spec_stats.n < n_samples or tgt_stats.n < n_samples:
+        stopped = stopped_message(budget, spec_stats.n, tgt_stats.n, n_samples)
+    budget.expired()  # raises if Stop was pressed meanwhile: nobody waits for the statistics
     if progress is not None:
         progress(0.97, "statistics")
     outcomes = sorted(set(spec_counts) | set(tgt_counts), key=lambda o: (-(spec_counts[o] + tgt_counts[o]), o))
@@ -753,7 +929,7 @@ def distribution_check(
                 progress(0.97, "the target's exact probabilities")
             dists.ensure(o[:j] for o in outcomes for j in range(len(o)))  # batched
             probs = {o: dists.prob(o) for o in outcomes}
-            table = dists.table(n_tokens, 5.0 / n_samples)
+            table = dists.table(n_tokens, 5.0 / max(spec_stats.n, 1))
     chi = chi_square_homogeneity(spec_counts, tgt_counts)
     tv = total_variation(spec_counts, tgt_counts)
     noise = tv_noise_floor(spec_counts, tgt_counts)
@@ -765,7 +941,9 @@ def distribution_check(
     if table is not None:
         chi_exact = chi_square_goodness_of_fit(spec_counts, table)
     info = RULE_INFO[rule]
-    reading = plain_reading(tv, noise, chi.p_value, n_samples, info.category)
+    reading = plain_reading(tv, noise, chi.p_value, spec_stats.n, info.category, n_other=tgt_stats.n)
+    if stopped:
+        reading = f"PARTIAL RESULT — {stopped} " + reading
     sa = spec_stats.acceptance_rate
     if sa is not None:
         reading += f" Acceptance rate of this rule here: {sa:.0%} of judged drafts."
@@ -800,6 +978,17 @@ def distribution_check(
         reading=reading,
         notes=tuple(notes),
         dtype=ctx.pair.dtype,
+        stopped=stopped,
+    )
+
+
+def stopped_message(budget: Budget, n_spec: int, n_target: int, n_asked: int) -> str:
+    """'Stopped after 60 s (the time limit): 143 of 500 continuations ...' for a cut-short check."""
+    return (
+        f"Stopped after {budget.describe()} (the lab's time limit on this model): {n_spec:,} of {n_asked:,} "
+        f"continuations speculative, {n_target:,} of {n_asked:,} target alone. Every number here is computed "
+        "on those — a smaller sample, so the test sees less; use fewer tokens, a smaller N, or the tiny model "
+        "for large N."
     )
 
 
@@ -834,6 +1023,118 @@ def display_bins(check: DistributionCheck, max_bins: int = DISPLAY_BINS) -> list
     if check.exact_probs is not None:
         other["exact"] = max(0.0, 1.0 - sum(r["exact"] for r in head))
     return head + [other]
+
+
+# --------------------------------------------------------------------------------------------
+# Runs that may stop early (equality check, theory bench measurement)
+# --------------------------------------------------------------------------------------------
+
+STOPPED_TIME = "time limit"  # RunStats.stopped of a run the lab's budget cut short
+
+
+def partial_result(prompt: str, prompt_ids: Sequence[int], steps: Sequence[StepRecord], *, mode: str, gamma: int,
+                   config: Mapping[str, Any] | None = None, stopped: str = STOPPED_TIME) -> GenerationResult:
+    """A GenerationResult for the steps a run managed before it was stopped.
+
+    The engine builds RunStats only at the end of a run; this rebuilds them from the step
+    records (the same sums), so a stopped run can still be compared and measured.  What the
+    records do not hold is estimated and documented here: the prefill is one target call when
+    the prompt has more than one token, its time is the first step's elapsed time minus the
+    step's own, and ``drafter_calls`` counts steps that drafted (a model drafter makes one
+    call per draft, so this is a lower bound).
+    """
+    steps = tuple(steps)
+    speculative = mode == "speculative"
+    g = int(gamma) if speculative else 0
+    new_ids = [t for s in steps for t in s.emitted_ids]
+    prefill_calls = 1 if len(prompt_ids) > 1 else 0
+    drafted = sum(len(s.drafted) for s in steps)
+    judged = sum(1 for s in steps for d in s.drafted if d.judged)
+    accepted = sum(s.n_accepted for s in steps)
+    judged_at = [0] * g
+    accepted_at = [0] * g
+    hist = [0] * (g + 1)
+    for s in steps:
+        for j, d in enumerate(s.drafted[:g]):
+            if d.judged:
+                judged_at[j] += 1
+                accepted_at[j] += int(d.accepted)
+        if speculative and s.n_accepted <= g:
+            hist[s.n_accepted] += 1
+    draft_ms = sum(s.draft_ms for s in steps)
+    verify_ms = sum(s.verify_ms for s in steps)
+    wall_ms = steps[-1].elapsed_ms if steps else 0.0
+    prefill_ms = max(0.0, steps[0].elapsed_ms - steps[0].step_ms) if steps and prefill_calls else 0.0
+    single = [s.verify_ms for s in steps if not s.drafted]
+    stats = RunStats(
+        mode=mode,
+        drafter=next((s.drafter for s in steps if s.drafter), None) if speculative else None,
+        gamma=g,
+        new_tokens=len(new_ids),
+        steps=len(steps),
+        target_calls=len(steps) + prefill_calls,
+        drafter_calls=sum(1 for s in steps if s.drafted),
+        drafted_tokens=drafted,
+        judged_tokens=judged,
+        accepted_tokens=accepted,
+        acceptance_rate=(accepted / judged) if judged else None,
+        draft_efficiency=(accepted / drafted) if drafted else None,
+        acceptance_by_position=tuple((a / j) if j else None for a, j in zip(accepted_at, judged_at)),
+        accepted_length_hist=tuple(hist),
+        mean_accepted_length=(sum(n * c for n, c in enumerate(hist)) / sum(hist)) if sum(hist) else None,
+        tokens_per_target_call=len(new_ids) / max(len(steps), 1),
+        prefill_ms=prefill_ms,
+        draft_ms=draft_ms,
+        verify_ms=verify_ms,
+        wall_ms=wall_ms,
+        tokens_per_s=len(new_ids) / (wall_ms / 1000.0) if wall_ms > 0 else float("nan"),
+        draft_ms_per_token=(draft_ms / drafted) if drafted else None,
+        verify_ms_per_call=(verify_ms / len(steps)) if steps else None,
+        single_token_ms=(sum(single) / len(single)) if single else None,
+        stopped=stopped,
+    )
+    return GenerationResult(
+        prompt=prompt, prompt_ids=tuple(int(t) for t in prompt_ids), token_ids=tuple(new_ids),
+        text="".join(s.emitted_text for s in steps), steps=steps, stats=stats, config=dict(config or {}),
+    )
+
+
+def run_within(prompt: str, budget: Budget, *, prompt_ids: Sequence[int] | None = None, **kwargs) -> GenerationResult:
+    """``api.generate`` that stops between target passes when ``budget`` runs out.
+
+    Returns the finished result, or ``partial_result`` of the steps so far
+    (``stats.stopped == STOPPED_TIME``); Stop raises LabCancelled between steps.  The
+    generator is closed on the way out, so a stopped run frees what it held at once."""
+    from playground.api import stream_generate
+
+    it = stream_generate(prompt, **kwargs)
+    steps: list[StepRecord] = []
+    try:
+        for item in it:
+            if isinstance(item, GenerationResult):
+                return item
+            steps.append(item)
+            last = item.eos or item.committed_tokens >= kwargs.get("max_new_tokens", 64)
+            if budget.expired() and not last:  # the last step is in: take the real result instead
+                break
+    finally:
+        it.close()
+    if prompt_ids is None:  # only a stopped run needs them; the pair is loaded by now
+        from playground.api import encode_prompt, resolve
+        from playground.models import load_pair
+
+        lim = load_config().limits
+        pair = load_pair(resolve(kwargs.get("preset"), kwargs.get("drafter"))[0], kwargs.get("dtype"))
+        prompt_ids = encode_prompt(prompt, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
+    mode = kwargs.get("mode", "speculative")
+    cfg = {k: kwargs[k] for k in ("preset", "drafter", "gamma", "temperature", "seed", "max_new_tokens", "dtype", "rule")
+           if k in kwargs}
+    gamma = kwargs.get("gamma")
+    if gamma is None:
+        from playground.api import resolve
+
+        gamma = resolve(kwargs.get("preset"), kwargs.get("drafter"))[0].gamma
+    return partial_result(prompt, prompt_ids, steps, mode=mode, gamma=int(gamma), config=cfg)
 
 
 # --------------------------------------------------------------------------------------------
@@ -889,6 +1190,7 @@ class EqualityCheck:
     identical: bool
     divergence: Divergence | None
     summary: str
+    stopped: str = ""  # why fewer tokens than asked were compared ("" when complete)
 
 
 def _token_texts(ids: Sequence[int], tokenizer, prompt_ids: Sequence[int]) -> list[str]:
@@ -1022,35 +1324,58 @@ def equality_check(
     max_new_tokens: int = 32,
     dtype: str | None = None,
     progress: Progress = None,
+    budget: Budget | None = None,
 ) -> EqualityCheck:
-    """Target-only greedy vs speculative greedy on the same prompt, token by token."""
-    from playground.api import generate
+    """Target-only greedy vs speculative greedy on the same prompt, token by token.
 
+    ``budget`` (default ``Budget.for_preset``): target alone gets half the time, speculative
+    the rest; a run the limit stops is compared on the tokens both runs produced (greedy
+    decoding is a prefix: the first k tokens do not depend on how many follow), and the
+    divergence replay is skipped once the time is up."""
     ctx = LabContext(preset, drafter, dtype)
+    budget = budget if budget is not None else Budget(default_wall_s(ctx.preset))
     dtype = ctx.pair.dtype
+    ids = ctx.encode(prompt)
     common = dict(preset=ctx.preset.name, drafter=ctx.drafter_kind, temperature=0.0, seed=0,
-                  max_new_tokens=max_new_tokens, dtype=dtype)
+                  max_new_tokens=max_new_tokens, dtype=dtype, prompt_ids=ids)
     g = ctx.preset.gamma if gamma is None else gamma
     if progress:
         progress(0.1, "target alone (greedy)")
-    ar = generate(prompt, mode="autoregressive", gamma=g, **common)
+    ar = run_within(prompt, budget.share(0.5), mode="autoregressive", gamma=g, **common)
     if progress:
         progress(0.5, "speculative (greedy)")
-    spec = generate(prompt, mode="speculative", gamma=g, **common)
-    ids = ctx.encode(prompt)
-    ar_texts = _token_texts(ar.token_ids, ctx.tokenizer, ids)
-    spec_texts = _token_texts(spec.token_ids, ctx.tokenizer, ids)
-    rows, first = diff_tokens(ar.token_ids, ar_texts, spec.token_ids, spec_texts)
+    spec = run_within(prompt, budget, mode="speculative", gamma=g, **common)
+    stopped = ""
+    cut = (ar.stats.stopped == STOPPED_TIME, spec.stats.stopped == STOPPED_TIME)
+    ar_ids, spec_ids = ar.token_ids, spec.token_ids
+    if any(cut):
+        shorter_was_cut = cut[0] if len(ar_ids) <= len(spec_ids) else cut[1]
+        if shorter_was_cut:  # else the shorter one really ended (EOS) and the length difference is real
+            k = min(len(ar_ids), len(spec_ids))
+            ar_ids, spec_ids = ar_ids[:k], spec_ids[:k]
+        stopped = (
+            f"Stopped after {budget.describe()} (the lab's time limit on this model): target alone produced "
+            f"{len(ar.token_ids)} and speculative {len(spec.token_ids)} of {max_new_tokens} tokens; the first "
+            f"{len(ar_ids)} are compared. Ask for fewer tokens to compare all of them."
+        )
+    ar_texts = _token_texts(ar_ids, ctx.tokenizer, ids)
+    spec_texts = _token_texts(spec_ids, ctx.tokenizer, ids)
+    rows, first = diff_tokens(ar_ids, ar_texts, spec_ids, spec_texts)
     div = None
-    if first is not None and first < len(ar.token_ids) and first < len(spec.token_ids):
-        if progress:
-            progress(0.8, "replaying both passes at the divergence")
-        div = divergence_logits(ctx, ids, ar, spec, first, (ar_texts[first], spec_texts[first]))
-    n = len(ar.token_ids)
+    skipped_replay = False
+    if first is not None and first < len(ar_ids) and first < len(spec_ids):
+        if budget.expired():
+            skipped_replay = True
+        else:
+            if progress:
+                progress(0.8, "replaying both passes at the divergence")
+            div = divergence_logits(ctx, ids, ar, spec, first, (ar_texts[first], spec_texts[first]))
+    n = len(ar_ids)
     if first is None:
         summary = (
-            f"Identical: all {n} tokens match ({dtype}, γ = {g}, {ctx.drafter_kind} drafter). Speculative "
-            f"decoding used {spec.stats.target_calls} target passes instead of {ar.stats.target_calls}."
+            f"Identical: all {n} tokens {'compared ' if stopped else ''}match ({dtype}, γ = {g}, "
+            f"{ctx.drafter_kind} drafter). Speculative decoding used {spec.stats.target_calls} target passes "
+            f"instead of {ar.stats.target_calls}."
         )
     elif div is None:
         summary = f"The outputs have different lengths from token {first} (one run stopped at EOS)."
@@ -1059,11 +1384,15 @@ def equality_check(
             f"The outputs agree for {first} token(s), then diverge at token {first}: target alone chose "
             f"{token_label(ar_texts[first])!r}, speculative chose {token_label(spec_texts[first])!r}."
         )
+    if skipped_replay:
+        summary += " (The logits at the divergence were not replayed: the time limit was reached.)"
+    if stopped:
+        summary = f"PARTIAL RESULT — {stopped} {summary}"
     if progress:
         progress(1.0, "done")
     return EqualityCheck(
         prompt=prompt, preset=ctx.preset.name, drafter=ctx.drafter_kind, dtype=dtype, gamma=int(g), ar=ar, spec=spec,
-        rows=rows, identical=first is None, divergence=div, summary=summary,
+        rows=rows, identical=first is None, divergence=div, summary=summary, stopped=stopped,
     )
 
 
@@ -1124,6 +1453,7 @@ class MeasuredPoint:
     predicted: float | None  # S from the measured α, c, v
     measured: float | None  # speculative tokens/s ÷ target-only tokens/s (if a baseline ran)
     mean_accepted_length: float | None
+    note: str = ""  # e.g. the time limit cut the runs short
 
 
 def measured_point(spec: RunStats, baseline: RunStats | None = None) -> MeasuredPoint:
@@ -1155,24 +1485,33 @@ def measured_point(spec: RunStats, baseline: RunStats | None = None) -> Measured
 def measure_run(
     prompt: str, *, preset: str | None = None, drafter: str | None = None, gamma: int | None = None,
     temperature: float = 0.0, seed: int = 0, max_new_tokens: int = 48, rule: str = DEFAULT_RULE, progress: Progress = None,
+    budget: Budget | None = None,
 ) -> tuple[GenerationResult, GenerationResult, MeasuredPoint]:
-    """One speculative and one target-only run (trace off, for honest timings) and the measured point."""
-    from playground.api import generate
+    """One speculative and one target-only run (trace off, for honest timings) and the measured point.
 
+    ``budget`` (default ``Budget.for_preset``): each run stops between target passes once its
+    share of the time is up; the point is then measured on the steps that ran and says so."""
+    budget = budget if budget is not None else Budget.for_preset(preset)
     kw = dict(preset=preset, drafter=drafter, gamma=gamma, temperature=temperature, seed=seed,
               max_new_tokens=max_new_tokens, trace=False)
     if progress:
         progress(0.02, "warming up (first passes are slower)")
-    generate(prompt, mode="speculative", **{**kw, "max_new_tokens": min(4, max_new_tokens)})
+    run_within(prompt, budget.share(0.2), mode="speculative", **{**kw, "max_new_tokens": min(4, max_new_tokens)})
     if progress:
         progress(0.1, "target alone")
-    base = generate(prompt, mode="autoregressive", **kw)
+    base = run_within(prompt, budget.share(0.5), mode="autoregressive", **kw)
     if progress:
         progress(0.5, "speculative")
-    spec = generate(prompt, mode="speculative", rule=rule, **kw)
+    spec = run_within(prompt, budget, mode="speculative", rule=rule, **kw)
     if progress:
         progress(1.0, "done")
-    return spec, base, measured_point(spec.stats, base.stats)
+    point = measured_point(spec.stats, base.stats)
+    if STOPPED_TIME in (spec.stats.stopped, base.stats.stopped):
+        point = replace(point, note=(
+            f"Partial: stopped after {budget.describe()} (the lab's time limit on this model) — target alone ran "
+            f"{base.stats.new_tokens} and speculative {spec.stats.new_tokens} of {max_new_tokens} tokens; the point "
+            "is measured on those."))
+    return spec, base, point
 
 
 # --------------------------------------------------------------------------------------------
@@ -1333,7 +1672,7 @@ def _no_duplicates(pairs):
     out = {}
     for k, v in pairs:
         if k in out:
-            raise TraceImportError(f"the file repeats the key {k!r} inside one object")
+            raise TraceImportError(f"the file repeats the key {excerpt(k)!r} inside one object")
         out[k] = v
     return out
 
@@ -1404,43 +1743,210 @@ def _prob(x: float | None) -> bool:
     return x is None or (-1e-6 <= x <= 1 + 1e-6)
 
 
+MAX_TOKEN_ID = 2**31 - 1  # no vocabulary comes near; a bigger "token id" is not one
+MAX_COUNT = 2**31 - 1  # counts, lengths, cache sizes
+MAX_MS = 1e9  # 11.6 days: any timing beyond is not a measurement
+
+
+def _in_range(x: float | None, lo: float, hi: float, nan_ok: bool = False) -> bool:
+    if x is None:
+        return True
+    if x != x:
+        return nan_ok
+    return lo <= x <= hi
+
+
+def _need(ok: bool, where: str, field: str, what: str, value: Any) -> None:
+    if not ok:
+        shown = excerpt(value) if isinstance(value, str) else (f"{value:.4g}" if isinstance(value, float)
+                                                               else excerpt(repr(value)))
+        raise TraceImportError(f"{where}: field {field!r} {what}, got {shown}")
+
+
+def _list_of_objects(obj: Mapping[str, Any], key: str, where: str, required: bool = False) -> list:
+    if key not in obj or (obj[key] is None and not required):
+        if required:
+            raise TraceImportError(f"{where}: field {key!r} is missing")
+        return []
+    v = obj[key]
+    if not isinstance(v, list) or not all(isinstance(x, dict) for x in v):
+        raise TraceImportError(f"{where}: field {key!r} must be a list of objects, got {type(v).__name__}")
+    return v
+
+
+def _check_shape(obj: Mapping[str, Any]) -> None:
+    """The JSON's nesting, checked before any record is built, so every refusal names its field.
+
+    (``from_dict`` would also fail on a string where a list of drafts belongs, but with
+    Python's own words: "'str' object is not a mapping".)"""
+    for i, step in enumerate(obj["steps"]):
+        w = f"step {i + 1}"
+        if not isinstance(step, dict):
+            raise TraceImportError(f"{w} must be an object, got {type(step).__name__}")
+        for j, d in enumerate(_list_of_objects(step, "drafted", w)):
+            for key in ("target_top", "draft_top"):
+                _list_of_objects(d, key, f"{w}, draft {j + 1}")
+        corr = step.get("correction")
+        if corr is not None:
+            if not isinstance(corr, dict):
+                raise TraceImportError(f"{w}: field 'correction' must be an object or null, got {type(corr).__name__}")
+            for key in ("distribution_top", "target_top", "draft_top"):
+                _list_of_objects(corr, key, f"{w}, correction")
+        if "emitted_ids" in step and not isinstance(step["emitted_ids"], list):
+            raise TraceImportError(f"{w}: field 'emitted_ids' must be a list of integers")
+        if "drafter_info" in step and not isinstance(step["drafter_info"], dict):
+            raise TraceImportError(f"{w}: field 'drafter_info' must be an object")
+    if not isinstance(obj["stats"], dict):
+        raise TraceImportError(f"field 'stats' must be an object, got {type(obj['stats']).__name__}")
+
+
+def _check_tokens(ids: Sequence[int], where: str, field: str) -> None:
+    bad = next((t for t in ids if not 0 <= t <= MAX_TOKEN_ID), None)
+    _need(bad is None, where, field, f"must hold token ids between 0 and {MAX_TOKEN_ID:,}", bad)
+
+
+def _check_candidates(cands: Sequence[Candidate], where: str, field: str) -> None:
+    for k, c in enumerate(cands):
+        w = f"{where}, {field}[{k}]"
+        _need(0 <= c.token_id <= MAX_TOKEN_ID, w, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", c.token_id)
+        _need(_prob(c.prob), w, "prob", "is a probability outside [0, 1]", c.prob)
+
+
+# RunStats fields by what they hold (anything not listed is text or a tuple checked below).
+_STATS_COUNTS = ("new_tokens", "steps", "target_calls", "drafter_calls", "drafted_tokens", "judged_tokens",
+                 "accepted_tokens")
+_STATS_RATES = ("acceptance_rate", "draft_efficiency")
+_STATS_MS = ("prefill_ms", "draft_ms", "verify_ms", "wall_ms", "draft_ms_per_token", "verify_ms_per_call",
+             "single_token_ms")
+# config keys the app reads, and the type each must have when present
+_CONFIG_TYPES: dict[str, tuple[type, ...]] = {
+    "preset": (str,), "drafter": (str, type(None)), "rule": (str,), "mode": (str,), "dtype": (str,),
+    "temperature": (int, float), "top_p": (int, float), "gamma": (int,), "top_k": (int,), "seed": (int,),
+    "max_new_tokens": (int,), "trace": (bool,),
+}
+
+
+# drafter_info keys the drafters write (playground/drafters) and the replay reads: their types.
+_INFO_COUNTS = ("hidden_from_position", "position_id", "target_kv_positions", "sliding_kv_positions",
+                "candidates_scored", "context_candidates", "clusters_scored", "num_clusters", "vocab_size",
+                "draft_steps", "target_layers", "tree_nodes", "branches")
+
+
+def _check_drafter_info(info: Mapping[str, Any], where: str) -> None:
+    w = f"{where}, drafter_info"
+    for key in _INFO_COUNTS:
+        v = info.get(key)
+        _need(v is None or (type(v) is int and 0 <= v <= MAX_COUNT), w, key, "must be a whole number >= 0 or null", v)
+    v = info.get("target_kv_layer")
+    _need(v is None or (type(v) is int and abs(v) <= MAX_COUNT), w, "target_kv_layer", "must be a whole number or null", v)
+    v = info.get("draft_ms_per_token")
+    _need(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_MS), w,
+          "draft_ms_per_token", "must be a time in ms >= 0 or null", v)
+    for key, typ in (("source", str), ("matched", bool)):
+        _need(key not in info or isinstance(info[key], typ), w, key, f"must be {typ.__name__}", info.get(key))
+
+
+def _check_stats(st: RunStats) -> None:
+    w = "stats"
+    _need(st.mode in MODES, w, "mode", f"must be one of {', '.join(MODES)}", st.mode)
+    _need(0 <= st.gamma <= MAX_GAMMA, w, "gamma", f"must be between 0 and {MAX_GAMMA}", st.gamma)
+    for name in _STATS_COUNTS:
+        v = getattr(st, name)
+        _need(0 <= v <= MAX_COUNT, w, name, "must be a count >= 0", v)
+    for name in _STATS_RATES:
+        v = getattr(st, name)
+        _need(_in_range(v, 0.0, 1.0, nan_ok=True), w, name, "must be a fraction in [0, 1]", v)
+    for name in _STATS_MS:
+        v = getattr(st, name)
+        _need(_in_range(v, 0.0, MAX_MS, nan_ok=True), w, name, "must be a time in ms >= 0", v)
+    _need(_in_range(st.tokens_per_s, 0.0, 1e9, nan_ok=True), w, "tokens_per_s", "must be >= 0", st.tokens_per_s)
+    _need(_in_range(st.tokens_per_target_call, 0.0, MAX_GAMMA + 1.0, nan_ok=True), w, "tokens_per_target_call",
+          f"must be between 0 and {MAX_GAMMA + 1}", st.tokens_per_target_call)
+    _need(_in_range(st.mean_accepted_length, 0.0, float(MAX_GAMMA), nan_ok=True), w, "mean_accepted_length",
+          f"must be between 0 and {MAX_GAMMA}", st.mean_accepted_length)
+    _need(len(st.acceptance_by_position) <= MAX_GAMMA, w, "acceptance_by_position",
+          f"must have at most {MAX_GAMMA} entries", len(st.acceptance_by_position))
+    bad = next((x for x in st.acceptance_by_position if not _in_range(x, 0.0, 1.0, nan_ok=True)), None)
+    _need(bad is None, w, "acceptance_by_position", "must hold fractions in [0, 1]", bad)
+    _need(len(st.accepted_length_hist) <= MAX_GAMMA + 1, w, "accepted_length_hist",
+          f"must have at most {MAX_GAMMA + 1} entries", len(st.accepted_length_hist))
+    bad = next((x for x in st.accepted_length_hist if not 0 <= x <= MAX_COUNT), None)
+    _need(bad is None, w, "accepted_length_hist", "must hold counts >= 0", bad)
+
+
 def _check_values(res: GenerationResult) -> None:
+    """Value ranges and consistency: everything the replay and the theory bench compute with.
+
+    Types are already right (``_check_record``); here a negative position, a gamma of 10^30 or
+    a probability of 7 is refused, naming the step and field."""
     if len(res.steps) > MAX_TRACE_STEPS:
         raise TraceImportError(f"the trace has {len(res.steps):,} steps; the limit is {MAX_TRACE_STEPS:,}")
     if len(res.token_ids) > MAX_TRACE_TOKENS or len(res.prompt_ids) > MAX_TRACE_TOKENS:
         raise TraceImportError("the trace has too many tokens")
-    if any(t < 0 for t in res.token_ids + res.prompt_ids):
-        raise TraceImportError("token ids must be >= 0")
+    _check_tokens(res.token_ids, "trace", "token_ids")
+    _check_tokens(res.prompt_ids, "trace", "prompt_ids")
+    _check_stats(res.stats)
     emitted: list[int] = []
     for i, s in enumerate(res.steps):
         w = f"step {i + 1}"
         if s.index != i:
-            raise TraceImportError(f"{w}: index is {s.index}, expected {i}")
+            raise TraceImportError(f"{w}: index is {excerpt(s.index)}, expected {i}")
         if s.mode not in MODES:
             raise TraceImportError(f"{w}: mode must be one of {', '.join(MODES)}")
+        _need(0 <= s.gamma <= MAX_GAMMA, w, "gamma", f"must be between 0 and {MAX_GAMMA}", s.gamma)
+        _need(len(s.drafted) <= MAX_GAMMA, w, "drafted", f"must hold at most {MAX_GAMMA} drafts", len(s.drafted))
         if not 0 <= s.n_accepted <= len(s.drafted):
-            raise TraceImportError(f"{w}: n_accepted = {s.n_accepted} but {len(s.drafted)} drafts")
-        for d in s.drafted:
+            raise TraceImportError(f"{w}: n_accepted = {excerpt(s.n_accepted)} but {len(s.drafted)} drafts")
+        for j, d in enumerate(s.drafted):
+            wd = f"{w}, draft {j + 1}"
+            _need(d.position == j + 1, wd, "position", f"must be {j + 1} (drafts are numbered from 1)", d.position)
             if not (_prob(d.draft_prob) and _prob(d.target_prob) and _prob(d.accept_prob) and _prob(d.u)):
-                raise TraceImportError(f"{w}: a probability is outside [0, 1]")
-            if d.token_id < 0:
-                raise TraceImportError(f"{w}: token ids must be >= 0")
+                raise TraceImportError(f"{wd}: a probability is outside [0, 1]")
+            _need(0 <= d.token_id <= MAX_TOKEN_ID, wd, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}",
+                  d.token_id)
+            _need(_in_range(d.ratio, 0.0, math.inf), wd, "ratio", "must be >= 0 (p/q) or null", d.ratio)
+            _check_candidates(d.target_top, wd, "target_top")
+            _check_candidates(d.draft_top, wd, "draft_top")
         c = s.correction
         if c is not None:
+            wc = f"{w}, correction"
             if c.kind not in ("resample", "bonus", "target"):
-                raise TraceImportError(f"{w}: correction kind {c.kind!r} is unknown")
+                raise TraceImportError(f"{wc}: kind {excerpt(c.kind)!r} is unknown (resample, bonus or target)")
+            _need(1 <= c.position <= len(s.drafted) + 1, wc, "position", f"must be between 1 and {len(s.drafted) + 1}",
+                  c.position)
+            _need(0 <= c.token_id <= MAX_TOKEN_ID, wc, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}",
+                  c.token_id)
             if not (_prob(c.prob) and _prob(c.target_prob)):
-                raise TraceImportError(f"{w}: a probability is outside [0, 1]")
+                raise TraceImportError(f"{wc}: a probability is outside [0, 1]")
+            for name in ("distribution_top", "target_top", "draft_top"):
+                _check_candidates(getattr(c, name), wc, name)
         for name in ("draft_ms", "verify_ms", "step_ms", "elapsed_ms"):
-            if getattr(s, name) < 0:
+            v = getattr(s, name)
+            if v < 0:
                 raise TraceImportError(f"{w}: {name} is negative")
+            _need(v <= MAX_MS, w, name, "is not a plausible time in ms", v)
+        for name in ("committed_tokens", "target_cache_len", "drafter_cache_len"):
+            v = getattr(s, name)
+            _need(v is None or 0 <= v <= MAX_COUNT, w, name, "must be a count >= 0", v)
+        _check_tokens(s.emitted_ids, w, "emitted_ids")
         _check_jsonish(s.drafter_info, f"{w}: drafter_info")
+        _check_drafter_info(s.drafter_info, w)
         emitted.extend(s.emitted_ids)
     if tuple(emitted) != res.token_ids:
         raise TraceImportError("the steps' emitted tokens do not add up to token_ids: the trace is inconsistent")
     if res.stats.steps != len(res.steps) or res.stats.new_tokens != len(res.token_ids):
         raise TraceImportError("stats do not match the steps (steps or new_tokens differ)")
     _check_jsonish(res.config, "config")
+    for key, types in _CONFIG_TYPES.items():
+        if key in res.config:
+            v = res.config[key]
+            ok = isinstance(v, types) and not (isinstance(v, bool) and bool not in types)
+            if ok and isinstance(v, float):
+                ok = math.isfinite(v)
+            if ok and isinstance(v, int) and not isinstance(v, bool):
+                ok = abs(v) <= 2**63
+            _need(ok, "config", key, f"must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}",
+                  v)
 
 
 def _check_jsonish(obj: Any, where: str) -> None:
@@ -1513,6 +2019,7 @@ def parse_trace(data: bytes | str, max_bytes: int | None = None) -> GenerationRe
             raise TraceImportError(f"{key!r} must be text")
     if "config" in obj and not isinstance(obj["config"], dict):
         raise TraceImportError("'config' must be an object")
+    _check_shape(obj)
     if isinstance(obj["stats"], dict):  # exports write non-finite floats (e.g. tokens_per_s) as null
         hints = _HINTS[RunStats]
         obj["stats"] = {k: (float("nan") if v is None and hints.get(k) is float else v) for k, v in obj["stats"].items()}
@@ -1555,6 +2062,19 @@ def trace_to_json(result: GenerationResult) -> str:
 
 QUERY_KEYS = ("preset", "prompt", "gamma", "temperature", "seed", "classroom")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+_INVISIBLE = re.compile(r"[\x00-\x1f\x7f-\x9f\u200b-\u200f\u2028-\u202e\u2060-\u206f\ufeff]")
+EXCERPT_CHARS = 24
+
+
+def excerpt(raw: Any, limit: int = EXCERPT_CHARS) -> str:
+    """A short, single-line piece of a value someone else chose, for a message about it.
+
+    Messages about a shared link are shown to whoever opens it, so they never repeat more
+    than ``limit`` characters of what the link said (no room for a convincing "sign in"
+    text), with control, line-break and bidirectional-override characters removed.  It is
+    still untrusted text: renderers escape it like any other (``visual.lab``)."""
+    s = _INVISIBLE.sub("", str(raw))
+    return s if len(s) <= limit else s[: limit - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -1581,7 +2101,7 @@ def _parse_int(name: str, raw: Any, lo: int, hi: int) -> int:
     else:
         s = str(raw).strip()
         if not re.fullmatch(r"[+]?\d{1,19}", s):
-            raise ValueError(f"{name} must be a whole number, got {s[:20]!r}")
+            raise ValueError(f"{name} must be a whole number, got {excerpt(s)!r}")
         v = int(s)
     if not lo <= v <= hi:
         raise ValueError(f"{name} must be between {lo} and {hi}, got {v}")
@@ -1596,7 +2116,7 @@ def _parse_float(name: str, raw: Any, lo: float, hi: float) -> float:
     else:
         s = str(raw).strip()
         if not re.fullmatch(r"[+-]?(\d{1,6}(\.\d{0,6})?|\.\d{1,6})", s):
-            raise ValueError(f"{name} must be a number like 0.7, got {s[:20]!r}")
+            raise ValueError(f"{name} must be a number like 0.7, got {excerpt(s)!r}")
         v = float(s)
     if not math.isfinite(v) or not lo <= v <= hi:
         raise ValueError(f"{name} must be between {lo} and {hi}, got {v}")
@@ -1691,7 +2211,8 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
     cls_slug = None
     unknown = sorted(k for k in params if k not in QUERY_KEYS and not str(k).startswith("__"))
     if unknown:
-        errors.append("ignored unknown parameter(s): " + ", ".join(str(u)[:30] for u in unknown[:5]))
+        errors.append("ignored unknown parameter(s): " + ", ".join(repr(excerpt(u)) for u in unknown[:5])
+                      + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
     if params.get("classroom") not in (None, ""):
         raw = str(params["classroom"]).strip()[:80]
         try:
@@ -1705,7 +2226,7 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
         else:
             found = next((c for c in presets if c.slug == slugify(raw)), None)
         if found is None:
-            errors.append(f"classroom: no preset called {raw!r}")
+            errors.append(f"classroom: no preset called {excerpt(raw)!r}")
         else:
             cls_slug = found.slug
             vals.update(preset=found.preset, prompt=found.prompt, gamma=found.gamma,
@@ -1736,7 +2257,7 @@ def _check_preset(raw: Any, cfg: AppConfig) -> str:
     name = str(raw).strip()
     names = [p.name for p in cfg.presets]
     if name not in names:
-        raise ValueError(f"unknown preset {name[:40]!r}; choose one of: {', '.join(names)}")
+        raise ValueError(f"unknown preset {excerpt(name)!r}; choose one of: {', '.join(names)}")
     return name
 
 

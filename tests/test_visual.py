@@ -6,6 +6,7 @@ import json
 import math
 import re
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -326,6 +327,78 @@ def test_token_table_rows_and_exports(tmp_path):
     data = json.loads(open(json_path, encoding="utf-8").read())
     assert set(data) >= {"text", "token_ids", "steps", "stats"}
     assert GenerationResult.from_dict(data).steps == result.steps
+
+
+FORMULAS = ['=HYPERLINK("http://evil.example","click")', "+1+2", "-3", "@SUM(A1)", "\tx", "\rx"]
+
+
+def _formula_steps():
+    from dataclasses import replace
+
+    steps = syn.spec_steps()
+    s1 = steps[0]
+    drafted = tuple(replace(d, text=t) for d, t in zip(s1.drafted, FORMULAS[:3]))
+    corr = replace(s1.correction, text=FORMULAS[3])
+    s2 = replace(steps[1], drafted=tuple(replace(d, text=t) for d, t in zip(steps[1].drafted, FORMULAS[4:] + ["a=b"])))
+    return [replace(s1, drafted=drafted, correction=corr), s2, steps[2]]
+
+
+def test_csv_export_neutralises_formulas_and_json_keeps_the_text(tmp_path):
+    import csv
+
+    steps = _formula_steps()
+    df = tables.token_table(steps)
+    before = df.copy()
+    json_path, csv_path = tables.write_exports(df, tables.trace_payload(syn.result(steps)), tmp_path)
+    with open(csv_path, newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    tokens_in_csv = [r["token"] for r in rows]
+    for f in FORMULAS:
+        assert "'" + f in tokens_in_csv, f  # starts with a quote: a spreadsheet shows it as text
+        assert f not in tokens_in_csv
+    assert "a=b" in tokens_in_csv and " Paris" not in tokens_in_csv  # only cells that start like a formula change
+    assert all(not r[c].startswith(tables.FORMULA_START) for r in rows for c in r)  # no cell anywhere starts so
+    assert rows[0]["q_draft"] == str(df.iloc[0].q_draft)  # numbers stay numbers
+    pd.testing.assert_frame_equal(df, before)  # the table shown in the app is untouched
+    data = json.loads(open(json_path, encoding="utf-8").read())
+    assert [d["text"] for d in data["steps"][0]["drafted"]] == FORMULAS[:3]  # JSON: the exact text
+    assert tables.csv_cell(-0.5) == -0.5 and tables.csv_cell("x=1") == "x=1" and tables.csv_cell("") == ""
+
+
+def test_exports_stay_bounded_and_keep_the_latest(tmp_path):
+    root = tmp_path / "exports"
+    df = tables.token_table(syn.spec_steps())
+    paths = []
+    for i in range(12):
+        payload = {"text": f"export {i}"}
+        paths.append(tables.write_exports(df, payload, root=root, keep=5))
+    dirs = [p for p in root.iterdir() if p.is_dir()]
+    assert len(dirs) == 5  # never more than keep
+    for json_path, csv_path in paths[-5:]:  # the newest are intact
+        assert json.loads(open(json_path, encoding="utf-8").read())["text"].startswith("export ")
+        assert open(csv_path, encoding="utf-8").read().startswith("run,")
+    assert json.loads(open(paths[-1][0], encoding="utf-8").read())["text"] == "export 11"
+    for json_path, _ in paths[:7]:
+        assert not Path(json_path).exists()  # the oldest were removed
+    with pytest.raises(ValueError):
+        tables.new_export_dir(root, keep=0)
+    # a planted symlink is never followed: exports go to a fresh private folder instead
+    target = tmp_path / "elsewhere"
+    target.mkdir()
+    link = tmp_path / "link"
+    link.symlink_to(target)
+    d = tables.new_export_dir(link, keep=5)
+    assert target not in d.parents and not list(target.iterdir())
+
+
+def test_lab_trace_export_goes_to_the_bounded_folder(tmp_path, monkeypatch):
+    import tempfile
+
+    from visual import lab_ui
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    path = Path(lab_ui.export_trace(syn.result(syn.spec_steps())))
+    assert path.parent.parent == tmp_path / tables.EXPORT_DIR_NAME and path.exists()
 
 
 def test_clean_json_makes_strict_json():

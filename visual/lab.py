@@ -9,6 +9,7 @@ functions: lab result objects in, HTML strings / figures / DataFrames out.
 from __future__ import annotations
 
 import math
+import re
 from typing import Sequence
 
 import pandas as pd
@@ -32,6 +33,33 @@ _BOX = (
     "background:var(--block-background-fill);color:var(--body-text-color);"
 )
 _SUB = "color:var(--body-text-color-subdued);font-size:0.88em;"
+_WARN = (
+    "border-left:4px solid #E69F00;background:var(--background-fill-secondary);color:var(--body-text-color);"
+    "padding:6px 10px;margin:6px 0;border-radius:4px;"
+)
+
+# Every ASCII punctuation character may be backslash-escaped in CommonMark, and escaped it is
+# plain text: no link, image, emphasis, HTML tag, entity, or autolink ("https\:\/\/…" and
+# "www\.…" no longer match GFM's autolink patterns).  Line breaks become spaces so the text
+# cannot start a heading, list or block of its own.
+_MD_SPECIAL = re.compile(r"([!-/:-@\[-`{-~])")
+
+
+def md_escape(text: object) -> str:
+    """Text that a gr.Markdown shows exactly as written (for messages quoting untrusted input)."""
+    one_line = re.sub(r"[\r\n\u2028\u2029]+", " ", str(text))
+    return _MD_SPECIAL.sub(r"\\\1", one_line)
+
+
+def stopped_html(what: str) -> str:
+    """What a panel shows when its action was stopped with the Stop button."""
+    return f'<div style="{_BOX}">Stopped: {esc(what)} was cancelled before it finished; nothing new to show.</div>'
+
+
+def _partial_banner(message: str) -> str:
+    if not message:
+        return ""
+    return f'<div role="status" style="{_WARN}"><b>Partial result.</b> {esc(message)}</div>'
 
 
 def _tile(value: str, name: str, hint: str = "") -> str:
@@ -60,10 +88,11 @@ def distribution_figure(check: lab.DistributionCheck | None, max_bins: int = lab
     rows = lab.display_bins(check, max_bins)
     labels = [r["label"] for r in rows]
     fig = go.Figure()
-    fig.add_bar(x=labels, y=[r["target"] for r in rows], name=f"target alone (N = {check.n_samples:,})",
+    fig.add_bar(x=labels, y=[r["target"] for r in rows], name=f"target alone (N = {check.target.n:,})",
                 marker=dict(color=COLORS["ar"]), opacity=0.75,
                 hovertemplate="%{x}<br>target alone: %{y:.4f}<extra></extra>")
-    fig.add_bar(x=labels, y=[r["speculative"] for r in rows], name=f"speculative · {check.rule}",
+    fig.add_bar(x=labels, y=[r["speculative"] for r in rows],
+                name=f"speculative · {check.rule}" + (f" (N = {check.spec.n:,}, partial)" if check.partial else ""),
                 marker=dict(color=COLORS["spec"]), opacity=0.75,
                 hovertemplate="%{x}<br>speculative: %{y:.4f}<extra></extra>")
     if check.exact_probs is not None:
@@ -74,6 +103,8 @@ def distribution_figure(check: lab.DistributionCheck | None, max_bins: int = lab
     fig.update_xaxes(title_text=f"continuation ({check.n_tokens} token{'s' if check.n_tokens > 1 else ''}, · between tokens)",
                      tickangle=-45, type="category")
     fig.update_yaxes(title_text="frequency", rangemode="tozero")
+    if check.partial:
+        title += " — PARTIAL (time limit)"
     return style(fig, title, height=380)
 
 
@@ -91,7 +122,9 @@ def distribution_html(check: lab.DistributionCheck | None) -> str:
     tiles += [
         _tile(pct(check.spec.acceptance_rate), "acceptance rate", "accepted / judged drafts"),
         _tile(num(check.spec.tokens_per_target_call, 2), "tokens per target pass", "target alone: 1"),
-        _tile(f"{check.spec.seconds + check.target.seconds:.1f} s", "time", f"{check.n_samples:,} × 2 continuations"),
+        _tile(f"{check.spec.seconds + check.target.seconds:.1f} s", "time",
+              f"{check.n_samples:,} × 2 continuations" if not check.partial else
+              f"{check.spec.n:,} + {check.target.n:,} of {check.n_samples:,} × 2 continuations"),
     ]
     notes = "".join(f'<p style="{_SUB}">Note: {esc(n)}</p>' for n in check.notes)
     settings = (
@@ -103,6 +136,7 @@ def distribution_html(check: lab.DistributionCheck | None) -> str:
         f'<div style="{_BOX}">'
         f'<div style="font-weight:700;color:{CATEGORY_BADGE.get(info.category, ("", FONT_COLOR))[1]}">'
         f"{esc(info.label)}</div>"
+        f"{_partial_banner(check.stopped)}"
         f'<p style="{_SUB}">{esc(info.what)}</p>'
         f"{_tiles(tiles)}"
         f'<p style="margin:6px 0"><b>Reading:</b> {esc(check.reading)}</p>'
@@ -131,10 +165,12 @@ def rules_table(checks: Sequence[lab.DistributionCheck]) -> pd.DataFrame:
         if base is not None and base.spec.tokens_per_target_call and c.spec.tokens_per_target_call:
             ratio = c.spec.tokens_per_target_call / base.spec.tokens_per_target_call
         verdict = "drift detected" if c.p_value < 0.001 else ("unclear" if c.p_value < 0.05 else "no drift detected")
+        if c.partial:
+            verdict += " (partial sample)"
         rows.append({
             "rule": c.rule,
             "kind": CATEGORY_BADGE.get(c.category, (c.category,))[0],
-            "N": c.n_samples,
+            "N": f"{c.spec.n:,} of {c.n_samples:,} (partial)" if c.partial else f"{c.n_samples:,}",
             "TV": round(c.tv, 4),
             "noise TV": round(c.tv_noise, 4),
             "p-value": lab.format_p(c.p_value),
@@ -156,7 +192,7 @@ def equality_html(eq: lab.EqualityCheck | None) -> str:
     colour = COLORS["speedup"] if eq.identical else COLORS["predicted"]
     head = (
         f'<p style="font-weight:700;color:{colour};margin:0 0 6px 0">{"✓ identical" if eq.identical else "≠ diverged"}'
-        f"</p><p>{esc(eq.summary)}</p>"
+        f"</p>{_partial_banner(eq.stopped)}<p>{esc(eq.summary)}</p>"
     )
     cells = []
     for r in eq.rows:
@@ -282,6 +318,7 @@ def theory_html(curve: lab.TheoryCurve, gamma: int, point: lab.MeasuredPoint | N
             + (f'<p style="{_SUB}">This trace has no single-token target pass to time against, so c and v<sub>γ</sub> '
                "could not be measured from it: the point uses the measured α with the sliders' c and v<sub>γ</sub>. "
                "Use <b>Measure</b> for a full measurement.</p>" if point.c is None or point.v is None else "")
+            + (_partial_banner(point.note) if point.note else "")
             + f'<p style="{_SUB}">α here is the fraction of judged drafts that were accepted; the formula assumes '
             "every draft is accepted independently with the same α, which real text does not quite do.</p>"
         )
@@ -372,6 +409,11 @@ def trace_summary_html(result: GenerationResult | None, source: str = "") -> str
 
 
 def prefill_note(prefill: lab.Prefill) -> str:
+    """What the link set and what it ignored, as plain text (escape it for any markup).
+
+    The values named are validated ones (a preset from the config, numbers); the reasons in
+    ``errors`` quote at most a short excerpt of what the link said (``lab.excerpt``).  The
+    prompt itself is never repeated here: it goes into the prompt box, where it is only text."""
     parts = []
     vals = prefill.values()
     if prefill.classroom:
@@ -382,6 +424,15 @@ def prefill_note(prefill: lab.Prefill) -> str:
     if prefill.errors:
         parts.append("Ignored: " + "; ".join(prefill.errors) + ".")
     return " ".join(parts)
+
+
+def prefill_note_html(prefill: lab.Prefill) -> str:
+    """The link note for the page (a gr.HTML): every character of it escaped, so nothing a link
+    says can become a link, image or tag; empty when the URL had no parameters."""
+    note = prefill_note(prefill)
+    if not note:
+        return ""
+    return f'<p class="lab-link-note" style="{_SUB}"><b>Link:</b> {esc(note)}</p>'
 
 
 def classroom_md(cp: lab.ClassroomPreset | None) -> str:

@@ -13,17 +13,26 @@ its own tabs.
 
 Per-user data lives only in ``gr.State``; long work reports through
 ``gr.Progress`` and shares the ``"model"`` concurrency group with the
-Playground tab.  All logic is in ``playground.lab``; rendering in ``visual.lab``.
+Playground tab.  The heavy actions (equality check, distribution check,
+compare all rules, theory-bench measurement) stop after ``limits.lab_wall_s`` on
+real models and report what they have, and each tab has a **Stop** button:
+it cancels the event (``cancels=``) and, because gradio lets a function that is
+already running finish, also tells the running loop through ``STOPS`` — the
+loop checks between continuations and frees its slot.  All logic is in
+``playground.lab``; rendering in ``visual.lab``.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import tempfile
+import os
+import threading
+import time
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 from urllib.parse import urlsplit, urlunsplit
 
 import gradio as gr
@@ -41,6 +50,65 @@ PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")
 MODEL_EVENT = dict(concurrency_id="model", concurrency_limit="default", api_visibility="private")
 LIGHT_EVENT = dict(concurrency_limit=None, api_visibility="private", show_progress="hidden")
 HISTORY = 12  # distribution checks kept per session for the comparison table
+
+
+# --------------------------------------------------------------------------- Stop
+
+
+class StopRequests:
+    """Stop presses per browser session, so a running lab action can notice its own.
+
+    ``watcher(session)`` is taken when an action starts and answers True once Stop was pressed
+    in that session *after* that moment (a press left over from an earlier action does not
+    stop the next one).  Bounded: the oldest sessions are forgotten beyond ``max_sessions``.
+    """
+
+    def __init__(self, max_sessions: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
+        self.max_sessions = max_sessions
+        self.clock = clock
+        self._pressed: "OrderedDict[str, float]" = OrderedDict()
+        self._lock = threading.Lock()
+
+    def press(self, session: str | None) -> bool:
+        if not session:
+            return False
+        with self._lock:
+            self._pressed[session] = self.clock()
+            self._pressed.move_to_end(session)
+            while len(self._pressed) > self.max_sessions:
+                self._pressed.popitem(last=False)
+        return True
+
+    def watcher(self, session: str | None) -> Callable[[], bool]:
+        if not session:
+            return lambda: False
+        started = self.clock()
+        return lambda: self._pressed.get(session, -math.inf) >= started
+
+    def __len__(self) -> int:
+        return len(self._pressed)
+
+
+STOPS = StopRequests()
+
+
+def _session(request) -> str | None:
+    return getattr(request, "session_hash", None) if request is not None else None
+
+
+def _budget(preset, request) -> lab.Budget:
+    """The action's time limit (``limits.lab_wall_s`` on real models) and this session's Stop."""
+    return lab.Budget.for_preset(preset, STOPS.watcher(_session(request)))
+
+
+def press_stop(request: gr.Request = None) -> str:
+    """The Stop button: tell this session's running action (and say so where there is a status line)."""
+    STOPS.press(_session(request))
+    return "Stopping…"
+
+
+def press_stop_quietly(request: gr.Request = None) -> None:
+    STOPS.press(_session(request))
 
 
 # --------------------------------------------------------------------------- URL prefill (also for app.py)
@@ -134,12 +202,18 @@ def _int(x: Any, name: str) -> int:
     return int(v)
 
 
+class _Stopped(Exception):
+    """The user pressed Stop; the handler returns without new results."""
+
+
 def _run_errors(fn, *args, **kwargs):
     """Call fn, turning the engine's clear ValueErrors into gr.Error messages."""
     try:
         return fn(*args, **kwargs)
     except gr.Error:
         raise
+    except lab.LabCancelled:
+        raise _Stopped() from None
     except (ValueError, ModelUnavailable) as exc:
         raise gr.Error(str(exc)) from None
     except Exception as exc:  # keep serving; say what happened
@@ -149,11 +223,15 @@ def _run_errors(fn, *args, **kwargs):
 # --------------------------------------------------------------------------- handlers (pure functions of inputs)
 
 
-def run_equality(prompt, preset, gamma, max_new_tokens, dtype, progress=gr.Progress()):
-    eq = _run_errors(
-        lab.equality_check, prompt, preset=preset, gamma=_int(gamma, "γ"), max_new_tokens=_int(max_new_tokens, "tokens"),
-        dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype, progress=_progress_adapter(progress),
-    )
+def run_equality(prompt, preset, gamma, max_new_tokens, dtype, request: gr.Request = None, progress=gr.Progress()):
+    try:
+        eq = _run_errors(
+            lab.equality_check, prompt, preset=preset, gamma=_int(gamma, "γ"),
+            max_new_tokens=_int(max_new_tokens, "tokens"), dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
+            progress=_progress_adapter(progress), budget=_budget(preset, request),
+        )
+    except _Stopped:
+        return vlab.stopped_html("the equality check")
     return vlab.equality_html(eq)
 
 
@@ -165,16 +243,28 @@ def _reference(history: list) -> lab.DistributionCheck | None:
     return history[0] if history else None
 
 
-def run_distribution(prompt, preset, rule, n, n_tokens, temperature, gamma, seed, history, progress=gr.Progress()):
+def _stopped_outputs(history):
+    return gr.skip(), gr.skip(), gr.skip(), history, "Stopped: nothing new was computed."
+
+
+def run_distribution(prompt, preset, rule, n, n_tokens, temperature, gamma, seed, history, request: gr.Request = None,
+                     progress=gr.Progress()):
     history = list(history or [])
-    check = _run_errors(
-        lab.distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
-        n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature), gamma=_int(gamma, "γ"),
-        seed=_int(seed, "seed"), progress=_progress_adapter(progress), reference=_reference(history),
-    )
+    try:
+        check = _run_errors(
+            lab.distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
+            n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature), gamma=_int(gamma, "γ"),
+            seed=_int(seed, "seed"), progress=_progress_adapter(progress), reference=_reference(history),
+            budget=_budget(preset, request),
+        )
+    except _Stopped:
+        return _stopped_outputs(history)
     history = [check] + [h for h in history if h.rule != check.rule or not _same_settings(h, check)]
     history = history[:HISTORY]
     status = f"Done in {check.spec.seconds + check.target.seconds:.1f} s."
+    if check.partial:
+        status = (f"Stopped at the time limit after {check.spec.seconds + check.target.seconds:.1f} s: "
+                  f"{check.spec.n:,} of {check.n_samples:,} continuations — a partial result, labelled as such.")
     return _dist_outputs(check, history, status)
 
 
@@ -183,29 +273,48 @@ def _same_settings(a: lab.DistributionCheck, b: lab.DistributionCheck) -> bool:
     return all(getattr(a, k) == getattr(b, k) for k in keys)
 
 
-def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, history, progress=gr.Progress()):
-    """Every rule on the same settings, one after another, sharing one target-only sample."""
+def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, history, request: gr.Request = None,
+                      progress=gr.Progress(), budget: lab.Budget | None = None):
+    """Every rule on the same settings, one after another, sharing one target-only sample.
+
+    One time limit for the whole comparison: each rule gets an equal share of what is left
+    when it starts, and rules not started when the time is up are skipped and named."""
     history = list(history or [])
     report = _progress_adapter(progress)
+    budget = budget if budget is not None else _budget(preset, request)
     rules = list(lab.RULE_INFO)
     done: list[lab.DistributionCheck] = []
     ref = _reference(history)
     last = None
-    for i, rule in enumerate(rules):
-        def sub(f, msg, i=i, rule=rule):
-            if report:
-                report((i + f) / len(rules), f"rule {i + 1}/{len(rules)} ({rule}): {msg}")
+    try:
+        for i, rule in enumerate(rules):
+            if done and budget.expired():
+                break
 
-        last = _run_errors(
-            lab.distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
-            n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature), gamma=_int(gamma, "γ"),
-            seed=_int(seed, "seed"), progress=sub, reference=ref,
-        )
-        ref = last if ref is None or not _same_settings(ref, last) else ref
-        done.append(last)
+            def sub(f, msg, i=i, rule=rule):
+                if report:
+                    report((i + f) / len(rules), f"rule {i + 1}/{len(rules)} ({rule}): {msg}")
+
+            last = _run_errors(
+                lab.distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
+                n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature),
+                gamma=_int(gamma, "γ"), seed=_int(seed, "seed"), progress=sub, reference=ref,
+                budget=budget.share(1.0 / (len(rules) - i)),
+            )
+            ref = last if ref is None or not _same_settings(ref, last) else ref
+            done.append(last)
+    except (_Stopped, lab.LabCancelled):
+        if not done:
+            return _stopped_outputs(history)
     history = list(reversed(done)) + [h for h in history if not any(_same_settings(h, d) and h.rule == d.rule for d in done)]
     history = history[: max(HISTORY, len(rules))]
     status = "All rules checked on the same settings: compare drift (p-value, TV) with acceptance in the table."
+    skipped = rules[len(done):]
+    if skipped or any(d.partial for d in done):
+        status = (f"Stopped after {budget.elapsed():.0f} s (time limit {budget.describe()}): {len(done)} of "
+                  f"{len(rules)} rules checked"
+                  + (f", not checked: {', '.join(skipped)}" if skipped else "")
+                  + "; rows marked partial are computed on fewer continuations than asked.")
     return _dist_outputs(done[0], history, status)
 
 
@@ -223,11 +332,15 @@ def _clamp(x: float | None, lo: float, hi: float, default: float) -> float:
     return max(lo, min(hi, float(x)))
 
 
-def measure_for_theory(prompt, preset, gamma, temperature, seed, alpha, c, v, progress=gr.Progress()):
-    spec, base, point = _run_errors(
-        lab.measure_run, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature),
-        seed=_int(seed, "seed"), progress=_progress_adapter(progress),
-    )
+def measure_for_theory(prompt, preset, gamma, temperature, seed, alpha, c, v, request: gr.Request = None,
+                       progress=gr.Progress()):
+    try:
+        spec, base, point = _run_errors(
+            lab.measure_run, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature),
+            seed=_int(seed, "seed"), progress=_progress_adapter(progress), budget=_budget(preset, request),
+        )
+    except _Stopped:
+        return (gr.skip(),) * 6
     a2 = _clamp(point.alpha, 0.0, 1.0, float(alpha))
     c2 = _clamp(point.c, 0.0, 2.0, float(c))
     v2 = _clamp(point.v, 0.5, 4.0, float(v))
@@ -350,13 +463,31 @@ def run_for_replay(preset, prompt, gamma, temperature, seed, max_new_tokens, pro
     return res, s, h, summ, "Generated. Step through it with ◀ ▶ or the slider."
 
 
+def upload_too_large(path, limit: int | None = None) -> str | None:
+    """Why an uploaded file is refused before anything reads it (its size on disk), or None.
+
+    Gradio has already stored the upload; ``os.stat`` tells its size without opening it, so a
+    multi-gigabyte file costs nothing more here.  The message says the size and the limit."""
+    limit = load_config().limits.max_upload_bytes if limit is None else limit
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return "the uploaded file could not be found; upload it again"
+    if size > limit:
+        return f"the file is {lab._mb(size)}; uploads are limited to {lab._mb(limit)}, so it was not read"
+    return None
+
+
 def import_trace(path, current):
     if not path:
         return current, gr.skip(), gr.skip(), gr.skip(), ""
+    refused = upload_too_large(path)
+    if refused:
+        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {vlab.md_escape(refused)}."
     try:
         res = lab.load_trace_file(path)
     except lab.TraceImportError as exc:
-        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {exc}."
+        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {vlab.md_escape(exc)}."
     except Exception as exc:  # anything unexpected is still a clear refusal
         return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file ({type(exc).__name__})."
     s, h, summ = _replay_outputs(res, 0, f"Imported {Path(str(path)).name}:")
@@ -374,9 +505,10 @@ def move(trace, frame, delta):
 def export_trace(trace):
     if trace is None:
         raise gr.Error("Nothing to export yet.")
-    d = Path(tempfile.mkdtemp(prefix="specplay-lab-"))
+    from visual.tables import clean_json, new_export_dir
+
+    d = new_export_dir(prefix="lab-")  # bounded: only the newest exports are kept
     p = d / "speculative_trace.json"
-    from visual.tables import clean_json
 
     p.write_text(json.dumps(clean_json(trace.to_dict()), ensure_ascii=False, allow_nan=False), encoding="utf-8")
     return str(p)
@@ -426,7 +558,9 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
     round_state = gr.State(_empty_round())
     board_state = gr.State(lab.Scoreboard())
 
-    c["prefill_note"] = gr.Markdown("", elem_id="lab-prefill-note")
+    # HTML, not Markdown: the note is about a link someone else wrote, and Markdown would turn
+    # "[sign in](https://…)" in it into a real link.  vlab.prefill_note_html escapes everything.
+    c["prefill_note"] = gr.HTML("", elem_id="lab-prefill-note")
     with gr.Tabs():
         # ---------------------------------------------------------------- 1. equality
         with gr.Tab("Equality check (greedy)"):
@@ -442,7 +576,9 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
                 c["eq_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
                 c["eq_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
             c["eq_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
-            c["eq_run"] = gr.Button("Run both ▸", variant="primary")
+            with gr.Row():
+                c["eq_run"] = gr.Button("Run both ▸", variant="primary")
+                c["eq_stop"] = gr.Button("■ Stop", variant="stop")
             c["eq_out"] = gr.HTML(vlab.equality_html(None))
 
         # ---------------------------------------------------------------- 2-4. distribution & rules
@@ -453,7 +589,8 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
                 "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance (its edge "
                 "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
                 "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
-                f"continuation on a CPU and allow N ≤ {lab.MAX_SAMPLES_SLOW:,}."
+                f"continuation on a CPU and allow N ≤ {lab.MAX_SAMPLES_SLOW:,}; on them a check stops after "
+                f"{lim.lab_wall_s:g} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
             )
             with gr.Row():
                 with gr.Column(scale=1, min_width=300):
@@ -471,6 +608,7 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
                     with gr.Row():
                         c["d_run"] = gr.Button("Run check ▸", variant="primary")
                         c["d_all"] = gr.Button("Compare all rules")
+                        c["d_stop"] = gr.Button("■ Stop", variant="stop")
                     c["d_status"] = gr.Markdown("")
                     c["d_plot"] = gr.Plot(vlab.distribution_figure(None), show_label=False)
                     c["d_html"] = gr.HTML(vlab.distribution_html(None))
@@ -504,6 +642,7 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
                 with gr.Row():
                     c["t_measure"] = gr.Button("Measure (target alone + speculative, γ from the slider) ▸",
                                                variant="primary")
+                    c["t_stop"] = gr.Button("■ Stop", variant="stop")
                     c["t_from_trace"] = gr.Button("Use the trace from Replay & share")
 
         # ---------------------------------------------------------------- 6. predict
@@ -570,25 +709,34 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
             c["r_share"] = gr.Textbox(label="Share link (settings above)", interactive=False, buttons=["copy"])
 
     # ------------------------------------------------------------------- events
-    c["eq_run"].click(run_equality,
-                      [c["eq_prompt"], c["eq_preset"], c["eq_gamma"], c["eq_tokens"], c["eq_dtype"]], c["eq_out"],
-                      **MODEL_EVENT)
+    # Heavy events and their Stop buttons: Stop cancels the event (gradio) and tells the running
+    # loop (STOPS), which gradio cannot interrupt by itself.
+    heavy: dict[str, list] = {}
+    heavy["eq_stop"] = [c["eq_run"].click(
+        run_equality, [c["eq_prompt"], c["eq_preset"], c["eq_gamma"], c["eq_tokens"], c["eq_dtype"]], c["eq_out"],
+        **MODEL_EVENT)]
 
     dist_out = [c["d_plot"], c["d_html"], c["d_table"], dist_state, c["d_status"]]
-    c["d_run"].click(run_distribution,
-                     [c["d_prompt"], c["d_preset"], c["d_rule"], c["d_n"], c["d_tokens"], c["d_temp"], c["d_gamma"],
-                      c["d_seed"], dist_state], dist_out, **MODEL_EVENT)
-    c["d_all"].click(compare_all_rules,
-                     [c["d_prompt"], c["d_preset"], c["d_n"], c["d_tokens"], c["d_temp"], c["d_gamma"], c["d_seed"],
-                      dist_state], dist_out, **MODEL_EVENT)
+    heavy["d_stop"] = [
+        c["d_run"].click(run_distribution,
+                         [c["d_prompt"], c["d_preset"], c["d_rule"], c["d_n"], c["d_tokens"], c["d_temp"],
+                          c["d_gamma"], c["d_seed"], dist_state], dist_out, **MODEL_EVENT),
+        c["d_all"].click(compare_all_rules,
+                         [c["d_prompt"], c["d_preset"], c["d_n"], c["d_tokens"], c["d_temp"], c["d_gamma"],
+                          c["d_seed"], dist_state], dist_out, **MODEL_EVENT),
+    ]
 
     theory_in = [c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], point_state]
     for s in ("t_alpha", "t_gamma", "t_c", "t_v"):
         c[s].change(render_theory, theory_in, [c["t_plot"], c["t_html"]], trigger_mode="always_last", **LIGHT_EVENT)
-    c["t_measure"].click(measure_for_theory,
-                         [c["t_prompt"], c["t_preset"], c["t_gamma"], c["t_temp"], c["t_seed"], c["t_alpha"], c["t_c"],
-                          c["t_v"]],
-                         [point_state, c["t_alpha"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]], **MODEL_EVENT)
+    heavy["t_stop"] = [c["t_measure"].click(
+        measure_for_theory,
+        [c["t_prompt"], c["t_preset"], c["t_gamma"], c["t_temp"], c["t_seed"], c["t_alpha"], c["t_c"], c["t_v"]],
+        [point_state, c["t_alpha"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]], **MODEL_EVENT)]
+    c["d_stop"].click(press_stop, None, c["d_status"], cancels=heavy["d_stop"], **LIGHT_EVENT)
+    for key in ("eq_stop", "t_stop"):
+        c[key].click(press_stop_quietly, None, None, cancels=heavy[key], **LIGHT_EVENT)
+    c.update(heavy_events=heavy)
     c["t_from_trace"].click(theory_from_trace, [trace_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"]],
                             [point_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]],
                             **LIGHT_EVENT)
@@ -653,8 +801,7 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
                 pf = lab.Prefill(**{**{k: getattr(pf, k) for k in ("prompt", "gamma", "temperature", "seed",
                                                                    "classroom")},
                                     "errors": pf.errors + (f"preset {ch.name!r} is unavailable here",)})
-        note = vlab.prefill_note(pf)
-        out = [f"**Link:** {note}" if note else "", *_fill(vals)]
+        out = [vlab.prefill_note_html(pf), *_fill(vals)]
         if classroom:
             out.append(gr.update(value=pf.classroom) if pf.classroom in by_classroom else gr.skip())
         return out

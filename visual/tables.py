@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import tempfile
 from pathlib import Path
 from typing import Sequence
@@ -78,15 +79,92 @@ def trace_payload(result: GenerationResult | None, ar_result: GenerationResult |
     return data
 
 
-def write_exports(df: pd.DataFrame, payload: dict, directory: str | os.PathLike | None = None) -> tuple[str, str]:
-    """Write ``trace.json`` and ``tokens.csv`` into a fresh directory; return their paths."""
-    d = Path(directory) if directory is not None else Path(tempfile.mkdtemp(prefix="specplay-"))
+# --------------------------------------------------------------------------- exports
+
+EXPORT_DIR_NAME = "specplay-exports"
+EXPORT_KEEP = 64  # export folders kept (newest first); older ones are deleted when a new one is made
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """A cell a spreadsheet will show as text: a string starting like a formula gets a leading '.
+
+    Excel, LibreOffice and Google Sheets run a cell such as ``=HYPERLINK("http://…")`` as a
+    formula when the CSV is opened (OWASP "CSV injection"); a token's text is model output
+    and can be exactly that.  Only strings change; numbers (−0.5 is a number) stay numbers."""
+    if isinstance(value, str) and value.startswith(FORMULA_START):
+        return "'" + value
+    return value
+
+
+def csv_safe(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy of ``df`` with every text cell passed through ``csv_cell`` (for the CSV only)."""
+    out = df.copy()
+    for col in out.columns:
+        if out[col].dtype == object or pd.api.types.is_string_dtype(out[col]):
+            out[col] = out[col].map(csv_cell)
+    return out
+
+
+def export_root(root: str | os.PathLike | None = None) -> Path:
+    """The app's one folder for export files (created private), under the system temp folder.
+
+    A folder someone else planted there as a symlink is not used: a fresh private temp
+    folder is returned instead."""
+    base = Path(root) if root is not None else Path(tempfile.gettempdir()) / EXPORT_DIR_NAME
+    if base.is_symlink():
+        return Path(tempfile.mkdtemp(prefix="specplay-exports-"))
+    base.mkdir(mode=0o700, parents=True, exist_ok=True)
+    return base
+
+
+def new_export_dir(root: str | os.PathLike | None = None, keep: int = EXPORT_KEEP, prefix: str = "export-") -> Path:
+    """A fresh folder for one export, inside ``export_root``; only the newest ``keep`` survive.
+
+    Each export gets its own folder (two visitors exporting at once never overwrite each
+    other's file), and making one deletes all but the ``keep`` newest, so the folder never
+    grows without bound.  Gradio copies a returned file into its own cache before serving it,
+    so deleting an old export never breaks a download already offered."""
+    if keep < 1:
+        raise ValueError(f"keep must be >= 1, got {keep}")
+    base = export_root(root)
+    d = Path(tempfile.mkdtemp(prefix=prefix, dir=base))
+    prune_exports(base, keep, protect=d)
+    return d
+
+
+def prune_exports(base: Path, keep: int, protect: Path | None = None) -> list[Path]:
+    """Delete all but the ``keep`` newest export folders in ``base``; return what was deleted."""
+    dirs = []
+    for p in base.iterdir():
+        try:
+            if p.is_dir() and not p.is_symlink():
+                dirs.append((p.stat().st_mtime_ns, p.name, p))
+        except OSError:  # removed meanwhile by another worker
+            continue
+    dirs.sort(reverse=True)
+    doomed = [p for _, _, p in dirs[keep:] if protect is None or p != protect]
+    for p in doomed:
+        shutil.rmtree(p, ignore_errors=True)
+    return doomed
+
+
+def write_exports(df: pd.DataFrame, payload: dict, directory: str | os.PathLike | None = None, *,
+                  root: str | os.PathLike | None = None, keep: int = EXPORT_KEEP) -> tuple[str, str]:
+    """Write ``speculative_trace.json`` and ``speculative_tokens.csv``; return their paths.
+
+    Into ``directory`` if given, else into a fresh folder from ``new_export_dir(root, keep)``.
+    The CSV's text cells are neutralised against formula injection (``csv_safe``); the JSON
+    keeps the exact texts (it is data for programs, and the import reads it back)."""
+    d = Path(directory) if directory is not None else new_export_dir(root, keep)
     d.mkdir(parents=True, exist_ok=True)
     json_path = d / "speculative_trace.json"
     csv_path = d / "speculative_tokens.csv"
     json_path.write_text(json.dumps(clean_json(payload), ensure_ascii=False, indent=1, allow_nan=False),
                          encoding="utf-8")
-    df.to_csv(csv_path, index=False)
+    # CRLF rows (RFC 4180): with "\n" rows a bare "\r" inside a token's text is written unquoted and
+    # readers split the row there; with "\r\n" the writer quotes any cell holding "\r" or "\n".
+    csv_safe(df).to_csv(csv_path, index=False, lineterminator="\r\n")
     return str(json_path), str(csv_path)
 
 
