@@ -60,7 +60,8 @@ TABS: list[tuple[str | None, object]] = [
 def build_demo(warmup=None, tabs=None) -> gr.Blocks:
     cfg = load_config()
     title = cfg.app.get("title", "Speculative Decoding Playground")
-    with gr.Blocks(title=title) as demo:
+    # delete_cache: gradio's copies of uploads and served files older than an hour go, hourly
+    with gr.Blocks(title=title, delete_cache=(3600, 3600)) as demo:
         gr.Markdown(f"# {title}\n{INTRO}", elem_classes=["sd-intro"])
         wires = []
         with gr.Tabs():
@@ -86,6 +87,7 @@ def launch_kwargs(port: int | None = None) -> dict:
         css_paths=[CSS_PATH],
         theme=gr.themes.Soft(primary_hue="blue", secondary_hue="orange"),
         footer_links=["api", "gradio"],
+        max_file_size=cfg.limits.max_upload_bytes,  # gradio refuses larger uploads before they reach a handler
     )
 
 

@@ -143,6 +143,7 @@ class BenchOptions:
     cost_reps: int = 5
     warmup: bool = True
     threads: int | None = None  # torch threads (None: every core, as the app does)
+    wall_s: float | None = None  # stop measuring after this many seconds; rows then cover complete rounds only
 
 
 @dataclass(frozen=True)
@@ -584,6 +585,7 @@ def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | B
     from playground.config import load_config
     from playground.models import load_pair
 
+    t_begin = time.perf_counter()
     _validate(opts)
     try:
         preset, _ = resolve(opts.preset, None)
@@ -638,14 +640,19 @@ def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | B
             for spec in specs:
                 _run_one(pairs[dt], drafters[dt], spec, ids, min(8, opts.max_new_tokens), opts.temperatures[0], opts.seed)
 
-    # ---- interleaved measured runs ----
+    # ---- interleaved measured runs (a round: every spec once on one prompt/temperature/dtype) ----
     runs: list[Run] = []
+    partial = None
     for rep in range(opts.repeats):
         for pi, p in enumerate(prompts):
             for temperature in opts.temperatures:
                 for dt in dtypes:
                     shift = (rep * len(prompts) + pi) % len(specs)
                     order = specs[shift:] + specs[:shift]
+                    if opts.wall_s is not None and runs and time.perf_counter() - t_begin > opts.wall_s:
+                        partial = (f"stopped after {opts.wall_s:g} s of wall time: {len(runs)} of {total} runs "
+                                   f"({len(runs) // len(specs)} complete round(s) of every method)")
+                        break
                     for spec in order:
                         yield Progress(done, total, f"{spec.label} · {p.id} · T={temperature:g} · {dt}")
                         seed = opts.seed + rep
@@ -656,7 +663,13 @@ def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | B
                             replace(run, dtype=dt, prompt_id=p.id, kind=p.kind, temperature=temperature, rep=rep)
                         )
                         done += 1
-    yield Progress(done, total, "done")
+                if partial:
+                    break
+            if partial:
+                break
+        if partial:
+            break
+    yield Progress(done, total, "done" if not partial else partial)
     rows = aggregate(runs, costs)
     meta = {
         "preset": preset.name,
@@ -665,6 +678,7 @@ def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | B
         "drafters": list(usable),
         "gammas": list(opts.gammas),
         "tree_nodes": list(opts.tree_nodes),
+        "partial": partial,
         "temperatures": list(opts.temperatures),
         "max_new_tokens": opts.max_new_tokens,
         "repeats": opts.repeats,

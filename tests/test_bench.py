@@ -377,3 +377,22 @@ def test_tree_rows_report_nodes_per_pass_and_stay_identical():
     assert {r["drafter"] for r in trees} == {"prompt-lookup"}  # the model drafter cannot branch: no tree row
     assert all(r["identical_to_autoregressive"] for r in spec if r["temperature"] == 0)
     assert all(r["nodes_per_pass"] is not None and r["predicted_speedup"] is None for r in trees)
+
+
+def test_a_wall_time_budget_stops_between_complete_rounds(monkeypatch):
+    """A live benchmark on real models stops after limits.lab_wall_s and says so; every spec
+    has the same prompts in what it reports (only complete rounds are kept)."""
+    clock = iter(range(0, 10_000, 10))  # each reading of the clock is 10 s later
+    monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(clock)))
+    opts = bench.BenchOptions(preset="tiny-random", max_new_tokens=4, gammas=(2,), drafters=("prompt-lookup",),
+                              methods=("autoregressive", "speculative"), repeats=3, warmup=False, cost_reps=1,
+                              wall_s=25.0)
+    report = [x for x in bench.iter_bench(opts) if isinstance(x, bench.BenchReport)][0]
+    assert report.meta["partial"] and "stopped after 25 s" in report.meta["partial"]
+    per_spec = {}
+    for r in report.runs:
+        per_spec.setdefault(r.spec, []).append((r.rep, r.prompt_id))
+    rounds = list(per_spec.values())
+    assert rounds and all(sorted(x) == sorted(rounds[0]) for x in rounds)  # same rounds for every spec
+    full = len(bench.load_prompts()) * 3
+    assert len(rounds[0]) < full  # it really stopped early

@@ -104,6 +104,8 @@ def live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, 
         methods=tuple(m for m in bench.METHODS if m in methods),
         repeats=_int(repeats, "Repetitions", 1, 3),
         cost_reps=3,
+        # a live run on real models stops after limits.lab_wall_s and shows the complete rounds it has
+        wall_s=None if p.source == "builtin" else float(cfg.limits.lab_wall_s),
     )
 
 
@@ -150,6 +152,8 @@ def run_live(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temp
     assert report is not None
     figs = vbench.bench_figures(report.rows)
     notes = "".join(f"\n\nNote: {n}" for n in report.meta.get("notes", []))
+    if report.meta.get("partial"):
+        notes += f"\n\n**Partial result:** {report.meta['partial']} (`limits.lab_wall_s`); the rows use those rounds only."
     yield [
         f"Done: {len(report.runs)} measured runs. Reproduce on the command line: `{cli_command(opts)}`{notes}",
         vbench.summary_markdown(report.rows, report.meta),

@@ -297,7 +297,8 @@ def distribution_panel(step: StepRecord) -> str:
         parts = [
             _bars(f"target p at position {c.position}", c.target_top, c.token_id, "resampled", rej_id,
                   (c.token_id, c.text, c.target_prob)),
-            _bars(f"drafter q at position {c.position}", c.draft_top, c.token_id, "resampled", rej_id),
+            _bars(f"drafter q at position {c.position}", c.draft_top, c.token_id, "resampled", rej_id)
+            if c.draft_top else "",
             _bars("residual norm(max(0, p \u2212 q))", c.distribution_top, c.token_id, "resampled", None, pick),
         ]
         note = (

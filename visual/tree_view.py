@@ -66,7 +66,8 @@ def tree_panel(step: StepRecord, phase: str) -> str:
             )
             if d.judged:
                 tried += 1
-        return f'<ul class="tree">{"".join(items)}</ul>' if items else ""
+        cls = "tree tree--branching" if len(items) > 1 else "tree"
+        return f'<ul class="{cls}">{"".join(items)}</ul>' if items else ""
 
     depth = max((d.position for d in drafted), default=0)
     roots = len(kids.get(-1, []))
@@ -99,10 +100,11 @@ def tree_narration(step: StepRecord, phase: str) -> str:
     else:
         parts.append("no branch was accepted")
     if rejected:
-        parts.append(f" ({len(rejected)} sibling{'s' if len(rejected) != 1 else ''} rejected on the way)")
+        parts.append(f"; rejected: {', '.join(quoted(d.text) for d in rejected)}")
     if c is not None and c.kind == "bonus":
-        parts.append(f", then the target added the bonus token {quoted(c.text)} at the leaf")
+        parts.append(f"; then the target added the bonus token {quoted(c.text)} at the leaf")
     elif c is not None:
-        parts.append(f", then every remaining child failed and the target resampled {quoted(c.text)} from the residual")
+        parts.append(f"; no child of the last accepted node survived, so the target resampled {quoted(c.text)} "
+                     "from the residual")
     emitted = len(step.emitted_ids)
     return "".join(parts) + f" \u2014 {emitted} token{'s' if emitted != 1 else ''} from one target pass."
