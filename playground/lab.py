@@ -42,7 +42,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 import torch
 
 from playground.config import AppConfig, load_config
-from playground.engine import MAX_GAMMA, MODES, RULES, GenerationConfig, logits_to_keep_arg
+from playground.engine import MAX_GAMMA, MAX_TREE_NODES, MODES, RULES, GenerationConfig, logits_to_keep_arg
 from playground.engine import run as engine_run
 from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 from playground.validate import temperature as check_temperature
@@ -1894,12 +1894,21 @@ def _check_values(res: GenerationResult) -> None:
         if s.mode not in MODES:
             raise TraceImportError(f"{w}: mode must be one of {', '.join(MODES)}")
         _need(0 <= s.gamma <= MAX_GAMMA, w, "gamma", f"must be between 0 and {MAX_GAMMA}", s.gamma)
-        _need(len(s.drafted) <= MAX_GAMMA, w, "drafted", f"must hold at most {MAX_GAMMA} drafts", len(s.drafted))
+        tree = any(d.parent is not None for d in s.drafted)
+        cap = MAX_TREE_NODES if tree else MAX_GAMMA
+        _need(len(s.drafted) <= cap, w, "drafted", f"must hold at most {cap} drafts", len(s.drafted))
         if not 0 <= s.n_accepted <= len(s.drafted):
             raise TraceImportError(f"{w}: n_accepted = {excerpt(s.n_accepted)} but {len(s.drafted)} drafts")
+        depth: list[int] = []
         for j, d in enumerate(s.drafted):
             wd = f"{w}, draft {j + 1}"
-            _need(d.position == j + 1, wd, "position", f"must be {j + 1} (drafts are numbered from 1)", d.position)
+            if tree:  # a draft tree: every draft names its parent (-1: the newest committed token)
+                _need(d.parent is not None and -1 <= d.parent < j, wd, "parent",
+                      f"must be between -1 and {j - 1} (an earlier draft)", d.parent)
+                depth.append(1 if d.parent == -1 else depth[d.parent] + 1)
+                _need(d.position == depth[j], wd, "position", f"must be {depth[j]} (the draft's depth)", d.position)
+            else:
+                _need(d.position == j + 1, wd, "position", f"must be {j + 1} (drafts are numbered from 1)", d.position)
             if not (_prob(d.draft_prob) and _prob(d.target_prob) and _prob(d.accept_prob) and _prob(d.u)):
                 raise TraceImportError(f"{wd}: a probability is outside [0, 1]")
             _need(0 <= d.token_id <= MAX_TOKEN_ID, wd, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}",
@@ -1912,8 +1921,8 @@ def _check_values(res: GenerationResult) -> None:
             wc = f"{w}, correction"
             if c.kind not in ("resample", "bonus", "target"):
                 raise TraceImportError(f"{wc}: kind {excerpt(c.kind)!r} is unknown (resample, bonus or target)")
-            _need(1 <= c.position <= len(s.drafted) + 1, wc, "position", f"must be between 1 and {len(s.drafted) + 1}",
-                  c.position)
+            last = (max(depth) if depth else 0) if tree else len(s.drafted)
+            _need(1 <= c.position <= last + 1, wc, "position", f"must be between 1 and {last + 1}", c.position)
             _need(0 <= c.token_id <= MAX_TOKEN_ID, wc, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}",
                   c.token_id)
             if not (_prob(c.prob) and _prob(c.target_prob)):

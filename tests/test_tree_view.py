@@ -77,3 +77,20 @@ def test_speculate_carries_the_tree_and_it_round_trips():
     old = {**out, "steps": [{**s, "drafted": [{k: v for k, v in d.items() if k != "parent"} for d in s["drafted"]]}
                             for s in out["steps"]]}
     assert all(d.parent is None for s in GenerationResult.from_dict(old).steps for d in s.drafted)  # old traces import
+
+
+def test_tree_traces_import_and_crafted_parents_are_refused():
+    import json
+
+    import pytest
+
+    from playground.lab import TraceImportError, parse_trace, trace_to_json
+
+    r = tree_run()
+    back = parse_trace(trace_to_json(r))
+    assert [d.parent for s in back.steps for d in s.drafted] == [d.parent for s in r.steps for d in s.drafted]
+    data = json.loads(trace_to_json(r))
+    step = next(i for i, s in enumerate(data["steps"]) if len(s["drafted"]) > 1)
+    data["steps"][step]["drafted"][0]["parent"] = 5  # a parent after the draft itself
+    with pytest.raises(TraceImportError, match="parent"):
+        parse_trace(json.dumps(data))
