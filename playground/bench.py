@@ -1029,6 +1029,16 @@ TABLE_COLUMNS = (
 )
 
 
+TREE_COLUMNS = ("tree_nodes", "nodes_per_pass")
+
+
+def table_columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """TABLE_COLUMNS, without the tree columns when every row drafts a chain."""
+    if any((r.get("tree_nodes") or 1) > 1 for r in rows):
+        return TABLE_COLUMNS
+    return tuple(c for c in TABLE_COLUMNS if c[0] not in TREE_COLUMNS)
+
+
 def _fmt(v, key: str) -> str:
     if v is None:
         return "–"
@@ -1067,13 +1077,14 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
             f"### {kind} prompts ({n}), temperature {temp:g}, {dtype}{', tracing on' if trace else ''}"
         )
         out.append("")
-        out.append("| " + " | ".join(h for _, h in TABLE_COLUMNS) + " |")
-        out.append("|" + "|".join("---" if k in ("method", "drafter", "quality") else "---:" for k, _ in TABLE_COLUMNS) + "|")
+        columns = table_columns(rs)
+        out.append("| " + " | ".join(h for _, h in columns) + " |")
+        out.append("|" + "|".join("---" if k in ("method", "drafter", "quality") else "---:" for k, _ in columns) + "|")
         for r in rs:
-            cells = {k: _fmt(r.get(k), k) for k, _ in TABLE_COLUMNS}
+            cells = {k: _fmt(r.get(k), k) for k, _ in columns}
             if r.get("rule") and r["rule"] != "lossless":
                 cells["method"] += f" ({r['rule']})"
-            out.append("| " + " | ".join(cells[k] for k, _ in TABLE_COLUMNS) + " |")
+            out.append("| " + " | ".join(cells[k] for k, _ in columns) + " |")
         out.append("")
     out.append(
         "latency = wall time per new token, prefill included; acceptance rate = accepted / judged drafts; "

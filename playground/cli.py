@@ -174,6 +174,10 @@ def _dispatch(argv: list[str] | None) -> int:
         from playground import loadtest
 
         return loadtest.main(argv[1:])
+    if argv and argv[0] == "check-space":
+        from playground import space_check
+
+        return space_check.main(argv[1:])
     if argv and argv[0] == "bench":
         from playground import bench
 

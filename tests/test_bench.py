@@ -377,6 +377,9 @@ def test_tree_rows_report_nodes_per_pass_and_stay_identical():
     assert {r["drafter"] for r in trees} == {"prompt-lookup"}  # the model drafter cannot branch: no tree row
     assert all(r["identical_to_autoregressive"] for r in spec if r["temperature"] == 0)
     assert all(r["nodes_per_pass"] is not None and r["predicted_speedup"] is None for r in trees)
+    # tree columns appear only when some row drafts a tree
+    assert "| tree nodes | nodes / pass |" in bench.markdown_table(rows)
+    assert "tree nodes" not in bench.markdown_table([r for r in rows if r["tree_nodes"] == 1])
 
 
 def test_a_wall_time_budget_stops_between_complete_rounds(monkeypatch):

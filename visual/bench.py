@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.bench import ROW_FIELDS, TABLE_COLUMNS, build_figures, markdown_table
+from playground.bench import ROW_FIELDS, TABLE_COLUMNS, build_figures, markdown_table, table_columns
 from visual.charts import style
 
 TITLES = {
@@ -43,11 +43,12 @@ def bench_figures(rows: Sequence[dict[str, Any]]) -> dict[str, go.Figure]:
     return figs
 
 
-def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]] = TABLE_COLUMNS) -> pd.DataFrame:
+def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str]] | None = None) -> pd.DataFrame:
     """The 'block size → latency, throughput, acceptance rate, quality' table as a DataFrame
     (human column names, rounded numbers; prompt kind / temperature / dtype columns added
     when the rows mix several)."""
     rows = list(rows)
+    columns = table_columns(rows) if columns is None else columns
     extra = [
         (k, h)
         for k, h in (("prompts", "prompts"), ("temperature", "T"), ("dtype", "dtype"), ("trace", "trace"))
