@@ -65,7 +65,7 @@ METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
 RULES = ("lossless", "exact-match", "typical")  # verification rules worth timing
 LOSSLESS_RULES = ("lossless", "exact-match")
 TRACE_MODES = ("off", "on", "both")
-BRANCHING = ("prompt-lookup", "mtp", "mtp+lookup")  # drafters with propose_tree
+BRANCHING = ("prompt-lookup", "mtp", "mtp+lookup", "model", "gemma4-assistant")  # drafters with propose_tree
 
 ROW_FIELDS = (
     "method",

@@ -374,7 +374,7 @@ def test_tree_rows_report_nodes_per_pass_and_stay_identical():
     rows = [item for item in bench.iter_bench(opts) if isinstance(item, bench.BenchReport)][0].rows
     spec = [r for r in rows if r["method"] == "speculative"]
     trees = [r for r in spec if r["tree_nodes"] == 6]
-    assert {r["drafter"] for r in trees} == {"prompt-lookup"}  # the model drafter cannot branch: no tree row
+    assert {r["drafter"] for r in trees} == {"prompt-lookup", "model"}  # both branch
     assert all(r["identical_to_autoregressive"] for r in spec if r["temperature"] == 0)
     assert all(r["nodes_per_pass"] is not None and r["predicted_speedup"] is None for r in trees)
     # tree columns appear only when some row drafts a tree

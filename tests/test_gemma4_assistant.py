@@ -331,6 +331,36 @@ def test_greedy_equality_through_engine(pair):
     assert accepted > 20 and rejected > 20, (accepted, rejected)  # both paths, rollbacks included
 
 
+@pytest.mark.parametrize("nodes", [4, 12])
+def test_tree_greedy_equality_through_engine(pair, nodes):
+    """Draft trees from the assistant (each node its own (token, h)) == greedy generate()."""
+    target, assistant = pair
+    drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    branched = 0
+    for gamma in (2, 4):
+        for seed in range(2):
+            prompt = rand_ids(10, seed=seed)
+            res = run(target, _Letters(), prompt, GenerationConfig(gamma=gamma, max_new_tokens=20, tree_nodes=nodes),
+                      drafter=drafter, eos_token_ids=[])
+            assert list(res.token_ids) == hf_greedy(target, prompt, 20), (gamma, seed)
+            branched += sum(1 for s in res.steps if len({d.parent for d in s.drafted}) < len(s.drafted))
+    assert branched > 0
+
+
+def test_tree_sampling_matches_target_distribution(small_pair):
+    target, assistant = small_pair
+    params = SamplingParams(temperature=1.0)
+    config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, tree_nodes=6)
+    drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    counts = torch.zeros(DV * DV)
+    for seed in range(1500):
+        r = run(target, _Letters(), PROMPT, config, drafter=drafter, eos_token_ids=[],
+                generator=torch.Generator().manual_seed(seed))
+        y1, y2 = r.token_ids[:2]
+        counts[y1 * DV + y2] += 1
+    assert gof_pvalue(counts, exact_pair_pmf(target, PROMPT, params)) > 1e-3
+
+
 def test_greedy_equality_through_multimodal_wrapper(pair):
     """The hub checkpoint loads as Gemma4ForConditionalGeneration: the text path works the same."""
     target, assistant = pair

@@ -9,10 +9,12 @@ import functools
 
 import pytest
 import torch
+from transformers import DynamicCache
 
 from playground import tree_step as tree_step_module
 from playground.drafters.base import TreeDraft
 from playground.drafters.hybrid import HybridDrafter
+from playground.drafters.model import ModelDrafter
 from playground.drafters.mtp import MTPDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter, continuation_tree, find_continuations
 from playground.engine import GenerationConfig, run
@@ -28,6 +30,23 @@ class TreeSpy(CacheSpy):
 
     def propose_tree(self, *args):
         return self.inner.propose_tree(*args)
+
+
+class OwnCacheSpy(TreeSpy):
+    """TreeSpy for a drafter with its own KV cache: after every step its cache must equal a
+    fresh prefill of the tokens it claims to hold, and those must be committed tokens."""
+
+    @torch.inference_mode()
+    def accept(self, n, state):
+        super().accept(n, state)
+        d = self.inner
+        assert d._seen == state.committed_ids[: len(d._seen)]
+        assert d.cache.get_seq_length() == len(d._seen)
+        fresh = DynamicCache(config=d.model.config)
+        d.model(input_ids=torch.tensor([d._seen]), cache=fresh, use_cache=True)
+        for a, b in zip(d.cache.layers, fresh.layers):
+            assert a.keys.shape == b.keys.shape
+            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
 
 
 PROMPTS = ["abcabcabd abcabx abcab", "the cat sat. the cat ran. the c", "sliding windows roll back"]
@@ -66,6 +85,48 @@ def test_mtp_tree_greedy_equals_transformers(kind, gamma, nodes):
         assert list(r.token_ids) == hf_greedy(target, ids, 24), prompt
         branched += sum(1 for s in r.steps if len({d.parent for d in s.drafted}) < len(s.drafted))
     assert branched > 0  # some steps really had siblings
+
+
+@pytest.mark.parametrize("nodes", [4, 16])
+@pytest.mark.parametrize("gamma", [1, 3, 6])
+def test_model_drafter_tree_greedy_equals_transformers_past_the_window(gamma, nodes):
+    """The two-model drafter drafts its tree with its own tree pass (window-4 sliding layers):
+    the output equals the target's greedy decoding and both caches hold exactly committed
+    tokens after every step."""
+    target, drafter_model = sliding_pair(window=4)
+    tok = CharTokenizer()
+    branched = 0
+    for prompt in PROMPTS:
+        ids = tok.encode(prompt)
+        spy = OwnCacheSpy(ModelDrafter(drafter_model, 100), target)
+        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=24, tree_nodes=nodes), drafter=spy,
+                eos_token_ids=[EOS])
+        assert list(r.token_ids) == hf_greedy(target, ids, 24), prompt
+        assert spy.checks == len(r.steps) - (1 if r.stats.stopped == "eos" else 0)
+        branched += sum(1 for s in r.steps if len({d.parent for d in s.drafted}) < len(s.drafted))
+    assert branched > 0
+
+
+class KeepsTreeKeys(ModelDrafter):
+    """Mutant: the tree passes' keys stay in the drafter's cache (its crop is skipped)."""
+
+    def propose_tree(self, *args, **kw):
+        crop = self.cache.crop
+        self.cache.crop = lambda n: None
+        try:
+            return super().propose_tree(*args, **kw)
+        finally:
+            self.cache.crop = crop
+
+
+def test_mutant_model_drafter_keeping_its_tree_keys_is_caught():
+    target, drafter_model = sliding_pair(window=4)
+    tok = CharTokenizer()
+    spy = OwnCacheSpy(KeepsTreeKeys(drafter_model, 100), target)
+    with pytest.raises(AssertionError, match="assert"):
+        run(target, tok, tok.encode(PROMPTS[0]), GenerationConfig(gamma=3, max_new_tokens=12, tree_nodes=8),
+            drafter=spy, eos_token_ids=[EOS])
+    assert spy.checks == 1  # the first step: the target's cache passed, the drafter's own failed
 
 
 def test_prompt_lookup_trie_merges_shared_prefixes():
@@ -147,6 +208,14 @@ def sample_tree_pairs(params, drafter_factory, n=3000):
 def test_sampled_tree_matches_target_distribution(name, branch):
     params = PARAMS[name]
     counts, pmf = sample_tree_pairs(params, lambda t: SampledTreeDrafter(t, params, branch=branch))
+    assert gof_pvalue(counts, pmf) > 1e-3
+
+
+@pytest.mark.parametrize("name", ["T=1", "T=0.7,top-k=4"])
+def test_model_drafter_tree_matches_target_distribution(name):
+    """The two-model drafter's deterministic top-k children (one-hot q) through the full loop."""
+    params = PARAMS[name]
+    counts, pmf = sample_tree_pairs(params, lambda t: ModelDrafter(BigramLM(t), V), n=2000)
     assert gof_pvalue(counts, pmf) > 1e-3
 
 

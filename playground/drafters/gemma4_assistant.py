@@ -94,7 +94,8 @@ Design decisions:
   ``Gemma4AssistantForCausalLM.forward`` (tested: same h', same logits on the scored ids,
   filler elsewhere).  Scored ids are sorted so argmax ties break towards the lowest id,
   like an argmax over the full row.
-* No cache of its own: every ``propose`` rebuilds from ``TargetState``, so rollback is free.
+* No cache of its own: every ``propose`` rebuilds from ``TargetState``, so rollback is free;
+  ``propose_tree`` branches by giving each node its own (token, h).
 * A one-token prompt has no target hidden state and no K/V yet: the drafter proposes
   nothing for that one step (the loop then takes a plain target step).
 
@@ -104,13 +105,15 @@ load models (``playground.models``).
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
 import torch
 
-from playground.drafters.base import Draft, TargetState, token_id_set
+from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
 from playground.sampling import SamplingParams, draw_draft_token
+from playground.tree import ROOT, DraftTree
 
 NAME = "gemma4-assistant"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -307,6 +310,53 @@ class Gemma4AssistantDrafter:
             forward_calls=len(tokens),
             soft_probs=stacked if deterministic else None,  # NOT q: for the "softmax-q" lesson only
         )
+
+    @torch.inference_mode()
+    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
+                     generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
+        """A dynamic tree (EAGLE-2's rule): every frontier node takes one assistant step from
+        its own (token, h) — the assistant keeps no cache, so branches share nothing but the
+        target's K/V — and offers its ``branch`` most likely scored tokens; the
+        ``ceil(max_nodes / max_depth)`` children with the highest path probability under the
+        assistant are kept per level.  Children are deterministic (one-hot q): lossless at any
+        temperature.  Cost: one assistant step per expanded node."""
+        committed = state.committed_ids
+        n_ctx = len(committed) - 1
+        shared = self.shared_kv(state.target_cache, n_ctx) if max_nodes > 0 and max_depth > 0 and committed else None
+        if shared is None or state.hidden is None:
+            return TreeDraft(tree=DraftTree((), ()), info=self._info(None, shared, 0, n_ctx))
+        t0 = time.perf_counter()
+        probe = torch.empty(1, 1, self.assistant.config.get_text_config().hidden_size, device=self.a_device, dtype=self.a_dtype)
+        masks = self.assistant.create_attention_masks(probe, None, shared)
+        temp = params.temperature if params.temperature > 0 else 1.0
+        per_level = max(1, math.ceil(max_nodes / max_depth))
+        tokens: list[int] = []
+        parents: list[int] = []
+        level = [(ROOT, int(committed[-1]), state.hidden, 1.0)]  # (node, token, h, path probability)
+        steps = 0
+        for _ in range(max_depth):
+            cands = []  # (path probability, slot in level, token, h after the parent)
+            for t, (node, tok, h, score) in enumerate(level):
+                if node != ROOT and tok in self.eos:
+                    continue  # nothing follows an end of sequence
+                logits, ids, h_next = self.step(tok, h, n_ctx, shared, masks)
+                steps += 1
+                probs = torch.softmax(logits.float() / temp, dim=-1)  # [N]
+                top = torch.topk(probs, min(branch, probs.shape[-1]))
+                for pr, idx in zip(top.values.tolist(), top.indices.tolist()):
+                    cands.append((score * pr, t, int(ids[idx]) if ids is not None else int(idx), h_next))
+            keep = sorted(cands, key=lambda c: -c[0])[: min(per_level, max_nodes - len(tokens))]
+            keep.sort(key=lambda c: (c[1], -c[0]))  # siblings together, most likely first
+            prev, level = level, []
+            for score, t, tok, h in keep:
+                level.append((len(tokens), tok, h, score))
+                tokens.append(tok)
+                parents.append(prev[t][0])
+            if len(tokens) >= max_nodes or not keep:
+                break
+        self.last_ms_per_token = (time.perf_counter() - t0) * 1000.0 / max(1, len(tokens))
+        info = {**self._info(n_ctx - 1, shared, steps, n_ctx), "tree_nodes": len(tokens)}
+        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents)), info=info, forward_calls=steps)
 
     def _scatter(self, probs: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
         """A distribution over the scored tokens [N] as a full-vocabulary row [V] (zeros elsewhere)."""

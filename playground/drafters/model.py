@@ -6,20 +6,24 @@ smaller, q is zero-padded: q is always a distribution over the *target's*
 vocabulary, exactly the one each draft was drawn from.
 
 Cache invariant: the drafter's cache always holds a prefix of the committed
-sequence (plus, during a step, its own drafts); ``accept`` crops it back.
+sequence (plus, during a step, its own drafts); ``accept`` crops it back.  A tree
+draft (``propose_tree``) leaves only committed tokens in the cache.
 This module does not verify anything.
 """
 
 from __future__ import annotations
 
+import math
 import time
 
 import torch
 from transformers import DynamicCache
 
-from playground.drafters.base import Draft, TargetState
+from playground.drafters.base import Draft, TargetState, TreeDraft
 from playground.engine import logits_to_keep_arg
 from playground.sampling import SamplingParams, draw_draft_token
+from playground.tree import ROOT, DraftTree
+from playground.tree_pass import tree_forward
 
 
 class ModelDrafter:
@@ -84,6 +88,57 @@ class ModelDrafter:
             forward_calls=calls,
             soft_probs=torch.stack(rows) if deterministic and rows else None,
         )
+
+    @torch.inference_mode()
+    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
+                     generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
+        """A dynamic tree, one depth at a time (EAGLE-2's rule, with this model's softmax as
+        the confidence): each level is ONE drafter pass over the root and every node so far
+        (tree attention mask, as the target's verify pass), every frontier node offers its
+        ``branch`` most likely tokens, and the ``ceil(max_nodes / max_depth)`` with the highest
+        path probability are kept.  The pass's cache entries are cropped after each level,
+        so the cache ends holding the committed tokens before the newest one.
+
+        Children are deterministic (the drafter's top tokens): q is one-hot and
+        verification is lossless at any temperature.  Cost: one drafter pass per level,
+        each over at most max_nodes + 1 tokens."""
+        assert self.cache is not None, "start() not called"
+        committed = state.committed_ids
+        if max_nodes <= 0 or max_depth <= 0 or not committed:
+            return TreeDraft(tree=DraftTree((), ()), info={"tree_nodes": 0})
+        calls = 0
+        pending = committed[len(self._seen) : -1]  # bring the cache to committed[:-1] first
+        if pending:
+            self.model(input_ids=torch.tensor([pending], device=self.model.device), cache=self.cache,
+                       use_cache=True, logits_to_keep=1)
+            calls += 1
+            self._seen.extend(pending)
+        temp = params.temperature if params.temperature > 0 else 1.0
+        per_level = max(1, math.ceil(max_nodes / max_depth))
+        tokens: list[int] = []
+        parents: list[int] = []
+        level = [(ROOT, 1.0)]  # (node index, path probability) of the nodes to expand
+        for _ in range(max_depth):
+            tree = DraftTree(tuple(tokens), tuple(parents))
+            logits, _ = tree_forward(self.model, self.cache, committed[-1], tree)  # [n+1, V_d]
+            self.cache.crop(-(len(tree) + 1))
+            calls += 1
+            rows = torch.stack([self._fit_vocab(logits[node + 1]) for node, _ in level])  # [T, V]
+            probs = torch.softmax(rows.float() / temp, dim=-1)
+            top = torch.topk(probs, min(branch, probs.shape[-1]), dim=-1)
+            cands = [(score * pr, t, idx) for t, (_, score) in enumerate(level)
+                     for pr, idx in zip(top.values[t].tolist(), top.indices[t].tolist())]
+            keep = sorted(cands, key=lambda c: -c[0])[: min(per_level, max_nodes - len(tokens))]
+            keep.sort(key=lambda c: (c[1], -c[0]))  # siblings together, most likely first
+            prev, level = level, []
+            for score, t, tok in keep:
+                level.append((len(tokens), score))
+                tokens.append(int(tok))
+                parents.append(prev[t][0])
+            if len(tokens) >= max_nodes or not keep:
+                break
+        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents)), info={"tree_nodes": len(tokens)},
+                         forward_calls=calls)
 
     def accept(self, n_accepted: int, state: TargetState) -> None:
         # Keep the longest prefix of what we fed that is still committed, minus the
