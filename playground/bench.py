@@ -86,6 +86,7 @@ ROW_FIELDS = (
     "decode_ms_per_token",
     "speedup_vs_autoregressive",
     "speedup_vs_hf_generate",
+    "speedup_vs_chain",
     "decode_speedup_vs_autoregressive",
     "decode_speedup_vs_hf_generate",
     "acceptance_rate",
@@ -97,6 +98,7 @@ ROW_FIELDS = (
     "draft_ms_per_token",
     "c",
     "v",
+    "v_measured",
     "predicted_speedup",
     "predicted_speedup_steps",
     "measured_over_predicted",
@@ -861,6 +863,7 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
             "_drafted": drafted,
             "_loop": _loop_overhead(rs),
             "_t1": (sum(r.verify_ms for r in rs) / calls) if (spec.method == "autoregressive" and calls) else None,
+            "_verify": (sum(r.verify_ms for r in rs) / calls) if calls else None,  # ms per decode target pass
         }
         rows.append(row)
         if spec.method == "autoregressive":
@@ -868,9 +871,14 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
         if spec.method == "hf_generate":
             base[(dtype, kind, temperature, "hf")] = row
 
+    chains = {(r["dtype"], r["prompts"], r["temperature"], r["trace"], r["drafter"], r["gamma"], r["rule"]): r
+              for r in rows if r["method"] == "speculative" and r["tree_nodes"] == 1}
     for row in rows:
         key = (row["dtype"], row["prompts"], row["temperature"])
         ar = base.get(key + (row["trace"],)) or base.get(key + (False,))
+        chain = chains.get(key + (row["trace"], row["drafter"], row["gamma"], row["rule"]))
+        row["speedup_vs_chain"] = (_ratio(chain and chain["ms_per_token"], row["ms_per_token"])
+                                   if row["method"] == "speculative" and row["tree_nodes"] > 1 else None)
         hf = base.get(key + ("hf",))
         row["speedup_vs_autoregressive"] = _ratio(ar and ar["ms_per_token"], row["ms_per_token"])
         row["speedup_vs_hf_generate"] = _ratio(hf and hf["ms_per_token"], row["ms_per_token"])
@@ -899,6 +907,7 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
             v, pred, pred_steps = 1.0, 1.0, 1.0
         row["c"] = c
         row["v"] = v
+        row["v_measured"] = _ratio(row["_verify"], t1) if row["method"] == "speculative" else None
         row["predicted_speedup"] = pred
         row["predicted_speedup_steps"] = pred_steps
         row["measured_over_predicted"] = _ratio(row["decode_speedup_vs_autoregressive"], pred)
@@ -906,7 +915,7 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
         row["loop_overhead"] = row.pop("_loop")
         row["quality"] = _quality(row)
     for row in rows:
-        del row["_steps"], row["_drafted"], row["_t1"]
+        del row["_steps"], row["_drafted"], row["_t1"], row["_verify"]
     order = {m: i for i, m in enumerate(METHODS)}
     rows.sort(
         key=lambda r: (
@@ -1018,10 +1027,12 @@ TABLE_COLUMNS = (
     ("tokens_per_s", "throughput (tokens/s)"),
     ("speedup_vs_autoregressive", "speedup vs ours AR"),
     ("speedup_vs_hf_generate", "speedup vs HF generate"),
+    ("speedup_vs_chain", "speedup vs chain"),
     ("acceptance_rate", "acceptance rate"),
     ("tokens_per_target_call", "tokens / target call"),
     ("c", "c"),
     ("v", "v_γ"),
+    ("v_measured", "v in runs"),
     ("predicted_speedup", "predicted"),
     ("predicted_speedup_steps", "predicted (step mix)"),
     ("mean_accepted_length", "mean accepted"),
@@ -1029,7 +1040,7 @@ TABLE_COLUMNS = (
 )
 
 
-TREE_COLUMNS = ("tree_nodes", "nodes_per_pass")
+TREE_COLUMNS = ("tree_nodes", "nodes_per_pass", "speedup_vs_chain", "v_measured")
 
 
 def table_columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
@@ -1049,7 +1060,7 @@ def _fmt(v, key: str) -> str:
             return f"{v:.1f}"
         if key in ("tokens_per_s",):
             return f"{v:.2f}"
-        if key.startswith("speedup") or key.startswith("predicted") or key in ("v", "tokens_per_target_call",
+        if key.startswith("speedup") or key.startswith("predicted") or key in ("v", "v_measured", "tokens_per_target_call",
                                                                               "nodes_per_pass", "mean_accepted_length"):
             return f"{v:.2f}×" if key.startswith(("speedup", "predicted")) else f"{v:.2f}"
         return f"{v:.3f}"
@@ -1089,7 +1100,12 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
     out.append(
         "latency = wall time per new token, prefill included; acceptance rate = accepted / judged drafts; "
         "c = draft ms per drafted token / one single-token target pass; v_γ = target pass over γ+1 tokens / "
-        "over 1 token (same cache length); predicted = E(α,γ)/(γc+v_γ) from the measured α."
+        "over 1 token (same cache length; for a tree, over 1 + nodes per pass tokens); "
+        "predicted = E(α,γ)/(γc+v_γ) from the measured α (chains only); predicted (step mix) = tokens per target "
+        "call / (k̄c + v(1+k̄)) with k̄ the mean drafted tokens per step."
+        + (" Tree rows: nodes / pass = drafted nodes per verify pass; speedup vs chain = the chain row of the same "
+           "drafter and γ over this one; v in runs = mean verify pass of these runs (tree mask included) / one "
+           "single-token pass." if any((r.get("tree_nodes") or 1) > 1 for r in rows) else "")
     )
     return "\n".join(out) + "\n"
 

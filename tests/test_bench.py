@@ -377,6 +377,8 @@ def test_tree_rows_report_nodes_per_pass_and_stay_identical():
     assert {r["drafter"] for r in trees} == {"prompt-lookup", "model"}  # both branch
     assert all(r["identical_to_autoregressive"] for r in spec if r["temperature"] == 0)
     assert all(r["nodes_per_pass"] is not None and r["predicted_speedup"] is None for r in trees)
+    assert all(r["speedup_vs_chain"] > 0 and r["v_measured"] > 0 for r in trees)
+    assert all(r["speedup_vs_chain"] is None for r in spec if r["tree_nodes"] == 1)
     # tree columns appear only when some row drafts a tree
     assert "| tree nodes | nodes / pass |" in bench.markdown_table(rows)
     assert "tree nodes" not in bench.markdown_table([r for r in rows if r["tree_nodes"] == 1])
