@@ -107,18 +107,18 @@ def test_busy_when_no_compute_slot_frees_in_time():
 def test_a_follower_of_an_identical_request_never_waits_for_a_slot():
     shared = TraceCache(slots=1, wait_s=0.2)
     gate, started = threading.Event(), threading.Event()
-    out = []
-    leader = threading.Thread(target=lambda: out.append(list(shared.stream("k", _blocking_run(gate, started)))))
+    out = {}  # by role: the two threads may finish in either order
+    leader = threading.Thread(target=lambda: out.__setitem__("leader", list(shared.stream("k", _blocking_run(gate, started)))))
     leader.start()
     assert started.wait(10)
-    follower = threading.Thread(target=lambda: out.append(list(shared.stream("k", lambda: iter(())))))
+    follower = threading.Thread(target=lambda: out.__setitem__("follower", list(shared.stream("k", lambda: iter(())))))
     follower.start()
     time.sleep(0.5)  # longer than wait_s: a follower that queued for the slot would be Busy
     gate.set()
     leader.join(10)
     follower.join(10)
-    assert len(out) == 2 and tokens(out[0][-1]) == tokens(out[1][-1])
-    assert out[1][-1].config["replay"]["live"] is True
+    assert len(out) == 2 and tokens(out["leader"][-1]) == tokens(out["follower"][-1])
+    assert out["follower"][-1].config["replay"]["live"] is True
 
 
 def test_the_run_finishes_and_is_kept_when_its_visitor_leaves():

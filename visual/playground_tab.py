@@ -518,7 +518,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
             c["gamma"] = gr.Slider(1, lim.max_gamma, value=p0.gamma, step=1, label="\u03b3: drafts per step")
             c["tree_nodes"] = gr.Slider(1, MAX_TREE_NODES, value=p0.tree_nodes, step=1, label="Draft tree nodes",
                                         info="1 = one chain of \u03b3 drafts; more = a tree of alternatives (up to \u03b3 deep), "
-                                             "all checked in one target pass (prompt lookup and MTP drafters)")
+                                             "all checked in one target pass", elem_id="tree-nodes")
             c["temperature"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature",
                                          info="0 = greedy (exact argmax path)")
             with gr.Row():
