@@ -18,8 +18,9 @@ Checks, each a function that returns findings:
   warning that names the files and both ways to push them.
 * **resolve** (``--resolve``) — ``pip install --dry-run --only-binary=:all: -r requirements.txt``
   (needs the package index): nothing compiles.
-* **start** (``--start``) — starts ``app.py`` with ``HF_HUB_OFFLINE=1`` on a free port and waits
-  until it answers HTTP (the offline default must come up with no hub).
+* **start** (``--start``) — starts ``app.py`` with ``HF_HUB_OFFLINE=1`` on a free port, waits
+  until it answers HTTP (the offline default must come up with no hub) and reads the page's
+  config: every hub preset must be listed as unavailable.
 
 This module pushes nothing, never needs a token, and never imports gradio.
 """
@@ -173,34 +174,58 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def hub_labels_unavailable(page_config: dict, config: dict[str, Any]) -> list[str]:
+    """Labels of hub presets that the page does NOT list as unavailable (should be [])."""
+    import json
+
+    blob = json.dumps(page_config, ensure_ascii=False)
+    return [p["label"] for p in config.get("presets", ()) if p.get("source") == "hub"
+            and f"{p['label']} \u2014 unavailable" not in blob]
+
+
 def check_start(root: Path = ROOT, timeout_s: float = 180) -> list[Finding]:
-    """Start app.py with the hub unreachable and wait until it serves its page."""
+    """Start app.py with the hub unreachable, wait until it serves its page, and check that
+    the page lists every hub preset as unavailable."""
+    import json
+    import tempfile
+
+    config = yaml.safe_load((root / "spaces_config.yaml").read_text(encoding="utf-8"))
     port = free_port()
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PORT": str(port),
            "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False"}
-    proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True)
-    t0 = time.monotonic()
-    try:
-        while time.monotonic() - t0 < timeout_s:
-            if proc.poll() is not None:
-                tail = " ".join((proc.stdout.read() or "").strip().splitlines()[-3:])
-                return [Finding("error", "start", f"app.py exited with code {proc.returncode}: {tail}")]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=5) as r:
-                    if r.status == 200:
-                        return [Finding("ok", "start", f"app.py answered on port {port} with the hub offline "
-                                        f"after {time.monotonic() - t0:.0f} s")]
-            except OSError:
-                pass
-            time.sleep(1)
-        return [Finding("error", "start", f"app.py did not answer within {timeout_s:.0f} s")]
-    finally:
-        proc.terminate()
+    url = f"http://127.0.0.1:{port}"
+    with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a chatty app never blocks on it
+        proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
+        t0 = time.monotonic()
         try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+            while time.monotonic() - t0 < timeout_s:
+                if proc.poll() is not None:
+                    log.seek(0)
+                    tail = " ".join(log.read().strip().splitlines()[-3:])
+                    return [Finding("error", "start", f"app.py exited with code {proc.returncode}: {tail}")]
+                try:
+                    with urllib.request.urlopen(url + "/", timeout=5) as r:
+                        up = r.status == 200
+                except OSError:
+                    up = False
+                if not up:
+                    time.sleep(1)
+                    continue
+                waited = time.monotonic() - t0
+                with urllib.request.urlopen(url + "/config", timeout=30) as r:
+                    missing = hub_labels_unavailable(json.loads(r.read()), config)
+                if missing:
+                    return [Finding("error", "start", f"with the hub offline the page offers hub presets as "
+                                    f"available: {missing}")]
+                return [Finding("ok", "start", f"app.py answered on port {port} with the hub offline after "
+                                f"{waited:.0f} s and lists every hub preset as unavailable")]
+            return [Finding("error", "start", f"app.py did not answer within {timeout_s:.0f} s")]
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
 
 
 def run_checks(resolve: bool = False, start: bool = False, root: Path = ROOT) -> list[Finding]:

@@ -102,3 +102,12 @@ def test_the_cli_prints_one_line_per_finding_and_exits_by_errors(capsys, monkeyp
     assert capsys.readouterr().out.strip() == "ok      header   fine"
     monkeypatch.setattr(space_check, "run_checks", lambda **kw: [space_check.Finding("error", "files", "too big")])
     assert cli.main(["check-space"]) == 1
+
+
+def test_hub_presets_must_be_listed_as_unavailable():
+    config = {"presets": [{"name": "h", "label": "Big (hub)", "source": "hub"},
+                          {"name": "o", "label": "Offline", "source": "packaged"}]}
+    page = {"components": [{"props": {"choices": [["Big (hub) \u2014 unavailable", "h"], ["Offline", "o"]]}}]}
+    assert space_check.hub_labels_unavailable(page, config) == []
+    offered = {"components": [{"props": {"choices": [["Big (hub)", "h"], ["Offline", "o"]]}}]}
+    assert space_check.hub_labels_unavailable(offered, config) == ["Big (hub)"]
