@@ -22,8 +22,9 @@ import gradio as gr  # noqa: E402
 from playground.config import load_config
 from visual import CSS_PATH
 from visual.bench_ui import build_benchmark_tab
-from visual.lab_ui import PREFILL_KEYS, build_lab_tabs, prefill_from_query, prefill_updates
+from visual.lab_ui import build_lab_tabs
 from visual.playground_tab import build_playground_tab
+from visual.share import PREFILL_KEYS, prefill_from_query, prefill_updates
 
 INTRO = (
     "Watch **lossless speculative decoding** step by step: a cheap *drafter* proposes γ tokens, the *target* model "
@@ -39,7 +40,7 @@ def _playground(cfg, warmup=None):
 
     def wire(demo: gr.Blocks) -> None:
         # A teacher's link (?preset=..&prompt=..&gamma=..&temperature=..&seed=.. or ?classroom=..)
-        # prefills the Playground; invalid values are ignored (validated in playground.lab).
+        # prefills the Playground; invalid values are ignored (validated in visual.share).
         def on_load(request: gr.Request):
             return prefill_updates(prefill_from_query(request, cfg))
 

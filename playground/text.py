@@ -5,6 +5,7 @@ character, an emoji) over several tokens; decoding one such token alone gives
 U+FFFD.  ``IncrementalText`` only ever releases text that is complete, and
 ``TokenTexts`` gives each token a display string: its text in context, or a
 visible byte form (``<0xE4>``) while the character is still incomplete.
+``token_label`` is the visible plain form the lab's messages quote a token in.
 
 This module does not tokenize prompts or render HTML.
 """
@@ -14,6 +15,11 @@ from __future__ import annotations
 from functools import lru_cache
 
 REPLACEMENT = "\ufffd"
+
+
+def token_label(text: str) -> str:
+    """A visible form of a token's text (spaces and newlines shown)."""
+    return text.replace("\n", "⏎").replace("\t", "⇥").replace(" ", "␣") or "∅"
 
 
 class TokenTexts:

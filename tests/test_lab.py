@@ -19,9 +19,26 @@ import pytest
 import torch
 from scipy import stats as sps
 
-from playground import lab
-from playground.engine import GenerationConfig, run
+from playground.config import load_config
+from playground.engine import MAX_GAMMA, GenerationConfig, run
+from playground.lab.context import LabContext
+from playground.lab.distribution import MAX_SAMPLES, display_bins, distribution_check
+from playground.lab.equality import Divergence, EqualityCheck, TokenLogit, diff_tokens, divergence_logits, equality_check
+from playground.lab.quiz import Question, Scoreboard, question, question_steps, reveal, score_rate_guess
+from playground.lab.stats import (
+    chi_square_goodness_of_fit,
+    chi_square_homogeneity,
+    format_p,
+    plain_reading,
+    total_variation,
+    tv_noise_floor,
+)
+from playground.lab.theory import MeasuredPoint, measured_point, theory_curve
 from playground.records import Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.sampling import predicted_speedup
+from playground.trace_io import TraceImportError, load_trace_file, parse_trace, trace_to_json
+from visual.classroom import classroom_presets
+from visual.share import prefill_from_query, share_query, validate_query
 
 PROMPT = "Once upon a time"  # on tiny-random: ~70 % acceptance, every wrong rule drifts visibly
 N = 1000  # continuations per side
@@ -34,19 +51,19 @@ ALPHA = 1e-3
 
 
 def test_total_variation_known_cases():
-    assert lab.total_variation([0.5, 0.5], [1.0, 0.0]) == pytest.approx(0.5)
-    assert lab.total_variation([1, 0], [0, 1]) == pytest.approx(1.0)
-    assert lab.total_variation([3, 1], [30, 10]) == pytest.approx(0.0)  # counts are normalised
-    assert lab.total_variation({"a": 2, "b": 2}, {"b": 1, "c": 1}) == pytest.approx(0.5)
+    assert total_variation([0.5, 0.5], [1.0, 0.0]) == pytest.approx(0.5)
+    assert total_variation([1, 0], [0, 1]) == pytest.approx(1.0)
+    assert total_variation([3, 1], [30, 10]) == pytest.approx(0.0)  # counts are normalised
+    assert total_variation({"a": 2, "b": 2}, {"b": 1, "c": 1}) == pytest.approx(0.5)
     with pytest.raises(ValueError):
-        lab.total_variation([0, 0], [1])
+        total_variation([0, 0], [1])
     with pytest.raises(ValueError):
-        lab.total_variation([float("nan")], [1])
+        total_variation([float("nan")], [1])
 
 
 def test_homogeneity_matches_scipy_contingency():
     a, b = [120, 80, 55, 45], [100, 95, 60, 45]
-    ours = lab.chi_square_homogeneity(a, b)
+    ours = chi_square_homogeneity(a, b)
     ref = sps.chi2_contingency([a, b], correction=False)
     assert ours.statistic == pytest.approx(ref.statistic)
     assert ours.dof == ref.dof
@@ -55,27 +72,27 @@ def test_homogeneity_matches_scipy_contingency():
 
 
 def test_homogeneity_identical_and_unequal_sizes():
-    same = lab.chi_square_homogeneity([50, 30, 20], [50, 30, 20])
+    same = chi_square_homogeneity([50, 30, 20], [50, 30, 20])
     assert same.statistic == pytest.approx(0.0) and same.p_value == pytest.approx(1.0)
-    scaled = lab.chi_square_homogeneity([50, 30, 20], [100, 60, 40])  # same shape, different N
+    scaled = chi_square_homogeneity([50, 30, 20], [100, 60, 40])  # same shape, different N
     assert scaled.p_value == pytest.approx(1.0)
-    far = lab.chi_square_homogeneity([90, 10], [10, 90])
+    far = chi_square_homogeneity([90, 10], [10, 90])
     assert far.p_value < 1e-20
 
 
 def test_homogeneity_pools_sparse_bins():
     a = {"x": 400, "y": 300, "r1": 3, "r2": 3, "r3": 2}
     b = {"x": 410, "y": 290, "r1": 2, "r2": 3, "r3": 3}
-    res = lab.chi_square_homogeneity(a, b)
+    res = chi_square_homogeneity(a, b)
     assert res.pooled == 3 and res.bins == 3  # x, y and the pooled rare tail (16 >= 10: its own bin)
     assert res.p_value > 0.5
-    small = lab.chi_square_homogeneity({"x": 400, "y": 300, "r": 1}, {"x": 410, "y": 290, "r": 2})
+    small = chi_square_homogeneity({"x": 400, "y": 300, "r": 1}, {"x": 410, "y": 290, "r": 2})
     assert small.pooled == 1 and small.bins == 2  # a tail too small for its own bin joins the smallest kept bin
 
 
 def test_goodness_of_fit_matches_scipy():
     counts, probs = [18, 22, 30, 30], [0.2, 0.2, 0.3, 0.3]
-    ours = lab.chi_square_goodness_of_fit(counts, probs)
+    ours = chi_square_goodness_of_fit(counts, probs)
     ref = sps.chisquare(counts, [100 * p for p in probs])
     assert ours.statistic == pytest.approx(ref.statistic)
     assert ours.p_value == pytest.approx(ref.pvalue)
@@ -85,36 +102,36 @@ def test_goodness_of_fit_bins_come_from_probabilities_not_the_sample():
     # "other" holds small-probability outcomes, unlisted outcomes and unlisted mass alike.
     probs = {"a": 0.5, "b": 0.3, "c": 0.001}  # 0.199 unlisted
     counts = {"a": 500, "b": 300, "c": 1, "zzz": 199}
-    res = lab.chi_square_goodness_of_fit(counts, probs)
+    res = chi_square_goodness_of_fit(counts, probs)
     assert res.bins == 3 and res.p_value > 0.9
     # an observed outcome with probability exactly 0 is impossible under the target
-    assert lab.chi_square_goodness_of_fit({"a": 1}, {"a": 0.0, "b": 1.0}).p_value == 0.0
+    assert chi_square_goodness_of_fit({"a": 1}, {"a": 0.0, "b": 1.0}).p_value == 0.0
 
 
 def test_tv_noise_floor_formula_and_simulation():
     # two fair bins, 200 draws per sample: TV = 0.5 * 2 bins * sqrt(2/pi) * sqrt(0.25 * (1/200 + 1/200))
     expect = math.sqrt(2 / math.pi) * math.sqrt(0.25 * 0.01)
-    assert lab.tv_noise_floor({0: 100, 1: 100}, {0: 100, 1: 100}) == pytest.approx(expect)
+    assert tv_noise_floor({0: 100, 1: 100}, {0: 100, 1: 100}) == pytest.approx(expect)
     g = torch.Generator().manual_seed(0)
     p = torch.tensor([0.5, 0.3, 0.15, 0.05])
     tvs = []
     for _ in range(300):
         a = torch.bincount(torch.multinomial(p, 400, replacement=True, generator=g), minlength=4).tolist()
         b = torch.bincount(torch.multinomial(p, 400, replacement=True, generator=g), minlength=4).tolist()
-        tvs.append(lab.total_variation(a, b))
-    floor = lab.tv_noise_floor(dict(enumerate((p * 400).tolist())), dict(enumerate((p * 400).tolist())))
+        tvs.append(total_variation(a, b))
+    floor = tv_noise_floor(dict(enumerate((p * 400).tolist())), dict(enumerate((p * 400).tolist())))
     assert sum(tvs) / len(tvs) == pytest.approx(floor, rel=0.15)
 
 
 def test_plain_reading_branches():
-    clear = lab.plain_reading(0.3, 0.05, 1e-9, 1000, "wrong")
+    clear = plain_reading(0.3, 0.05, 1e-9, 1000, "wrong")
     assert "NOT distributed like the target" in clear and "bug the rule demonstrates" in clear
-    fine = lab.plain_reading(0.05, 0.05, 0.6, 1000, "correct")
+    fine = plain_reading(0.05, 0.05, 0.6, 1000, "correct")
     assert "no detectable difference" in fine
-    assert "fluke" in lab.plain_reading(0.3, 0.05, 1e-5, 1000, "correct")
-    assert "smaller than this N can see" in lab.plain_reading(0.05, 0.05, 0.4, 1000, "wrong")
-    assert "weak evidence" in lab.plain_reading(0.05, 0.05, 0.02, 1000, "correct")
-    assert lab.format_p(0.0) == "< 1e-300" and lab.format_p(2e-7) == "2.0e-07" and lab.format_p(0.5) == "0.500"
+    assert "fluke" in plain_reading(0.3, 0.05, 1e-5, 1000, "correct")
+    assert "smaller than this N can see" in plain_reading(0.05, 0.05, 0.4, 1000, "wrong")
+    assert "weak evidence" in plain_reading(0.05, 0.05, 0.02, 1000, "correct")
+    assert format_p(0.0) == "< 1e-300" and format_p(2e-7) == "2.0e-07" and format_p(0.5) == "0.500"
 
 
 # --------------------------------------------------------------------------------------------
@@ -123,18 +140,18 @@ def test_plain_reading_branches():
 
 
 def test_theory_curve_known_values():
-    c = lab.theory_curve(0.8, 0.07, 1.4, gammas=range(1, 17))
+    c = theory_curve(0.8, 0.07, 1.4, gammas=range(1, 17))
     six = next(p for p in c.points if p.gamma == 6)
     assert six.expected_tokens == pytest.approx((1 - 0.8**7) / 0.2)
     assert six.speedup == pytest.approx(2.17, abs=0.01)  # DESIGN §4: α = 0.8, γ = 6, c = 0.07, v = 1.4 → ≈ 2.2
     assert c.best_speedup == max(p.speedup for p in c.points) and c.pays_off
-    zero = lab.theory_curve(0.0, 0.5, 1.0)
+    zero = theory_curve(0.0, 0.5, 1.0)
     assert all(p.expected_tokens == pytest.approx(1.0) for p in zero.points)
     assert not zero.pays_off and zero.best_gamma == 1
-    assert lab.theory_curve(1.0, 0.0, 1.0).best_gamma == lab.MAX_GAMMA  # free perfect drafts: draft as many as allowed
+    assert theory_curve(1.0, 0.0, 1.0).best_gamma == MAX_GAMMA  # free perfect drafts: draft as many as allowed
     for bad in ((1.5, 0.1, 1.0), (0.5, -1, 1.0), (0.5, 0.1, float("nan"))):
         with pytest.raises(ValueError):
-            lab.theory_curve(*bad)
+            theory_curve(*bad)
 
 
 def _stats(**kw) -> RunStats:
@@ -153,11 +170,11 @@ def test_measured_point_uses_the_baseline_single_token_cost():
     spec = _stats()
     base = _stats(mode="autoregressive", drafter=None, gamma=0, verify_ms_per_call=20.0, tokens_per_s=50.0,
                   drafted_tokens=0, draft_ms_per_token=None)
-    pt = lab.measured_point(spec, base)
+    pt = measured_point(spec, base)
     assert pt.c == pytest.approx(0.1) and pt.v == pytest.approx(1.5) and pt.alpha == pytest.approx(0.6)
-    assert pt.predicted == pytest.approx(lab.predicted_speedup(0.6, 4, 0.1, 1.5))
+    assert pt.predicted == pytest.approx(predicted_speedup(0.6, 4, 0.1, 1.5))
     assert pt.measured == pytest.approx(1.25)
-    assert lab.measured_point(spec).c is None  # no 1-token timing at all: no c, no v
+    assert measured_point(spec).c is None  # no 1-token timing at all: no c, no v
 
 
 # --------------------------------------------------------------------------------------------
@@ -188,28 +205,28 @@ def _result_with_step(n_acc: int, k: int = 3) -> GenerationResult:
 
 def test_reveal_scores_each_draft_against_the_accepted_prefix():
     res = _result_with_step(n_acc=1)
-    assert lab.question_steps(res) == [0]
-    q = lab.question(res, 0)
+    assert question_steps(res) == [0]
+    q = question(res, 0)
     assert q.drafts == ("t1", "t2", "t3") and not q.deterministic and q.context == "Hi"
-    r = lab.reveal(res, 0, [True, False, False])
+    r = reveal(res, 0, [True, False, False])
     assert r.outcome == ("accepted", "rejected", "not judged") and r.points == 3 and r.exact
-    r2 = lab.reveal(res, 0, [True, True, True])  # a draft after the rejection counts as not accepted
+    r2 = reveal(res, 0, [True, True, True])  # a draft after the rejection counts as not accepted
     assert r2.points == 1 and not r2.exact
     with pytest.raises(ValueError):
-        lab.reveal(res, 0, [True])
-    board = lab.Scoreboard().add_step(r).add_step(r2).add_rate(0.5, 0.55)
+        reveal(res, 0, [True])
+    board = Scoreboard().add_step(r).add_step(r2).add_rate(0.5, 0.55)
     assert (board.steps, board.step_points, board.step_max, board.exact_steps) == (2, 4, 6, 1)
     assert board.rate_points == 10 and board.total == 14 and board.total_max == 16
     assert len(board.history) == 3
 
 
 def test_rate_guess_points():
-    assert lab.score_rate_guess(0.5, 0.52) == 10
-    assert lab.score_rate_guess(0.0, 1.0) == 0
-    assert 0 < lab.score_rate_guess(0.3, 0.5) < 10
-    assert lab.score_rate_guess(0.5, None) == 0
+    assert score_rate_guess(0.5, 0.52) == 10
+    assert score_rate_guess(0.0, 1.0) == 0
+    assert 0 < score_rate_guess(0.3, 0.5) < 10
+    assert score_rate_guess(0.5, None) == 0
     with pytest.raises(ValueError):
-        lab.score_rate_guess(1.5, 0.5)
+        score_rate_guess(1.5, 0.5)
 
 
 # --------------------------------------------------------------------------------------------
@@ -219,14 +236,14 @@ def test_rate_guess_points():
 
 @pytest.fixture(scope="module")
 def ctx():
-    c = lab.LabContext("tiny-random")
+    c = LabContext("tiny-random")
     torch.set_num_threads(1)  # load_pair configures all cores; tiny models are fastest on one
     return c
 
 
 @pytest.fixture(scope="module")
 def reference(ctx):
-    return lab.distribution_check(PROMPT, ctx=ctx, rule="lossless", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
+    return distribution_check(PROMPT, ctx=ctx, rule="lossless", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
 
 
 def test_memoised_models_change_nothing(ctx):
@@ -252,8 +269,8 @@ def test_lossless_rule_passes(reference):
 
 @pytest.mark.parametrize("rule", ["softmax-q", "target-sample", "bonus-wrong-position", "typical"])
 def test_each_wrong_or_lossy_rule_drifts_detectably(ctx, reference, rule):
-    r = lab.distribution_check(PROMPT, ctx=ctx, rule=rule, n_samples=N, n_tokens=2, temperature=1.0, seed=0,
-                               reference=reference)
+    r = distribution_check(PROMPT, ctx=ctx, rule=rule, n_samples=N, n_tokens=2, temperature=1.0, seed=0,
+                           reference=reference)
     assert r.target is reference.target  # the target-only sample was reused, not redrawn
     assert r.p_value < ALPHA, (rule, r.tv, r.p_value)
     assert r.chi2_exact.p_value < ALPHA
@@ -264,49 +281,49 @@ def test_each_wrong_or_lossy_rule_drifts_detectably(ctx, reference, rule):
 
 
 def test_exact_match_is_lossless_but_wastes_drafts(ctx, reference):
-    r = lab.distribution_check(PROMPT, ctx=ctx, rule="exact-match", n_samples=N, n_tokens=2, temperature=1.0, seed=0,
-                               reference=reference)
+    r = distribution_check(PROMPT, ctx=ctx, rule="exact-match", n_samples=N, n_tokens=2, temperature=1.0, seed=0,
+                           reference=reference)
     assert r.p_value > ALPHA and r.chi2_exact.p_value > ALPHA
     assert r.spec.acceptance_rate < 0.6 * reference.spec.acceptance_rate
 
 
 def test_distribution_check_rejects_bad_settings(ctx):
     with pytest.raises(ValueError, match="equality check"):
-        lab.distribution_check(PROMPT, ctx=ctx, temperature=0.0, n_samples=100)
+        distribution_check(PROMPT, ctx=ctx, temperature=0.0, n_samples=100)
     with pytest.raises(ValueError, match="rule"):
-        lab.distribution_check(PROMPT, ctx=ctx, rule="yolo", n_samples=100)
+        distribution_check(PROMPT, ctx=ctx, rule="yolo", n_samples=100)
     with pytest.raises(ValueError, match="N"):
-        lab.distribution_check(PROMPT, ctx=ctx, n_samples=lab.MAX_SAMPLES + 1)
+        distribution_check(PROMPT, ctx=ctx, n_samples=MAX_SAMPLES + 1)
     with pytest.raises(ValueError, match="tokens per continuation"):
-        lab.distribution_check(PROMPT, ctx=ctx, n_tokens=4, n_samples=100)
+        distribution_check(PROMPT, ctx=ctx, n_tokens=4, n_samples=100)
 
 
 def test_distribution_check_progress_and_one_token_note(ctx):
     seen = []
-    r = lab.distribution_check(PROMPT, ctx=ctx, n_samples=200, n_tokens=1, progress=lambda f, m: seen.append(f))
+    r = distribution_check(PROMPT, ctx=ctx, n_samples=200, n_tokens=1, progress=lambda f, m: seen.append(f))
     assert seen and seen[-1] == 1.0 and all(0 <= f <= 1 for f in seen) and seen == sorted(seen)
     assert any("1-token" in n for n in r.notes)
-    rows = lab.display_bins(r, max_bins=5)
+    rows = display_bins(r, max_bins=5)
     assert len(rows) <= 5 and sum(x["speculative"] for x in rows) == pytest.approx(1.0)
 
 
 def test_equality_check_float32_is_identical_and_replay_reproduces_logits(ctx):
-    eq = lab.equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=16)
+    eq = equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=16)
     torch.set_num_threads(1)
     assert eq.identical and eq.divergence is None and eq.ar.token_ids == eq.spec.token_ids
     assert all(r.status == "same" for r in eq.rows) and "Identical" in eq.summary
     # the replay of both paths at a position gives the token each path chose as the argmax
     ids = ctx.encode("The capital of France is")
-    d = lab.divergence_logits(ctx, ids, eq.ar, eq.spec, 5, ("a", "a"))
+    d = divergence_logits(ctx, ids, eq.ar, eq.spec, 5, ("a", "a"))
     assert d.ar[0].logit == pytest.approx(d.spec[0].logit, abs=1e-4)
     assert d.spec_rows >= 1
 
 
 def test_diff_tokens_marks_first_divergence():
-    rows, first = lab.diff_tokens([1, 2, 3, 4], list("abcd"), [1, 2, 9, 4, 5], list("abXde"))
+    rows, first = diff_tokens([1, 2, 3, 4], list("abcd"), [1, 2, 9, 4, 5], list("abXde"))
     assert first == 2
     assert [r.status for r in rows] == ["same", "same", "diverged", "after", "after"]
-    assert lab.diff_tokens([1], ["a"], [1], ["a"])[1] is None
+    assert diff_tokens([1], ["a"], [1], ["a"])[1] is None
 
 
 # --------------------------------------------------------------------------------------------
@@ -320,19 +337,19 @@ def trace_json(ctx):
 
     res = generate("Hello there", preset="tiny-random", gamma=3, temperature=1.0, seed=3, max_new_tokens=12)
     torch.set_num_threads(1)
-    return res, lab.trace_to_json(res)
+    return res, trace_to_json(res)
 
 
 def test_trace_round_trip_and_app_export_format(trace_json):
     res, text = trace_json
-    back = lab.parse_trace(text)
+    back = parse_trace(text)
     assert back.token_ids == res.token_ids and len(back.steps) == len(res.steps) and back.stats == res.stats
     # the Playground's export: to_dict plus extra keys, non-finite floats written as null
     from visual.tables import clean_json, trace_payload
 
     payload = clean_json(trace_payload(res, res, {"t1_ms": 3.0}))
     payload["stats"]["tokens_per_s"] = None
-    again = lab.parse_trace(json.dumps(payload).encode("utf-8"))
+    again = parse_trace(json.dumps(payload).encode("utf-8"))
     assert math.isnan(again.stats.tokens_per_s) and again.token_ids == res.token_ids
 
 
@@ -378,12 +395,12 @@ def test_trace_import_rejects_bad_files(trace_json, monkeypatch, name):
     def forbidden(*a, **k):
         raise AssertionError("trace import must never execute or unpickle anything")
 
-    lab.parse_trace(text)  # warm up lazy imports (the import system itself uses exec)
+    parse_trace(text)  # warm up lazy imports (the import system itself uses exec)
     monkeypatch.setattr(builtins, "eval", forbidden)
     monkeypatch.setattr(pickle, "loads", forbidden)
     monkeypatch.setattr(pickle, "load", forbidden)
-    with pytest.raises(lab.TraceImportError, match=message.replace("[", r"\[").replace("]", r"\]")):
-        lab.parse_trace(make(text))
+    with pytest.raises(TraceImportError, match=message.replace("[", r"\[").replace("]", r"\]")):
+        parse_trace(make(text))
 
 
 def test_hostile_looking_content_stays_inert_data(trace_json, monkeypatch):
@@ -399,7 +416,7 @@ def test_hostile_looking_content_stays_inert_data(trace_json, monkeypatch):
         o["config"]["__class__"] = payload
 
     monkeypatch.setattr(builtins, "eval", lambda *a, **k: pytest.fail("eval called"))
-    res = lab.parse_trace(_mutate(text, poison))
+    res = parse_trace(_mutate(text, poison))
     assert res.text == payload and res.steps[0].drafter_info["cmd"] == payload  # just strings
     html = vlab.replay_html(res, 0) + vlab.trace_summary_html(res)
     assert "<script>" not in html
@@ -407,18 +424,18 @@ def test_hostile_looking_content_stays_inert_data(trace_json, monkeypatch):
 
 def test_trace_import_size_limit(trace_json, tmp_path):
     _, text = trace_json
-    with pytest.raises(lab.TraceImportError, match="limit"):
-        lab.parse_trace(text, max_bytes=100)
+    with pytest.raises(TraceImportError, match="limit"):
+        parse_trace(text, max_bytes=100)
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:  # sparse: the limit is checked before reading
-        fh.truncate(lab.load_config().limits.max_trace_bytes + 1)
-    with pytest.raises(lab.TraceImportError, match="limit is 20.0 MB"):
-        lab.load_trace_file(big)
+        fh.truncate(load_config().limits.max_trace_bytes + 1)
+    with pytest.raises(TraceImportError, match="limit is 20.0 MB"):
+        load_trace_file(big)
     ok = tmp_path / "ok.json"
     ok.write_text(text, encoding="utf-8")
-    assert lab.load_trace_file(ok).text
-    with pytest.raises(lab.TraceImportError, match="could not be read"):
-        lab.load_trace_file(tmp_path / "missing.json")
+    assert load_trace_file(ok).text
+    with pytest.raises(TraceImportError, match="could not be read"):
+        load_trace_file(tmp_path / "missing.json")
 
 
 # --------------------------------------------------------------------------------------------
@@ -427,11 +444,11 @@ def test_trace_import_size_limit(trace_json, tmp_path):
 
 
 def test_query_prefill_valid_values():
-    pf = lab.validate_query({"preset": "tiny-random", "prompt": "Hi\x00 there\r\n", "gamma": "6", "temperature": "0.7",
-                             "seed": "42"})
+    pf = validate_query({"preset": "tiny-random", "prompt": "Hi\x00 there\r\n", "gamma": "6", "temperature": "0.7",
+                         "seed": "42"})
     assert pf.values() == {"preset": "tiny-random", "prompt": "Hi there\n", "gamma": 6, "temperature": 0.7, "seed": 42}
     assert pf.errors == ()
-    assert lab.validate_query({}).values() == {} and lab.validate_query(None).errors == ()
+    assert validate_query({}).values() == {} and validate_query(None).errors == ()
 
 
 @pytest.mark.parametrize(
@@ -455,14 +472,14 @@ def test_query_prefill_valid_values():
     ],
 )
 def test_query_prefill_drops_bad_values_with_a_reason(params, bad):
-    pf = lab.validate_query(params)
+    pf = validate_query(params)
     assert pf.values() == {}
     assert any(bad in e for e in pf.errors), pf.errors
 
 
 def test_classroom_presets_are_valid_and_shareable():
-    cfg = lab.load_config()
-    presets = lab.classroom_presets(cfg)
+    cfg = load_config()
+    presets = classroom_presets(cfg)
     assert len(presets) >= 4
     labels = " ".join(c.label.lower() for c in presets)
     for phrase in ("easy text", "hard text", "temperature", "slower"):
@@ -470,35 +487,35 @@ def test_classroom_presets_are_valid_and_shareable():
     names = {p.name for p in cfg.presets}
     for i, cp in enumerate(presets, 1):
         assert cp.preset in names and cp.explanation
-        by_slug = lab.validate_query({"classroom": cp.slug})
-        by_index = lab.validate_query({"classroom": str(i)})
+        by_slug = validate_query({"classroom": cp.slug})
+        by_index = validate_query({"classroom": str(i)})
         assert by_slug.classroom == by_index.classroom == cp.slug and by_slug.errors == ()
         assert by_slug.values() == {"preset": cp.preset, "prompt": cp.prompt, "gamma": cp.gamma,
                                     "temperature": cp.temperature, "seed": cp.seed}
-    over = lab.validate_query({"classroom": presets[0].slug, "gamma": "2"})  # explicit values win
+    over = validate_query({"classroom": presets[0].slug, "gamma": "2"})  # explicit values win
     assert over.gamma == 2 and over.prompt == presets[0].prompt
 
 
 def test_classroom_preset_validation_catches_mistakes():
     from dataclasses import replace
 
-    cfg = lab.load_config()
+    cfg = load_config()
     good = dict(label="X", preset="tiny-random", prompt="hi", gamma=4, temperature=0.5, seed=0, explanation="why")
     for bad, msg in [({"preset": "nope"}, "unknown preset"), ({"gamma": 0}, "gamma"), ({"temperature": 7}, "temperature"),
                      ({"extra": 1}, "unknown keys"), ({"explanation": ""}, "must not be empty")]:
         with pytest.raises(ValueError, match=msg):
-            lab.classroom_presets(replace(cfg, classroom=({**good, **bad},)))
+            classroom_presets(replace(cfg, classroom=({**good, **bad},)))
     with pytest.raises(ValueError, match="missing"):
-        lab.classroom_presets(replace(cfg, classroom=({k: v for k, v in good.items() if k != "prompt"},)))
+        classroom_presets(replace(cfg, classroom=({k: v for k, v in good.items() if k != "prompt"},)))
 
 
 def test_share_query_round_trips_through_validation():
     from urllib.parse import parse_qsl, urlsplit
 
-    q = lab.share_query(preset="tiny-random", prompt="a & b = c?", gamma=3, temperature=0.25, seed=7)
+    q = share_query(preset="tiny-random", prompt="a & b = c?", gamma=3, temperature=0.25, seed=7)
     params = dict(parse_qsl(urlsplit(q).query))
-    assert lab.validate_query(params).values() == {"preset": "tiny-random", "prompt": "a & b = c?", "gamma": 3,
-                                                   "temperature": 0.25, "seed": 7}
+    assert validate_query(params).values() == {"preset": "tiny-random", "prompt": "a & b = c?", "gamma": 3,
+                                               "temperature": 0.25, "seed": 7}
 
 
 # --------------------------------------------------------------------------------------------
@@ -516,19 +533,19 @@ def test_renderers_escape_and_style(reference):
     assert "✓ Correct" in html and "TV distance" in html
     table = vlab.rules_table([reference])
     assert list(table.columns) == vlab.RULES_COLUMNS and table.iloc[0]["verdict"] == "no drift detected"
-    curve = lab.theory_curve(0.7, 0.1, 1.3)
-    pt = lab.MeasuredPoint(4, 0.6, 0.1, 1.5, 1.4, 1.3, 1.5)
+    curve = theory_curve(0.7, 0.1, 1.3)
+    pt = MeasuredPoint(4, 0.6, 0.1, 1.5, 1.4, 1.3, 1.5)
     tf = vlab.theory_figure(curve, pt)
     assert any("you are here" in (t.name or "") for t in tf.data)
     res = _result_with_step(1)
     evil = "<script>alert(1)</script>"
-    q = lab.Question(0, evil, (evil,), (0.5,), False)
+    q = Question(0, evil, (evil,), (0.5,), False)
     assert "<script>" not in vlab.question_html(q) and "&lt;script&gt;" in vlab.question_html(q)
-    r = lab.reveal(res, 0, [True, False, False])
-    assert "3 / 3" in vlab.reveal_html(r, lab.question(res, 0))
-    assert "session score" in vlab.score_card(lab.Scoreboard().add_step(r))
+    r = reveal(res, 0, [True, False, False])
+    assert "3 / 3" in vlab.reveal_html(r, question(res, 0))
+    assert "session score" in vlab.score_card(Scoreboard().add_step(r))
     assert "Step 1" in vlab.replay_html(res, 2)
-    note = vlab.prefill_note(lab.validate_query({"gamma": "0", "seed": "5"}))
+    note = vlab.prefill_note(validate_query({"gamma": "0", "seed": "5"}))
     assert "seed" in note and "Ignored" in note
 
 
@@ -536,13 +553,13 @@ def test_equality_html_shows_divergence_with_escaped_tokens():
     from visual import lab as vlab
 
     res = _result_with_step(1)
-    tl = lab.TokenLogit
-    div = lab.Divergence(position=2, ar=(tl(1, "<script>", 15.125, 0.4), tl(2, "&", 15.0625, 0.38)),
-                         spec=(tl(1, "<script>", 15.0625, 0.38), tl(2, "&", 15.125, 0.4)), spec_rows=5,
-                         explanation="near tie")
-    rows, _ = lab.diff_tokens([5, 6, 1], ["x", "y", "<script>"], [5, 6, 2], ["x", "y", "&"])
-    eq = lab.EqualityCheck(prompt="p", preset="tiny-random", drafter="model", dtype="bfloat16", gamma=4, ar=res, spec=res,
-                           rows=rows, identical=False, divergence=div, summary="diverge")
+    tl = TokenLogit
+    div = Divergence(position=2, ar=(tl(1, "<script>", 15.125, 0.4), tl(2, "&", 15.0625, 0.38)),
+                     spec=(tl(1, "<script>", 15.0625, 0.38), tl(2, "&", 15.125, 0.4)), spec_rows=5,
+                     explanation="near tie")
+    rows, _ = diff_tokens([5, 6, 1], ["x", "y", "<script>"], [5, 6, 2], ["x", "y", "&"])
+    eq = EqualityCheck(prompt="p", preset="tiny-random", drafter="model", dtype="bfloat16", gamma=4, ar=res, spec=res,
+                       rows=rows, identical=False, divergence=div, summary="diverge")
     html = vlab.equality_html(eq)
     assert "<script>" not in html
     assert "&lt;script&gt;" in html and "+0.0625" in html and "-0.0625" in html and "near tie" in html
@@ -553,7 +570,7 @@ def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
 
     from visual import lab_ui
 
-    with gr.Blocks() as demo:
+    with gr.Blocks():
         with gr.Tab("Classroom lab"):
             tabs = lab_ui.build_lab_tabs()
     assert tabs.on_load is not None and len(tabs.load_outputs) > 10
@@ -565,9 +582,9 @@ def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
 
     # URL prefill through a fake request (a hostile one must not break page load)
     req = SimpleNamespace(query_params={"classroom": "2", "seed": "5", "gamma": "x"})
-    pf = lab_ui.prefill_from_query(req)
+    pf = prefill_from_query(req)
     assert pf.seed == 5 and pf.classroom and pf.errors
-    assert lab_ui.prefill_from_query(SimpleNamespace(query_params=None)).values() == {}
+    assert prefill_from_query(SimpleNamespace(query_params=None)).values() == {}
     out = tabs.on_load(SimpleNamespace(query_params={"preset": "tiny-random", "prompt": "Hi"}))
     assert len(out) == len(tabs.load_outputs) and "Settings loaded" in out[0]
 
@@ -585,4 +602,4 @@ def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
                              SimpleNamespace(headers={"referer": "https://x.hf.space/?old=1"})).startswith(
         "https://x.hf.space/?preset=tiny-random")
     path = lab_ui.export_trace(state)
-    assert lab.load_trace_file(path).token_ids == state.token_ids
+    assert load_trace_file(path).token_ids == state.token_ids

@@ -1,7 +1,7 @@
 """Issue 10: long lab runs are bounded, and crafted inputs are refused or neutralised.
 
 * Time limit: the heavy lab actions (distribution check, compare all rules, equality check,
-  theory-bench measurement) stop when their ``lab.Budget`` runs out and report a labelled
+  theory-bench measurement) stop when their ``Budget`` runs out and report a labelled
   partial result.  The budget takes a clock, so these tests run out of time on purpose with a
   fake clock that ticks on every look (no sleeping, no dependence on machine speed).
 * Stop: ``Budget.cancelled`` raises ``LabCancelled`` between continuations; the UI's Stop
@@ -24,8 +24,18 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from playground import lab
+from playground import trace_io
+from playground.config import load_config
 from playground.engine import GenerationConfig, run
+from playground.lab.budget import Budget, LabCancelled, default_wall_s
+from playground.lab.context import LabContext
+from playground.lab.distribution import distribution_check, sample_continuations
+from playground.lab.equality import equality_check
+from playground.lab.memo import MemoModel, _owned
+from playground.lab.quiz import question, question_steps, reveal
+from playground.lab.runs import STOPPED_TIME, partial_result
+from playground.lab.theory import measure_run
+from playground.trace_io import TraceImportError, parse_trace, trace_to_json
 
 PROMPT = "Once upon a time"
 
@@ -46,7 +56,7 @@ class Ticks:
 
 @pytest.fixture(scope="module")
 def ctx():
-    c = lab.LabContext("tiny-random")
+    c = LabContext("tiny-random")
     torch.set_num_threads(1)
     return c
 
@@ -58,7 +68,7 @@ def ctx():
 
 def test_budget_expires_shares_and_cancels():
     clock = SimpleNamespace(t=0.0)
-    b = lab.Budget(10.0, clock=lambda: clock.t)
+    b = Budget(10.0, clock=lambda: clock.t)
     assert not b.expired() and b.remaining() == 10.0
     clock.t = 4.0
     half = b.share(0.5)  # 3 s of the 6 s left
@@ -67,25 +77,25 @@ def test_budget_expires_shares_and_cancels():
     assert half.expired() and not b.expired()
     clock.t = 10.0
     assert b.expired() and b.remaining() == 0.0
-    assert not lab.Budget(None).expired() and lab.Budget(None).share(0.1).wall_s is None
+    assert not Budget(None).expired() and Budget(None).share(0.1).wall_s is None
     stop = {"pressed": False}
-    c = lab.Budget(None, cancelled=lambda: stop["pressed"])
+    c = Budget(None, cancelled=lambda: stop["pressed"])
     assert not c.expired()
     stop["pressed"] = True
-    with pytest.raises(lab.LabCancelled):
+    with pytest.raises(LabCancelled):
         c.expired()
-    with pytest.raises(lab.LabCancelled):  # a part of the action sees the same Stop
+    with pytest.raises(LabCancelled):  # a part of the action sees the same Stop
         c.share(0.5).expired()
     with pytest.raises(ValueError):
-        lab.Budget(-1.0)
+        Budget(-1.0)
 
 
 def test_default_budget_is_the_config_limit_on_real_models_only():
-    lim = lab.load_config().limits
-    assert lab.default_wall_s("tiny-random") is None  # the fast path keeps its old behaviour
-    assert lab.default_wall_s("gemma3-270m-lookup") == lim.lab_wall_s == 60.0
-    assert lab.default_wall_s("no-such-preset") == lim.lab_wall_s
-    assert lab.Budget.for_preset("gemma3-270m-lookup").wall_s == 60.0
+    lim = load_config().limits
+    assert default_wall_s("tiny-random") is None  # the fast path keeps its old behaviour
+    assert default_wall_s("gemma3-270m-lookup") == lim.lab_wall_s == 60.0
+    assert default_wall_s("no-such-preset") == lim.lab_wall_s
+    assert Budget.for_preset("gemma3-270m-lookup").wall_s == 60.0
 
 
 def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx):
@@ -100,16 +110,16 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
     def progress(fraction, message):
         side["speculative"] = message.startswith("speculative")
 
-    check = lab.distribution_check(PROMPT, ctx=ctx, n_samples=n, n_tokens=2, temperature=1.0, seed=0,
-                                   budget=lab.Budget(60.0, clock=tick), progress=progress)
+    check = distribution_check(PROMPT, ctx=ctx, n_samples=n, n_tokens=2, temperature=1.0, seed=0,
+                               budget=Budget(60.0, clock=tick), progress=progress)
     k = check.spec.n
     assert 1 <= k < n and check.target.n == k  # the target side draws as many as the speculative side got
     assert sum(check.spec_counts) == sum(check.target_counts) == k
     assert check.partial and "Stopped after 60 s" in check.stopped and f"{k:,} of {n:,}" in check.stopped
     assert check.reading.startswith("PARTIAL RESULT") and f"N = {k:,} continuations per side" in check.reading
     # sample i always uses generator (seed, i): the stopped sample is exactly the first k of a full one
-    full = lab.distribution_check(PROMPT, ctx=ctx, n_samples=k, n_tokens=2, temperature=1.0, seed=0,
-                                  budget=lab.Budget(None))
+    full = distribution_check(PROMPT, ctx=ctx, n_samples=k, n_tokens=2, temperature=1.0, seed=0,
+                              budget=Budget(None))
     assert not full.partial and full.stopped == ""
     as_dict = lambda c: {o: (s, t) for o, s, t in zip(c.outcomes, c.spec_counts, c.target_counts)}  # noqa: E731
     assert as_dict(check) == as_dict(full)
@@ -124,8 +134,8 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
 
 
 def test_a_spent_budget_still_gives_one_continuation_per_side(ctx):
-    check = lab.distribution_check(PROMPT, ctx=ctx, n_samples=100, n_tokens=2, temperature=1.0, seed=0,
-                                   budget=lab.Budget(0.0))
+    check = distribution_check(PROMPT, ctx=ctx, n_samples=100, n_tokens=2, temperature=1.0, seed=0,
+                               budget=Budget(0.0))
     assert check.spec.n == check.target.n == 1 and check.partial
     assert 0.0 <= check.tv <= 1.0  # statistics on what was collected, no crash
 
@@ -138,9 +148,9 @@ def test_stop_raises_between_continuations(ctx):
         return looks["n"] > 5
 
     seen = []
-    with pytest.raises(lab.LabCancelled):
-        lab.distribution_check(PROMPT, ctx=ctx, n_samples=1000, n_tokens=2, temperature=1.0, seed=0,
-                               budget=lab.Budget(None, cancelled=cancelled), progress=lambda f, m: seen.append(m))
+    with pytest.raises(LabCancelled):
+        distribution_check(PROMPT, ctx=ctx, n_samples=1000, n_tokens=2, temperature=1.0, seed=0,
+                           budget=Budget(None, cancelled=cancelled), progress=lambda f, m: seen.append(m))
     assert looks["n"] == 6  # raised at the first look after Stop, i.e. before continuation 6
     assert all("speculative" in m for m in seen)  # never reached the target-only side or the statistics
 
@@ -148,7 +158,7 @@ def test_stop_raises_between_continuations(ctx):
 def test_sample_continuations_counts_what_it_drew(ctx):
     ids = ctx.encode(PROMPT)
     cfg = GenerationConfig(mode="speculative", gamma=4, temperature=1.0, max_new_tokens=2, trace=False)
-    counts, st = lab.sample_continuations(ctx, ids, cfg, 50, 0, budget=lab.Budget(3.5, clock=Ticks(1.0)))
+    counts, st = sample_continuations(ctx, ids, cfg, 50, 0, budget=Budget(3.5, clock=Ticks(1.0)))
     assert st.n == sum(counts.values()) == 3  # looks at t = 2, 3, 4: continuations 0, 1, 2 and then stop
 
 
@@ -156,7 +166,7 @@ def test_compare_all_rules_has_one_budget_and_names_the_rules_it_skipped():
     from visual import lab_ui
 
     outs = lab_ui.compare_all_rules(PROMPT, "tiny-random", 100, 2, 1.0, 4, 0, [], None, None,
-                                    budget=lab.Budget(2.0, clock=Ticks(1.0)))
+                                    budget=Budget(2.0, clock=Ticks(1.0)))
     _, _, _, history, status = outs
     torch.set_num_threads(1)
     assert len(history) == 1 and history[0].rule == "lossless" and history[0].partial
@@ -164,13 +174,13 @@ def test_compare_all_rules_has_one_budget_and_names_the_rules_it_skipped():
 
 
 def test_equality_check_stops_and_compares_what_both_runs_produced(ctx):
-    full = lab.equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=24,
-                              budget=lab.Budget(None))
-    cut = lab.equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=24,
-                             budget=lab.Budget(8.0, clock=Ticks(1.0)))
+    full = equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=24,
+                          budget=Budget(None))
+    cut = equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=24,
+                         budget=Budget(8.0, clock=Ticks(1.0)))
     torch.set_num_threads(1)
     assert full.stopped == "" and len(full.rows) == 24
-    assert cut.ar.stats.stopped == lab.STOPPED_TIME
+    assert cut.ar.stats.stopped == STOPPED_TIME
     k = len(cut.rows)
     assert 1 <= k < 24 and cut.identical  # float32: the compared prefix agrees
     assert cut.ar.token_ids[:k] == full.ar.token_ids[:k] == cut.spec.token_ids[:k]
@@ -187,29 +197,29 @@ def test_partial_result_rebuilds_the_engines_stats(ctx):
     make, target = ctx.drafter_factory(False, memo=False)
     res = run(target, ctx.tokenizer, ids, cfg, drafter=make(), eos_token_ids=ctx.pair.eos_token_ids,
               generator=torch.Generator().manual_seed(5))
-    part = lab.partial_result(res.prompt, ids, res.steps, mode="speculative", gamma=3)
+    part = partial_result(res.prompt, ids, res.steps, mode="speculative", gamma=3)
     a, b = res.stats, part.stats
     for name in ("new_tokens", "steps", "target_calls", "drafted_tokens", "judged_tokens", "accepted_tokens",
                  "acceptance_rate", "acceptance_by_position", "accepted_length_hist", "mean_accepted_length",
                  "tokens_per_target_call", "draft_ms", "verify_ms", "gamma", "mode", "drafter"):
         assert getattr(b, name) == pytest.approx(getattr(a, name)), name
-    assert part.token_ids == res.token_ids and b.stopped == lab.STOPPED_TIME
+    assert part.token_ids == res.token_ids and b.stopped == STOPPED_TIME
     assert b.wall_ms == pytest.approx(res.steps[-1].elapsed_ms)
-    half = lab.partial_result(res.prompt, ids, res.steps[:2], mode="speculative", gamma=3)
+    half = partial_result(res.prompt, ids, res.steps[:2], mode="speculative", gamma=3)
     assert half.token_ids == tuple(t for s in res.steps[:2] for t in s.emitted_ids)
     assert half.stats.steps == 2 and half.stats.new_tokens == len(half.token_ids)
-    empty = lab.partial_result("p", ids, (), mode="autoregressive", gamma=3)
+    empty = partial_result("p", ids, (), mode="autoregressive", gamma=3)
     assert empty.stats.new_tokens == 0 and empty.stats.gamma == 0
 
 
 def test_measure_run_stops_and_says_the_point_is_partial(ctx):
-    spec, base, point = lab.measure_run("The capital of France is", preset="tiny-random", gamma=3,
-                                        max_new_tokens=32, budget=lab.Budget(10.0, clock=Ticks(1.0)))
+    spec, base, point = measure_run("The capital of France is", preset="tiny-random", gamma=3,
+                                    max_new_tokens=32, budget=Budget(10.0, clock=Ticks(1.0)))
     torch.set_num_threads(1)
-    assert lab.STOPPED_TIME in (spec.stats.stopped, base.stats.stopped)
+    assert STOPPED_TIME in (spec.stats.stopped, base.stats.stopped)
     assert base.stats.new_tokens < 32 and point.note.startswith("Partial")
-    done = lab.measure_run("The capital of France is", preset="tiny-random", gamma=3, max_new_tokens=8,
-                           budget=lab.Budget(None))[2]
+    done = measure_run("The capital of France is", preset="tiny-random", gamma=3, max_new_tokens=8,
+                       budget=Budget(None))[2]
     assert done.note == ""
 
 
@@ -273,7 +283,7 @@ def test_stop_buttons_cancel_the_heavy_events_and_the_running_loop():
 # --------------------------------------------------------------------------------------------
 
 
-def _held_bytes(memo: lab.MemoModel) -> int:
+def _held_bytes(memo: MemoModel) -> int:
     """Bytes the table really keeps alive: the storages of every stored tensor, each counted once."""
     seen: dict[int, int] = {}
     for logits, hidden, kv in memo._table.values():
@@ -291,7 +301,7 @@ def test_memo_cache_holds_at_most_its_byte_cap_and_changes_nothing(ctx, cap):
     make_memo, target_memo = ctx.drafter_factory(False, memo=True, cache_bytes=cap)
     make_real, target_real = ctx.drafter_factory(False, memo=False)
     drafter_memo = make_memo().model
-    assert isinstance(target_memo, lab.MemoModel) and isinstance(drafter_memo, lab.MemoModel)
+    assert isinstance(target_memo, MemoModel) and isinstance(drafter_memo, MemoModel)
     assert target_memo.budget is drafter_memo.budget  # one cap for both tables
     for seed in range(30):
         a = run(target_memo, ctx.tokenizer, ids, cfg, drafter=make_memo(), generator=torch.Generator().manual_seed(seed))
@@ -310,10 +320,10 @@ def test_memo_cache_holds_at_most_its_byte_cap_and_changes_nothing(ctx, cap):
 def test_memo_stores_compact_copies_of_views():
     big = torch.arange(1000, dtype=torch.float32).reshape(1, 10, 100)
     view = big[..., -2:, :]  # a KV-cache slice: keeps all of ``big`` alive
-    own = lab._owned(view)
+    own = _owned(view)
     assert torch.equal(own, view) and own.untyped_storage().nbytes() == 2 * 100 * 4
     fresh = torch.zeros(3, 4)
-    assert lab._owned(fresh) is fresh
+    assert _owned(fresh) is fresh
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,8 +352,9 @@ HOSTILE_QUERY = {
 def test_a_shared_link_never_renders_as_link_or_markup():
     from visual import lab as vlab
     from visual import lab_ui
+    from visual.share import prefill_from_query
 
-    pf = lab_ui.prefill_from_query(SimpleNamespace(query_params=HOSTILE_QUERY))
+    pf = prefill_from_query(SimpleNamespace(query_params=HOSTILE_QUERY))
     assert pf.prompt == HOSTILE_QUERY["prompt"]  # a valid prompt: it goes into the prompt box as text
     assert pf.preset is None and pf.gamma is None and pf.classroom is None and len(pf.errors) == 4
     for e in pf.errors:  # at most a short excerpt of anything the link said
@@ -403,7 +414,7 @@ def trace(ctx):
     res = generate("Hello there", preset="tiny-random", gamma=3, temperature=1.0, seed=3, max_new_tokens=12)
     torch.set_num_threads(1)
     assert res.steps[0].drafted and res.steps[0].correction is not None
-    return json.loads(lab.trace_to_json(res))
+    return json.loads(trace_to_json(res))
 
 
 def _set(path, value):
@@ -456,8 +467,8 @@ def test_crafted_trace_is_refused_naming_the_field(trace, name):
     path, value, message = CRAFTED[name]
     obj = copy.deepcopy(trace)
     _set(path, value)(obj)
-    with pytest.raises(lab.TraceImportError) as err:
-        lab.parse_trace(json.dumps(obj))
+    with pytest.raises(TraceImportError) as err:
+        parse_trace(json.dumps(obj))
     assert message in str(err.value), str(err.value)
     assert "Traceback" not in str(err.value) and "object is not" not in str(err.value)
 
@@ -478,22 +489,22 @@ def test_crafted_values_are_refused_or_replay_without_crashing(trace):
             obj = copy.deepcopy(trace)
             _set(path, value)(obj)
             try:
-                res = lab.parse_trace(json.dumps(obj))
-            except lab.TraceImportError:
+                res = parse_trace(json.dumps(obj))
+            except TraceImportError:
                 continue
             accepted += 1
             for f in range(replay.frame_count(res.steps)):
                 vlab.replay_html(res, f)
             vlab.trace_summary_html(res, "imported")
             lab_ui.theory_from_trace(res, 0.5, 4, 0.1, 1.3)
-            for i in lab.question_steps(res):
-                q = lab.question(res, i)
-                vlab.reveal_html(lab.reveal(res, i, [True] * len(q.drafts)), q)
+            for i in question_steps(res):
+                q = question(res, i)
+                vlab.reveal_html(reveal(res, i, [True] * len(q.drafts)), q)
     assert accepted > 0  # the harmless ones (a float for a time, null for an optional field) still import
 
 
 def test_a_real_trace_still_imports(trace):
-    back = lab.parse_trace(json.dumps(trace))
+    back = parse_trace(json.dumps(trace))
     assert list(back.token_ids) == trace["token_ids"]
 
 
@@ -505,7 +516,7 @@ def test_a_real_trace_still_imports(trace):
 def test_upload_over_the_limit_is_refused_before_reading(tmp_path, monkeypatch):
     from visual import lab_ui
 
-    limit = lab.load_config().limits.max_upload_bytes
+    limit = load_config().limits.max_upload_bytes
     big = tmp_path / "big.json"
     with open(big, "wb") as fh:  # sparse: costs no disk
         fh.truncate(limit + 1)
@@ -517,7 +528,7 @@ def test_upload_over_the_limit_is_refused_before_reading(tmp_path, monkeypatch):
         return real_open(file, *a, **k)
 
     monkeypatch.setattr(builtins, "open", guarded_open)
-    monkeypatch.setattr(lab, "load_trace_file", lambda *a, **k: pytest.fail("must not be parsed"))
+    monkeypatch.setattr(trace_io, "load_trace_file", lambda *a, **k: pytest.fail("must not be parsed"))
     kept = object()
     state, *_, msg = lab_ui.import_trace(str(big), kept)
     assert state is kept and msg.startswith("⛔") and "limited to 20\\.0 MB" in msg and "not read" in msg

@@ -1,5 +1,7 @@
 """Renderers for the classroom lab (``playground.lab`` computes; this module draws).
 
+Also the link note (``visual.share``) and the classroom preset card (``visual.classroom``).
+
 Plotly figures use ``visual.charts.style`` (transparent background, explicit
 font colours, Okabe-Ito palette).  Every model or user text that reaches HTML
 goes through ``visual.fmt`` (escaped, whitespace made visible).  Pure
@@ -15,11 +17,18 @@ from typing import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground import lab
+from playground.lab.distribution import DISPLAY_BINS, DistributionCheck, display_bins
+from playground.lab.equality import EqualityCheck
+from playground.lab.quiz import Question, Reveal, Scoreboard
+from playground.lab.rules import DEFAULT_RULE, RULE_INFO
+from playground.lab.stats import format_p
+from playground.lab.theory import MeasuredPoint, TheoryCurve
 from playground.records import GenerationResult
 from visual import replay, tokens
 from visual.charts import COLORS, FONT_COLOR, GRID_COLOR, empty_figure, style
+from visual.classroom import ClassroomPreset
 from visual.fmt import esc, num, pct, times, token_html
+from visual.share import Prefill
 
 CATEGORY_BADGE = {
     "correct": ("✓ correct", "#009E73"),
@@ -80,12 +89,12 @@ def _tiles(items: Sequence[str]) -> str:
 # --------------------------------------------------------------------------- distribution check
 
 
-def distribution_figure(check: lab.DistributionCheck | None, max_bins: int = lab.DISPLAY_BINS) -> go.Figure:
+def distribution_figure(check: DistributionCheck | None, max_bins: int = DISPLAY_BINS) -> go.Figure:
     """Overlaid histograms: speculative vs target-only frequencies, exact target probability as markers."""
     title = "Continuations: speculative vs target alone"
     if check is None:
         return empty_figure(title, "Press Run check to draw the histograms.")
-    rows = lab.display_bins(check, max_bins)
+    rows = display_bins(check, max_bins)
     labels = [r["label"] for r in rows]
     fig = go.Figure()
     fig.add_bar(x=labels, y=[r["target"] for r in rows], name=f"target alone (N = {check.target.n:,})",
@@ -108,17 +117,17 @@ def distribution_figure(check: lab.DistributionCheck | None, max_bins: int = lab
     return style(fig, title, height=380)
 
 
-def distribution_html(check: lab.DistributionCheck | None) -> str:
+def distribution_html(check: DistributionCheck | None) -> str:
     if check is None:
         return f'<div style="{_BOX}">Choose a rule and press <b>Run check</b>.</div>'
-    info = lab.RULE_INFO[check.rule]
+    info = RULE_INFO[check.rule]
     p_ex = check.chi2_exact.p_value if check.chi2_exact is not None else None
     tiles = [
         _tile(num(check.tv), "TV distance", f"noise level ≈ {num(check.tv_noise)}"),
-        _tile(lab.format_p(check.p_value), "chi-square p-value", f"two samples · {check.chi2.bins} bins"),
+        _tile(format_p(check.p_value), "chi-square p-value", f"two samples · {check.chi2.bins} bins"),
     ]
     if p_ex is not None:
-        tiles.append(_tile(lab.format_p(p_ex), "p vs exact target", f"{check.chi2_exact.bins} bins"))
+        tiles.append(_tile(format_p(p_ex), "p vs exact target", f"{check.chi2_exact.bins} bins"))
     tiles += [
         _tile(pct(check.spec.acceptance_rate), "acceptance rate", "accepted / judged drafts"),
         _tile(num(check.spec.tokens_per_target_call, 2), "tokens per target pass", "target alone: 1"),
@@ -151,12 +160,12 @@ RULES_COLUMNS = ["rule", "kind", "N", "TV", "noise TV", "p-value", "p vs exact",
 _SETTINGS = ("prompt", "preset", "temperature", "top_k", "top_p", "gamma", "n_tokens", "n_samples", "seed", "dtype")
 
 
-def _baseline(c: lab.DistributionCheck, checks: Sequence[lab.DistributionCheck]) -> lab.DistributionCheck | None:
-    return next((b for b in checks if b.rule == lab.DEFAULT_RULE
+def _baseline(c: DistributionCheck, checks: Sequence[DistributionCheck]) -> DistributionCheck | None:
+    return next((b for b in checks if b.rule == DEFAULT_RULE
                  and all(getattr(b, k) == getattr(c, k) for k in _SETTINGS)), None)
 
 
-def rules_table(checks: Sequence[lab.DistributionCheck]) -> pd.DataFrame:
+def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
     """One row per rule checked in this session (latest first): drift vs acceptance, side by side."""
     rows = []
     for c in checks:
@@ -173,8 +182,8 @@ def rules_table(checks: Sequence[lab.DistributionCheck]) -> pd.DataFrame:
             "N": f"{c.spec.n:,} of {c.n_samples:,} (partial)" if c.partial else f"{c.n_samples:,}",
             "TV": round(c.tv, 4),
             "noise TV": round(c.tv_noise, 4),
-            "p-value": lab.format_p(c.p_value),
-            "p vs exact": lab.format_p(c.chi2_exact.p_value) if c.chi2_exact is not None else "—",
+            "p-value": format_p(c.p_value),
+            "p vs exact": format_p(c.chi2_exact.p_value) if c.chi2_exact is not None else "—",
             "acceptance": pct(c.spec.acceptance_rate),
             "tokens/pass": num(c.spec.tokens_per_target_call, 2),
             "vs correct": times(ratio),
@@ -186,7 +195,7 @@ def rules_table(checks: Sequence[lab.DistributionCheck]) -> pd.DataFrame:
 # --------------------------------------------------------------------------- equality check
 
 
-def equality_html(eq: lab.EqualityCheck | None) -> str:
+def equality_html(eq: EqualityCheck | None) -> str:
     if eq is None:
         return f'<div style="{_BOX}">Press <b>Run both</b> to compare target-only and speculative greedy decoding.</div>'
     colour = COLORS["speedup"] if eq.identical else COLORS["predicted"]
@@ -256,7 +265,7 @@ $$S = \frac{E}{\gamma\, c + v_\gamma}$$
 """
 
 
-def theory_figure(curve: lab.TheoryCurve, point: lab.MeasuredPoint | None = None) -> go.Figure:
+def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.Figure:
     g = [p.gamma for p in curve.points]
     fig = go.Figure()
     fig.add_scatter(x=g, y=[p.speedup for p in curve.points], mode="lines+markers", name="predicted speedup S",
@@ -296,7 +305,7 @@ def theory_figure(curve: lab.TheoryCurve, point: lab.MeasuredPoint | None = None
     return fig
 
 
-def theory_html(curve: lab.TheoryCurve, gamma: int, point: lab.MeasuredPoint | None = None) -> str:
+def theory_html(curve: TheoryCurve, gamma: int, point: MeasuredPoint | None = None) -> str:
     here = next((p for p in curve.points if p.gamma == gamma), None)
     tiles = []
     if here is not None:
@@ -328,7 +337,7 @@ def theory_html(curve: lab.TheoryCurve, gamma: int, point: lab.MeasuredPoint | N
 # --------------------------------------------------------------------------- predict, then reveal
 
 
-def question_html(q: lab.Question | None, n_left: int = 0) -> str:
+def question_html(q: Question | None, n_left: int = 0) -> str:
     if q is None:
         return f'<div style="{_BOX}">Press <b>New round</b>: the app generates a run and stops before each verification.</div>'
     chips = "".join(
@@ -348,7 +357,7 @@ def question_html(q: lab.Question | None, n_left: int = 0) -> str:
     )
 
 
-def reveal_html(r: lab.Reveal | None, q: lab.Question | None = None) -> str:
+def reveal_html(r: Reveal | None, q: Question | None = None) -> str:
     if r is None or q is None:
         return ""
     rows = []
@@ -372,7 +381,7 @@ def reveal_html(r: lab.Reveal | None, q: lab.Question | None = None) -> str:
     )
 
 
-def score_card(board: lab.Scoreboard) -> str:
+def score_card(board: Scoreboard) -> str:
     pct_right = (board.step_points / board.step_max) if board.step_max else None
     tiles = [
         _tile(f"{board.total} / {board.total_max}", "session score"),
@@ -408,12 +417,13 @@ def trace_summary_html(result: GenerationResult | None, source: str = "") -> str
     return f'<p style="{_SUB}">{esc(source)} {esc(" · ".join(str(b) for b in bits))}</p>'
 
 
-def prefill_note(prefill: lab.Prefill) -> str:
+def prefill_note(prefill: Prefill) -> str:
     """What the link set and what it ignored, as plain text (escape it for any markup).
 
     The values named are validated ones (a preset from the config, numbers); the reasons in
-    ``errors`` quote at most a short excerpt of what the link said (``lab.excerpt``).  The
-    prompt itself is never repeated here: it goes into the prompt box, where it is only text."""
+    ``errors`` quote at most a short excerpt of what the link said
+    (``playground.validate.excerpt``).  The prompt itself is never repeated here: it goes
+    into the prompt box, where it is only text."""
     parts = []
     vals = prefill.values()
     if prefill.classroom:
@@ -426,7 +436,7 @@ def prefill_note(prefill: lab.Prefill) -> str:
     return " ".join(parts)
 
 
-def prefill_note_html(prefill: lab.Prefill) -> str:
+def prefill_note_html(prefill: Prefill) -> str:
     """The link note for the page (a gr.HTML): every character of it escaped, so nothing a link
     says can become a link, image or tag; empty when the URL had no parameters."""
     note = prefill_note(prefill)
@@ -435,7 +445,7 @@ def prefill_note_html(prefill: lab.Prefill) -> str:
     return f'<p class="lab-link-note" style="{_SUB}"><b>Link:</b> {esc(note)}</p>'
 
 
-def classroom_md(cp: lab.ClassroomPreset | None) -> str:
+def classroom_md(cp: ClassroomPreset | None) -> str:
     if cp is None:
         return ""
     return (

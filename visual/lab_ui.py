@@ -7,9 +7,8 @@ Sub-tabs: Equality check (1) · Distribution check with the rule selector —
 correct, wrong on purpose, lossy (2, 3, 4) · Theory bench (5) · Predict, then
 reveal (6) · Replay & share: trace replay/import/export, classroom presets,
 share links (7).  URL query parameters (``?preset=…&prompt=…&gamma=…&
-temperature=…&seed=…`` or ``?classroom=<slug>``) prefill the lab's controls on
-page load; ``prefill_from_query`` gives app.py the same validated values for
-its own tabs.
+temperature=…&seed=…`` or ``?classroom=<slug>``, validated by ``visual.share``)
+prefill the lab's controls on page load.
 
 Per-user data lives only in ``gr.State``; long work reports through
 ``gr.Progress`` and shares the ``"model"`` concurrency group with the
@@ -19,7 +18,8 @@ real models and report what they have, and each tab has a **Stop** button:
 it cancels the event (``cancels=``) and, because gradio lets a function that is
 already running finish, also tells the running loop through ``STOPS`` — the
 loop checks between continuations and frees its slot.  All logic is in
-``playground.lab``; rendering in ``visual.lab``.
+``playground.lab`` (one module per feature) and ``playground.trace_io``; links in
+``visual.share`` and ``visual.classroom``; rendering in ``visual.lab``.
 """
 
 from __future__ import annotations
@@ -32,21 +32,29 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Sequence
-from urllib.parse import urlsplit, urlunsplit
+from typing import Any, Callable
 
 import gradio as gr
 
-from playground import lab
+from playground import trace_io
 from playground.config import AppConfig, load_config
+from playground.engine import MAX_GAMMA
+from playground.lab.budget import Budget, LabCancelled
+from playground.lab.distribution import MAX_SAMPLES, MAX_SAMPLES_SLOW, DistributionCheck, distribution_check
+from playground.lab.equality import equality_check
+from playground.lab.quiz import Scoreboard, question, question_steps, reveal
+from playground.lab.rules import DEFAULT_RULE, RULE_INFO, rule_choices
+from playground.lab.theory import measure_run, measured_point, theory_curve
 from playground.models import ModelUnavailable
+from playground.sampling import predicted_speedup
 from visual import lab as vlab
 from visual import replay
+from visual.classroom import classroom_presets
 from visual.fmt import pct, token_plain
 from visual.playground_tab import preset_choices
+from visual.share import PREFILL_KEYS, Prefill, prefill_from_query, share_query, share_url
 
 DTYPE_DEFAULT = "preset default"
-PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")
 MODEL_EVENT = dict(concurrency_id="model", concurrency_limit="default", api_visibility="private")
 LIGHT_EVENT = dict(concurrency_limit=None, api_visibility="private", show_progress="hidden")
 HISTORY = 12  # distribution checks kept per session for the comparison table
@@ -96,9 +104,9 @@ def _session(request) -> str | None:
     return getattr(request, "session_hash", None) if request is not None else None
 
 
-def _budget(preset, request) -> lab.Budget:
+def _budget(preset, request) -> Budget:
     """The action's time limit (``limits.lab_wall_s`` on real models) and this session's Stop."""
-    return lab.Budget.for_preset(preset, STOPS.watcher(_session(request)))
+    return Budget.for_preset(preset, STOPS.watcher(_session(request)))
 
 
 def press_stop(request: gr.Request = None) -> str:
@@ -109,44 +117,6 @@ def press_stop(request: gr.Request = None) -> str:
 
 def press_stop_quietly(request: gr.Request = None) -> None:
     STOPS.press(_session(request))
-
-
-# --------------------------------------------------------------------------- URL prefill (also for app.py)
-
-
-def prefill_from_query(request: gr.Request = None, cfg: AppConfig | None = None) -> lab.Prefill:
-    """Validated prefill values from the page URL's query parameters.
-
-    Returns ``playground.lab.Prefill``: ``.preset .prompt .gamma .temperature .seed`` (None when
-    absent or invalid), ``.values()`` (only the valid ones, as a dict), ``.classroom`` (slug of
-    an applied ``?classroom=`` preset) and ``.errors`` (why something was ignored).  Never raises.
-    """
-    params: dict[str, str] = {}
-    try:
-        if request is not None and getattr(request, "query_params", None) is not None:
-            params = {str(k): str(v) for k, v in dict(request.query_params).items()}
-    except Exception:  # a malformed request must never break page load
-        params = {}
-    return lab.validate_query(params, cfg)
-
-
-def prefill_updates(prefill: lab.Prefill, keys: Sequence[str] = PREFILL_KEYS) -> list[Any]:
-    """One ``gr.update(value=...)`` per key (``gr.skip()`` where the link gave nothing valid)."""
-    vals = prefill.values()
-    return [gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys]
-
-
-def _share_url(request: gr.Request | None, query: str) -> str:
-    """The page's own address (from the Referer header) with ``query``; just the query if unknown."""
-    try:
-        ref = request.headers.get("referer") if request is not None else None
-    except Exception:
-        ref = None
-    if ref:
-        parts = urlsplit(ref)
-        if parts.scheme in ("http", "https") and parts.netloc:
-            return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query.lstrip("?"), ""))
-    return query
 
 
 # --------------------------------------------------------------------------- presets
@@ -212,7 +182,7 @@ def _run_errors(fn, *args, **kwargs):
         return fn(*args, **kwargs)
     except gr.Error:
         raise
-    except lab.LabCancelled:
+    except LabCancelled:
         raise _Stopped() from None
     except (ValueError, ModelUnavailable) as exc:
         raise gr.Error(str(exc)) from None
@@ -226,7 +196,7 @@ def _run_errors(fn, *args, **kwargs):
 def run_equality(prompt, preset, gamma, max_new_tokens, dtype, request: gr.Request = None, progress=gr.Progress()):
     try:
         eq = _run_errors(
-            lab.equality_check, prompt, preset=preset, gamma=_int(gamma, "γ"),
+            equality_check, prompt, preset=preset, gamma=_int(gamma, "γ"),
             max_new_tokens=_int(max_new_tokens, "tokens"), dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
             progress=_progress_adapter(progress), budget=_budget(preset, request),
         )
@@ -235,11 +205,11 @@ def run_equality(prompt, preset, gamma, max_new_tokens, dtype, request: gr.Reque
     return vlab.equality_html(eq)
 
 
-def _dist_outputs(check: lab.DistributionCheck | None, history: list, status: str):
+def _dist_outputs(check: DistributionCheck | None, history: list, status: str):
     return vlab.distribution_figure(check), vlab.distribution_html(check), vlab.rules_table(history), history, status
 
 
-def _reference(history: list) -> lab.DistributionCheck | None:
+def _reference(history: list) -> DistributionCheck | None:
     return history[0] if history else None
 
 
@@ -252,7 +222,7 @@ def run_distribution(prompt, preset, rule, n, n_tokens, temperature, gamma, seed
     history = list(history or [])
     try:
         check = _run_errors(
-            lab.distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
+            distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
             n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature), gamma=_int(gamma, "γ"),
             seed=_int(seed, "seed"), progress=_progress_adapter(progress), reference=_reference(history),
             budget=_budget(preset, request),
@@ -268,13 +238,13 @@ def run_distribution(prompt, preset, rule, n, n_tokens, temperature, gamma, seed
     return _dist_outputs(check, history, status)
 
 
-def _same_settings(a: lab.DistributionCheck, b: lab.DistributionCheck) -> bool:
+def _same_settings(a: DistributionCheck, b: DistributionCheck) -> bool:
     keys = ("prompt", "preset", "temperature", "gamma", "n_tokens", "n_samples", "seed")
     return all(getattr(a, k) == getattr(b, k) for k in keys)
 
 
 def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, history, request: gr.Request = None,
-                      progress=gr.Progress(), budget: lab.Budget | None = None):
+                      progress=gr.Progress(), budget: Budget | None = None):
     """Every rule on the same settings, one after another, sharing one target-only sample.
 
     One time limit for the whole comparison: each rule gets an equal share of what is left
@@ -282,8 +252,8 @@ def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, his
     history = list(history or [])
     report = _progress_adapter(progress)
     budget = budget if budget is not None else _budget(preset, request)
-    rules = list(lab.RULE_INFO)
-    done: list[lab.DistributionCheck] = []
+    rules = list(RULE_INFO)
+    done: list[DistributionCheck] = []
     ref = _reference(history)
     last = None
     try:
@@ -296,14 +266,14 @@ def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, his
                     report((i + f) / len(rules), f"rule {i + 1}/{len(rules)} ({rule}): {msg}")
 
             last = _run_errors(
-                lab.distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
+                distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
                 n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature),
                 gamma=_int(gamma, "γ"), seed=_int(seed, "seed"), progress=sub, reference=ref,
                 budget=budget.share(1.0 / (len(rules) - i)),
             )
             ref = last if ref is None or not _same_settings(ref, last) else ref
             done.append(last)
-    except (_Stopped, lab.LabCancelled):
+    except (_Stopped, LabCancelled):
         if not done:
             return _stopped_outputs(history)
     history = list(reversed(done)) + [h for h in history if not any(_same_settings(h, d) and h.rule == d.rule for d in done)]
@@ -320,7 +290,7 @@ def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, his
 
 def render_theory(alpha, gamma, c, v, point):
     try:
-        curve = lab.theory_curve(float(alpha), float(c), float(v))
+        curve = theory_curve(float(alpha), float(c), float(v))
     except (TypeError, ValueError) as exc:
         raise gr.Error(str(exc)) from None
     return vlab.theory_figure(curve, point), vlab.theory_html(curve, _int(gamma, "γ"), point)
@@ -336,7 +306,7 @@ def measure_for_theory(prompt, preset, gamma, temperature, seed, alpha, c, v, re
                        progress=gr.Progress()):
     try:
         spec, base, point = _run_errors(
-            lab.measure_run, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature),
+            measure_run, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature),
             seed=_int(seed, "seed"), progress=_progress_adapter(progress), budget=_budget(preset, request),
         )
     except _Stopped:
@@ -351,13 +321,13 @@ def measure_for_theory(prompt, preset, gamma, temperature, seed, alpha, c, v, re
 def theory_from_trace(trace, alpha, gamma, c, v):
     if trace is None:
         raise gr.Error("No trace yet: run or import one in the Replay & share tab.")
-    point = lab.measured_point(trace.stats)
+    point = measured_point(trace.stats)
     a2 = _clamp(point.alpha, 0.0, 1.0, float(alpha))
     c2 = _clamp(point.c, 0.0, 2.0, float(c))
     v2 = _clamp(point.v, 0.5, 4.0, float(v))
     g = point.gamma or _int(gamma, "γ")
     if point.predicted is None and point.alpha is not None and g:  # no 1-token timing: α measured, c and v from sliders
-        point = replace(point, predicted=lab.predicted_speedup(point.alpha, g, c2, v2))
+        point = replace(point, predicted=predicted_speedup(point.alpha, g, c2, v2))
     fig, html = render_theory(a2, g, c2, v2, point)
     return point, gr.update(value=round(a2, 3)), gr.update(value=g), gr.update(value=round(c2, 3)), \
         gr.update(value=round(v2, 3)), fig, html
@@ -375,7 +345,7 @@ def _question_outputs(state: dict):
         msg = ("This run is over. Press <b>Reveal the run's acceptance rate</b> to score your guess, or start a "
                "<b>New round</b>.")
         return f'<div style="{vlab._BOX}">{msg}</div>', gr.update(choices=[], value=[])
-    q = lab.question(res, order[pos])
+    q = question(res, order[pos])
     choices = [(f"{i + 1}: \u201c{token_plain(t)}\u201d", str(i)) for i, t in enumerate(q.drafts)]
     return vlab.question_html(q, len(order) - pos - 1), gr.update(choices=choices, value=[])
 
@@ -393,7 +363,7 @@ def new_round(preset, prompt, gamma, temperature, seed, max_new_tokens, rate_gue
         generate, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature), seed=_int(seed, "seed"),
         max_new_tokens=_int(max_new_tokens, "tokens"), progress=_load_progress(progress),
     )
-    order = lab.question_steps(res)
+    order = question_steps(res)
     state = {**_empty_round(), "result": res, "order": order, "rate_guess": float(rate_guess) / 100.0}
     note = (f"New run: {len(order)} step(s) with drafts out of {len(res.steps)}. Your acceptance-rate guess "
             f"({float(rate_guess):.0f}%) is locked in.")
@@ -412,10 +382,10 @@ def do_reveal(selected, state, board):
     res, idx = state["result"], state["order"][state["pos"]]
     k = len(res.steps[idx].drafted)
     picked = {int(s) for s in (selected or []) if str(s).isdigit()}
-    r = lab.reveal(res, idx, [i in picked for i in range(k)])
+    r = reveal(res, idx, [i in picked for i in range(k)])
     board = board.add_step(r)
     state["revealed"] = True
-    return state, vlab.reveal_html(r, lab.question(res, idx)), board, vlab.score_card(board)
+    return state, vlab.reveal_html(r, question(res, idx)), board, vlab.score_card(board)
 
 
 def next_step(state):
@@ -474,7 +444,7 @@ def upload_too_large(path, limit: int | None = None) -> str | None:
     except OSError:
         return "the uploaded file could not be found; upload it again"
     if size > limit:
-        return f"the file is {lab._mb(size)}; uploads are limited to {lab._mb(limit)}, so it was not read"
+        return f"the file is {trace_io.size_text(size)}; uploads are limited to {trace_io.size_text(limit)}, so it was not read"
     return None
 
 
@@ -485,8 +455,8 @@ def import_trace(path, current):
     if refused:
         return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {vlab.md_escape(refused)}."
     try:
-        res = lab.load_trace_file(path)
-    except lab.TraceImportError as exc:
+        res = trace_io.load_trace_file(path)
+    except trace_io.TraceImportError as exc:
         return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {vlab.md_escape(exc)}."
     except Exception as exc:  # anything unexpected is still a clear refusal
         return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file ({type(exc).__name__})."
@@ -515,9 +485,9 @@ def export_trace(trace):
 
 
 def share_link(preset, prompt, gamma, temperature, seed, request: gr.Request = None):
-    q = lab.share_query(preset=preset, prompt=prompt, gamma=_int(gamma, "γ"), temperature=float(temperature),
-                        seed=_int(seed, "seed"))
-    return _share_url(request, q)
+    q = share_query(preset=preset, prompt=prompt, gamma=_int(gamma, "γ"), temperature=float(temperature),
+                    seed=_int(seed, "seed"))
+    return share_url(request, q)
 
 
 # --------------------------------------------------------------------------- the tabs
@@ -547,7 +517,7 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
     gamma0 = next((c.gamma for c in choices if c.name == start), 4)
     ex_prompt = cfg.examples[0]["prompt"] if cfg.examples else "The capital of France is"
     try:
-        classroom = lab.classroom_presets(cfg)
+        classroom = classroom_presets(cfg)
     except ValueError:
         classroom = []
     c: dict[str, Any] = {}
@@ -556,7 +526,7 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
     dist_state = gr.State([])  # this session's distribution checks, newest first
     point_state = gr.State(None)  # MeasuredPoint for "you are here"
     round_state = gr.State(_empty_round())
-    board_state = gr.State(lab.Scoreboard())
+    board_state = gr.State(Scoreboard())
 
     # HTML, not Markdown: the note is about a link someone else wrote, and Markdown would turn
     # "[sign in](https://…)" in it into a real link.  vlab.prefill_note_html escapes everything.
@@ -589,15 +559,15 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
                 "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance (its edge "
                 "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
                 "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
-                f"continuation on a CPU and allow N ≤ {lab.MAX_SAMPLES_SLOW:,}; on them a check stops after "
+                f"continuation on a CPU and allow N ≤ {MAX_SAMPLES_SLOW:,}; on them a check stops after "
                 f"{lim.lab_wall_s:g} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
             )
             with gr.Row():
                 with gr.Column(scale=1, min_width=300):
-                    c["d_rule"] = gr.Radio(lab.rule_choices(), value=lab.DEFAULT_RULE, label="Verification rule",
+                    c["d_rule"] = gr.Radio(rule_choices(), value=DEFAULT_RULE, label="Verification rule",
                                            info="The correct rule is the default; the others are labelled.")
                     c["d_preset"] = gr.Dropdown(preset_opts, value=fast, label="Preset")
-                    c["d_n"] = gr.Slider(100, lab.MAX_SAMPLES, value=5000, step=100, label="N continuations per side")
+                    c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=5000, step=100, label="N continuations per side")
                     c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label="Tokens per continuation")
                     c["d_temp"] = gr.Slider(0.05, lim.max_temperature, value=1.0, step=0.05, label="Temperature")
                     with gr.Row():
@@ -627,10 +597,10 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
             gr.Markdown(vlab.FORMULAS_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True}])
             with gr.Row():
                 c["t_alpha"] = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="α: acceptance probability")
-                c["t_gamma"] = gr.Slider(1, lab.MAX_GAMMA, value=4, step=1, label="γ: drafts per step")
+                c["t_gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: drafts per step")
                 c["t_c"] = gr.Slider(0.0, 2.0, value=0.1, step=0.01, label="c: draft cost ÷ target cost")
                 c["t_v"] = gr.Slider(0.5, 4.0, value=1.3, step=0.05, label="v_γ: verify-pass cost ÷ 1-token cost")
-            curve0 = lab.theory_curve(0.7, 0.1, 1.3)
+            curve0 = theory_curve(0.7, 0.1, 1.3)
             c["t_plot"] = gr.Plot(vlab.theory_figure(curve0), show_label=False)
             c["t_html"] = gr.HTML(vlab.theory_html(curve0, 4))
             with gr.Accordion("You are here: measure a real run", open=True):
@@ -670,7 +640,7 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
                 c["p_next"] = gr.Button("Next step ›")
                 c["p_rate_reveal"] = gr.Button("Reveal the run's acceptance rate")
             c["p_answer"] = gr.HTML("")
-            c["p_score"] = gr.HTML(vlab.score_card(lab.Scoreboard()))
+            c["p_score"] = gr.HTML(vlab.score_card(Scoreboard()))
 
         # ---------------------------------------------------------------- 7. replay & share
         with gr.Tab("Replay & share"):
@@ -798,9 +768,9 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
             ch = next((x for x in choices if x.name == vals["preset"]), None)
             if ch is not None and not ch.available:
                 vals.pop("preset")
-                pf = lab.Prefill(**{**{k: getattr(pf, k) for k in ("prompt", "gamma", "temperature", "seed",
-                                                                   "classroom")},
-                                    "errors": pf.errors + (f"preset {ch.name!r} is unavailable here",)})
+                pf = Prefill(**{**{k: getattr(pf, k) for k in ("prompt", "gamma", "temperature", "seed",
+                                                               "classroom")},
+                                "errors": pf.errors + (f"preset {ch.name!r} is unavailable here",)})
         out = [vlab.prefill_note_html(pf), *_fill(vals)]
         if classroom:
             out.append(gr.update(value=pf.classroom) if pf.classroom in by_classroom else gr.skip())

@@ -1,0 +1,53 @@
+"""``LabContext``: a preset loaded for lab runs (models, tokenizer, prompt encoding, a drafter factory).
+
+The distribution and equality checks share it.  Its ``drafter_factory`` gives a fresh
+drafter per sample and the target to run, wrapped in ``MemoModel`` views sharing one
+byte cap when memoisation is asked for and the drafter kind allows it.
+
+This module does not run generation or compute any statistic.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from playground.api import encode_prompt, make_drafter, resolve
+from playground.config import load_config
+from playground.drafters.model import ModelDrafter
+from playground.drafters.prompt_lookup import PromptLookupDrafter
+from playground.lab.memo import ByteBudget, MemoModel
+from playground.models import load_pair
+
+
+class LabContext:
+    """A loaded preset ready for lab runs: models, tokenizer, drafter factory."""
+
+    def __init__(self, preset: str | None = None, drafter: str | None = None, dtype: str | None = None, progress=None):
+        self.preset, self.drafter_kind = resolve(preset, drafter)
+        self.pair = load_pair(self.preset, dtype, progress=progress)
+        self.tokenizer = self.pair.tokenizer
+        self.vocab = self.pair.target.config.get_text_config().vocab_size
+
+    def encode(self, prompt: str) -> list[int]:
+        lim = load_config().limits
+        return encode_prompt(prompt, self.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
+
+    @property
+    def fast(self) -> bool:
+        return self.preset.source == "builtin"
+
+    def drafter_factory(self, argmax: bool, memo: bool, cache_bytes: int | None = None) -> tuple[Callable[[], Any], Any]:
+        """(make a fresh drafter, the target model to use) — memoised views when possible.
+
+        The target's and the drafter's memo tables share one cap of ``cache_bytes``
+        (default ``limits.lab_cache_bytes``)."""
+        kind = self.drafter_kind
+        use_memo = memo and kind in ("model", "prompt-lookup")
+        cap = ByteBudget(load_config().limits.lab_cache_bytes if cache_bytes is None else cache_bytes)
+        target = MemoModel(self.pair.target, budget=cap) if use_memo else self.pair.target
+        if kind == "model":
+            dm = MemoModel(self.pair.drafter_model, budget=cap) if use_memo else self.pair.drafter_model
+            return (lambda: ModelDrafter(dm, self.vocab, argmax=argmax)), target
+        if kind == "prompt-lookup":
+            return PromptLookupDrafter, target
+        return (lambda: make_drafter(kind, self.pair, self.preset, argmax=argmax)), target

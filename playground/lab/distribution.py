@@ -1,0 +1,471 @@
+"""The distribution check: N short continuations with speculative sampling (any rule) and with the target alone.
+
+``distribution_check`` draws both samples with ``sample_continuations`` (the engine loop
+per sample, a generator per sample, memoised models: fast), computes the target's exact
+outcome probabilities where that is cheap (``TargetDistributions``), and compares them
+with ``lab.stats``: total variation and its noise floor, chi-square p-values, a reading in
+plain words.  The result is a frozen ``DistributionCheck``; ``display_bins`` shapes it for
+a histogram.  Under a ``Budget`` a check stops early and is marked partial.
+
+This module does not implement the rules (``playground.engine`` does) or render anything
+(``visual.lab`` does).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, replace
+from typing import Any, Iterable, Sequence
+
+import torch
+
+from playground.config import load_config
+from playground.engine import MAX_GAMMA, GenerationConfig, logits_to_keep_arg
+from playground.engine import run as engine_run
+from playground.lab.budget import Budget, Progress, default_wall_s
+from playground.lab.context import LabContext
+from playground.lab.rules import DEFAULT_RULE, RULE_INFO
+from playground.lab.stats import (
+    ChiSquare,
+    chi_square_goodness_of_fit,
+    chi_square_homogeneity,
+    plain_reading,
+    total_variation,
+    tv_noise_floor,
+)
+from playground.sampling import SamplingParams, logits_to_probs
+from playground.text import token_label
+from playground.validate import temperature as check_temperature
+from playground.validate import whole_number
+
+MAX_SAMPLES = 50_000
+MAX_SAMPLES_SLOW = 500  # presets with real LMs: ~1-7 s per continuation on a 2-core CPU
+MAX_CONT_TOKENS = 3
+DISPLAY_BINS = 30
+
+
+def outcome_label(ids: Sequence[int], tokenizer, eos_ids: Iterable[int] = ()) -> str:
+    eos = set(eos_ids)
+    parts = []
+    for t in ids:
+        if t in eos:
+            parts.append("<eos>")
+            continue
+        text = tokenizer.decode([int(t)], skip_special_tokens=False, clean_up_tokenization_spaces=False)
+        parts.append(token_label(text))
+    return "·".join(parts)
+
+
+@dataclass(frozen=True)
+class SampleStats:
+    n: int
+    seconds: float
+    judged: int
+    accepted: int
+    drafted: int
+    target_calls: int  # decode-phase verify passes (prefill excluded)
+    new_tokens: int
+    memo_hits: int
+    memo_misses: int
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        return self.accepted / self.judged if self.judged else None
+
+    @property
+    def tokens_per_target_call(self) -> float | None:
+        return self.new_tokens / self.target_calls if self.target_calls else None
+
+
+@dataclass(frozen=True)
+class DistributionCheck:
+    prompt: str
+    preset: str
+    drafter: str
+    rule: str
+    category: str
+    temperature: float
+    top_k: int
+    top_p: float
+    gamma: int
+    n_tokens: int
+    n_samples: int
+    seed: int
+    draft_argmax: bool
+    outcomes: tuple[tuple[int, ...], ...]  # every outcome seen, most frequent (pooled) first
+    labels: tuple[str, ...]
+    spec_counts: tuple[int, ...]
+    target_counts: tuple[int, ...]
+    exact_probs: tuple[float, ...] | None  # the target's exact probability of each outcome
+    tv: float  # speculative histogram vs target-only histogram
+    tv_noise: float  # typical TV of two same-distribution samples of these sizes
+    tv_exact: float | None  # speculative histogram vs the target's exact distribution
+    chi2: ChiSquare  # two-sample homogeneity test
+    chi2_exact: ChiSquare | None  # speculative vs exact target probabilities
+    spec: SampleStats
+    target: SampleStats
+    reading: str
+    notes: tuple[str, ...] = ()
+    dtype: str = "float32"
+    stopped: str = ""  # why the sample is smaller than asked ("" when complete)
+
+    @property
+    def partial(self) -> bool:
+        """The time limit cut the sample short: the statistics describe what was collected."""
+        return bool(self.stopped)
+
+    @property
+    def p_value(self) -> float:
+        return self.chi2.p_value
+
+    @property
+    def speedup_tokens_per_call(self) -> float | None:
+        """Target passes saved: target-only calls per token / speculative calls per token."""
+        s, t = self.spec.tokens_per_target_call, self.target.tokens_per_target_call
+        return (s / t) if s and t else None
+
+    @property
+    def measured_speedup(self) -> float | None:
+        if self.spec.seconds > 0 and self.target.seconds > 0 and self.spec.memo_hits == 0:
+            return self.target.seconds / self.spec.seconds
+        return None
+
+
+def _sample_seed(seed: int, index: int, stream: int) -> int:
+    return ((seed % (2**40)) << 22 | (index % (2**21)) << 1 | stream) % (2**63)
+
+
+def sample_continuations(
+    ctx: LabContext,
+    prompt_ids: list[int],
+    config: GenerationConfig,
+    n: int,
+    seed: int,
+    draft_argmax: bool = False,
+    progress: Progress = None,
+    progress_span: tuple[float, float] = (0.0, 1.0),
+    memo: bool = True,
+    budget: Budget | None = None,
+    cache_bytes: int | None = None,
+) -> tuple[Counter, SampleStats]:
+    """Run the engine loop up to n times (config.max_new_tokens tokens each) and count the outcomes.
+
+    ``budget`` is asked before every continuation after the first (so a side always has at
+    least one): when it runs out the loop stops and ``SampleStats.n`` says how many were drawn;
+    Stop raises ``LabCancelled`` between continuations.  Sample i always uses the generator
+    for (seed, i), so a stopped run's outcomes are exactly the first ones of a full run."""
+    speculative = config.mode == "speculative"
+    stream_id = 0 if speculative else 1
+    budget = budget or Budget(None)
+    make, target = ctx.drafter_factory(draft_argmax, memo, cache_bytes)
+    counts: Counter = Counter()
+    judged = accepted = drafted = calls = new = done = 0
+    t0 = time.perf_counter()
+    lo, hi = progress_span
+    every = max(1, n // 100)
+    label = "speculative" if speculative else "target only"
+    for i in range(n):
+        if budget.expired() and i > 0:
+            break
+        gen = torch.Generator().manual_seed(_sample_seed(seed, i, stream_id))
+        res = engine_run(
+            target,
+            ctx.tokenizer,
+            prompt_ids,
+            config,
+            drafter=make() if speculative else None,
+            eos_token_ids=ctx.pair.eos_token_ids,
+            generator=gen,
+        )
+        counts[tuple(res.token_ids)] += 1
+        done += 1
+        st = res.stats
+        judged += st.judged_tokens
+        accepted += st.accepted_tokens
+        drafted += st.drafted_tokens
+        calls += st.steps
+        new += st.new_tokens
+        if progress is not None and (i % every == 0 or i == n - 1):
+            progress(lo + (hi - lo) * (i + 1) / n, f"{label}: {i + 1:,} / {n:,} continuations")
+    hits = getattr(target, "hits", 0)
+    misses = getattr(target, "misses", 0)
+    stats = SampleStats(
+        n=done,
+        seconds=time.perf_counter() - t0,
+        judged=judged,
+        accepted=accepted,
+        drafted=drafted,
+        target_calls=calls,
+        new_tokens=new,
+        memo_hits=hits,
+        memo_misses=misses,
+    )
+    return counts, stats
+
+
+class TargetDistributions:
+    """p(· | prompt, prefix) for many prefixes, computed in batches and cached.
+
+    Uses the engine's logits processing (``logits_to_probs``), one batched forward per group of
+    same-length prefixes (no padding needed), no KV cache.
+    """
+
+    def __init__(self, ctx: "LabContext", prompt_ids: Sequence[int], params: SamplingParams, batch: int = 128) -> None:
+        self.model = ctx.pair.target
+        self.prompt_ids = list(prompt_ids)
+        self.params = params
+        self.batch = batch
+        self.eos = frozenset(ctx.pair.eos_token_ids)
+        self._rows: dict[tuple[int, ...], torch.Tensor] = {}
+
+    @torch.inference_mode()
+    def ensure(self, prefixes: Iterable[tuple[int, ...]]) -> None:
+        todo = sorted({tuple(p) for p in prefixes if tuple(p) not in self._rows}, key=len)
+        by_len: dict[int, list[tuple[int, ...]]] = {}
+        for pre in todo:
+            by_len.setdefault(len(pre), []).append(pre)
+        for _, group in sorted(by_len.items()):
+            for s in range(0, len(group), self.batch):
+                chunk = group[s : s + self.batch]
+                ids = torch.tensor([self.prompt_ids + list(pre) for pre in chunk], device=self.model.device)
+                out = self.model(input_ids=ids, use_cache=False, logits_to_keep=logits_to_keep_arg(ids.shape[-1], 1, ids.device))
+                probs = logits_to_probs(out.logits[:, -1], self.params)  # [B, V]
+                for pre, row in zip(chunk, probs):
+                    self._rows[pre] = row
+
+    def __getitem__(self, prefix: tuple[int, ...]) -> torch.Tensor:
+        self.ensure([prefix])
+        return self._rows[prefix]
+
+    def prob(self, outcome: tuple[int, ...]) -> float:
+        """Probability that target-only decoding emits exactly ``outcome`` first."""
+        self.ensure(outcome[:j] for j in range(len(outcome)))
+        p = 1.0
+        for j, tok in enumerate(outcome):
+            p *= float(self._rows[outcome[:j]][tok])
+        return p
+
+    def table(self, n_tokens: int, min_prob: float, max_prefixes: int = 20_000) -> dict[tuple[int, ...], float] | None:
+        """Every outcome (n_tokens tokens, or fewer ending in EOS) with probability >= min_prob.
+
+        Independent of any sample (a prefix is expanded only if its own probability reaches
+        min_prob), so its outcomes can serve as chi-square bins.  None if too many prefixes.
+        """
+        frontier: dict[tuple[int, ...], float] = {(): 1.0}
+        table: dict[tuple[int, ...], float] = {}
+        expanded = 0
+        for depth in range(n_tokens):
+            expanded += len(frontier)
+            if expanded > max_prefixes:
+                return None
+            self.ensure(frontier)
+            nxt: dict[tuple[int, ...], float] = {}
+            for pre, pp in frontier.items():
+                row = self._rows[pre] * pp
+                for t in torch.nonzero(row >= min_prob).flatten().tolist():
+                    o = pre + (int(t),)
+                    if int(t) in self.eos or depth == n_tokens - 1:
+                        table[o] = float(row[t])
+                    else:
+                        nxt[o] = float(row[t])
+            frontier = nxt
+        return table
+
+
+def distribution_check(
+    prompt: str,
+    *,
+    preset: str | None = "tiny-random",
+    drafter: str | None = None,
+    rule: str = DEFAULT_RULE,
+    n_samples: int = 2000,
+    n_tokens: int = 2,
+    gamma: int | None = None,
+    temperature: float = 1.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    draft_argmax: bool | None = None,
+    dtype: str | None = None,
+    exact: bool | None = None,
+    memo: bool = True,
+    progress: Progress = None,
+    ctx: LabContext | None = None,
+    reference: DistributionCheck | None = None,
+    budget: Budget | None = None,
+    cache_bytes: int | None = None,
+) -> DistributionCheck:
+    """Speculative (with ``rule``) vs target-only: N continuations of ``n_tokens`` tokens each.
+
+    draft_argmax=None picks True for rule "softmax-q" (that bug needs argmax drafts) and
+    False otherwise.  exact=None computes the target's exact probabilities (for the "p vs exact"
+    test and the histogram's markers) only where cheap: tiny models, or few distinct prefixes.
+    ``reference``: an earlier check whose target-only sample is reused when
+    it was drawn with the same prompt, preset, sampling settings, N, length and seed (so
+    comparing rules costs one target-only sample).
+    ``budget``: the wall-time limit and Stop (default ``Budget.for_preset``: ``limits.lab_wall_s``
+    on real models, none on the built-in tiny ones).  The speculative side gets half the time
+    when a target-only sample must be drawn too, which then draws as many continuations as the
+    speculative side got; a stopped check is marked ``partial`` and says so in ``stopped`` and
+    its reading.  ``cache_bytes``: the memo tables' cap (default ``limits.lab_cache_bytes``).
+    """
+    if rule not in RULE_INFO:
+        raise ValueError(f"rule must be one of {', '.join(RULE_INFO)}, got {rule!r}")
+    n_tokens = whole_number("tokens per continuation", n_tokens, 1, MAX_CONT_TOKENS)
+    seed = whole_number("seed", seed, 0, 2**63 - 1)
+    lim = load_config().limits
+    if check_temperature(temperature, lim.max_temperature) == 0.0:
+        raise ValueError(
+            f"the distribution check needs sampling: temperature must be in (0, {lim.max_temperature}] "
+            "(at temperature 0 use the greedy equality check)"
+        )
+    ctx = ctx or LabContext(preset, drafter, dtype)
+    budget = budget if budget is not None else Budget(default_wall_s(ctx.preset))
+    cap = MAX_SAMPLES if ctx.fast else MAX_SAMPLES_SLOW
+    n_samples = whole_number("N", n_samples, 10, cap)
+    g = whole_number("gamma", ctx.preset.gamma if gamma is None else gamma, 1, min(MAX_GAMMA, lim.max_gamma))
+    if draft_argmax is None:
+        draft_argmax = rule == "softmax-q"
+    ids = ctx.encode(prompt)
+    notes: list[str] = []
+    if n_tokens == 1:
+        notes.append(
+            "With 1-token continuations no draft is ever made (a step always adds one token of its own), so "
+            "every rule is trivially exact: use 2 or 3 tokens to see the rules at work."
+        )
+    if rule == "softmax-q" and (ctx.drafter_kind != "model" or not draft_argmax):
+        notes.append(
+            "Rule (a) only differs from the correct rule when a model drafter drafts its argmax at T > 0 "
+            "(the drafter's softmax is then available to misuse); here it behaves like the correct rule."
+        )
+    spec_cfg = GenerationConfig(
+        mode="speculative", gamma=int(g), temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
+        seed=int(seed), max_new_tokens=int(n_tokens), trace=False, rule=rule,
+    )
+    ar_cfg = replace(spec_cfg, mode="autoregressive", rule=DEFAULT_RULE)
+    reuse = reference is not None and _same_reference(reference, prompt, ctx, float(temperature), int(top_k),
+                                                      float(top_p), n_tokens, n_samples, seed)
+    spec_counts, spec_stats = sample_continuations(
+        ctx, ids, spec_cfg, n_samples, seed, draft_argmax, progress, (0.0, 0.96 if reuse else 0.48), memo,
+        budget if reuse else budget.share(0.5), cache_bytes,
+    )
+    if reuse:
+        tgt_counts = Counter({o: c for o, c in zip(reference.outcomes, reference.target_counts) if c})
+        tgt_stats = reference.target
+    else:
+        span = (0.48, 0.96)
+        tgt_counts, tgt_stats = sample_continuations(ctx, ids, ar_cfg, spec_stats.n, seed, False, progress, span, memo,
+                                                     budget, cache_bytes)
+    stopped = ""
+    if spec_stats.n < n_samples or tgt_stats.n < n_samples:
+        stopped = stopped_message(budget, spec_stats.n, tgt_stats.n, n_samples)
+    budget.expired()  # raises if Stop was pressed meanwhile: nobody waits for the statistics
+    if progress is not None:
+        progress(0.97, "statistics")
+    outcomes = sorted(set(spec_counts) | set(tgt_counts), key=lambda o: (-(spec_counts[o] + tgt_counts[o]), o))
+    probs = table = None
+    n_prefixes = len({o[:j] for o in outcomes for j in range(len(o))})
+    if exact is None:
+        exact = ctx.fast or n_prefixes <= 32
+    if exact:
+        dists = TargetDistributions(ctx, ids, spec_cfg.sampling)
+        if n_prefixes <= 20_000:
+            if progress is not None:
+                progress(0.97, "the target's exact probabilities")
+            dists.ensure(o[:j] for o in outcomes for j in range(len(o)))  # batched
+            probs = {o: dists.prob(o) for o in outcomes}
+            table = dists.table(n_tokens, 5.0 / max(spec_stats.n, 1))
+    chi = chi_square_homogeneity(spec_counts, tgt_counts)
+    tv = total_variation(spec_counts, tgt_counts)
+    noise = tv_noise_floor(spec_counts, tgt_counts)
+    tv_exact = chi_exact = None
+    if probs is not None:
+        n = sum(spec_counts.values())
+        seen = sum(probs.values())
+        tv_exact = 0.5 * (sum(abs(spec_counts[o] / n - probs[o]) for o in outcomes) + max(0.0, 1.0 - seen))
+    if table is not None:
+        chi_exact = chi_square_goodness_of_fit(spec_counts, table)
+    info = RULE_INFO[rule]
+    reading = plain_reading(tv, noise, chi.p_value, spec_stats.n, info.category, n_other=tgt_stats.n)
+    if stopped:
+        reading = f"PARTIAL RESULT — {stopped} " + reading
+    sa = spec_stats.acceptance_rate
+    if sa is not None:
+        reading += f" Acceptance rate of this rule here: {sa:.0%} of judged drafts."
+    if progress is not None:
+        progress(1.0, "done")
+    return DistributionCheck(
+        prompt=prompt,
+        preset=ctx.preset.name,
+        drafter=ctx.drafter_kind,
+        rule=rule,
+        category=info.category,
+        temperature=float(temperature),
+        top_k=int(top_k),
+        top_p=float(top_p),
+        gamma=int(g),
+        n_tokens=int(n_tokens),
+        n_samples=int(n_samples),
+        seed=int(seed),
+        draft_argmax=bool(draft_argmax),
+        outcomes=tuple(outcomes),
+        labels=tuple(outcome_label(o, ctx.tokenizer, ctx.pair.eos_token_ids) for o in outcomes),
+        spec_counts=tuple(spec_counts[o] for o in outcomes),
+        target_counts=tuple(tgt_counts[o] for o in outcomes),
+        exact_probs=tuple(probs[o] for o in outcomes) if probs is not None else None,
+        tv=tv,
+        tv_noise=noise,
+        tv_exact=tv_exact,
+        chi2=chi,
+        chi2_exact=chi_exact,
+        spec=spec_stats,
+        target=tgt_stats,
+        reading=reading,
+        notes=tuple(notes),
+        dtype=ctx.pair.dtype,
+        stopped=stopped,
+    )
+
+
+def stopped_message(budget: Budget, n_spec: int, n_target: int, n_asked: int) -> str:
+    """'Stopped after 60 s (the time limit): 143 of 500 continuations ...' for a cut-short check."""
+    return (
+        f"Stopped after {budget.describe()} (the lab's time limit on this model): {n_spec:,} of {n_asked:,} "
+        f"continuations speculative, {n_target:,} of {n_asked:,} target alone. Every number here is computed "
+        "on those — a smaller sample, so the test sees less; use fewer tokens, a smaller N, or the tiny model "
+        "for large N."
+    )
+
+
+def _same_reference(ref: DistributionCheck, prompt: str, ctx: LabContext, temperature: float, top_k: int, top_p: float,
+                    n_tokens: int, n_samples: int, seed: int) -> bool:
+    return (ref.prompt, ref.preset, ref.dtype, ref.temperature, ref.top_k, ref.top_p, ref.n_tokens, ref.n_samples,
+            ref.seed) == (prompt, ctx.preset.name, ctx.pair.dtype, temperature, top_k, top_p, n_tokens, n_samples, seed)
+
+
+def display_bins(check: DistributionCheck, max_bins: int = DISPLAY_BINS) -> list[dict[str, Any]]:
+    """Rows for a histogram: the most frequent outcomes, the rest pooled as "(other)"."""
+    ns, nt = max(sum(check.spec_counts), 1), max(sum(check.target_counts), 1)
+    rows = []
+    for i, label in enumerate(check.labels):
+        rows.append(
+            {
+                "label": label,
+                "speculative": check.spec_counts[i] / ns,
+                "target": check.target_counts[i] / nt,
+                "exact": check.exact_probs[i] if check.exact_probs is not None else None,
+            }
+        )
+    if len(rows) <= max_bins:
+        return rows
+    head, tail = rows[: max_bins - 1], rows[max_bins - 1 :]
+    other = {
+        "label": f"(other {len(tail)})",
+        "speculative": sum(r["speculative"] for r in tail),
+        "target": sum(r["target"] for r in tail),
+        "exact": None,
+    }
+    if check.exact_probs is not None:
+        other["exact"] = max(0.0, 1.0 - sum(r["exact"] for r in head))
+    return head + [other]

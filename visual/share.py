@@ -1,0 +1,154 @@
+"""Share links: the URL query parameters that prefill the app, validated, and the links that carry them.
+
+A link says ``?preset=…&prompt=…&gamma=…&temperature=…&seed=…`` or ``?classroom=<slug or
+number>`` (a classroom preset, which explicit parameters override).  ``validate_query``
+keeps the valid values in a ``Prefill`` and says why it ignored the others, never raising;
+its messages quote at most a short excerpt of what the link said (a link's text is someone
+else's).  ``prefill_from_query`` reads the parameters off a gradio request,
+``prefill_updates`` turns a ``Prefill`` into component updates, and ``share_query`` /
+``share_url`` build a link for the current settings.
+
+This module does not build tabs (``visual.lab_ui``, ``app.py`` wire the load events) or
+render the link note (``visual.lab.prefill_note_html``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+from urllib.parse import urlencode, urlsplit, urlunsplit
+
+import gradio as gr
+
+from playground.config import AppConfig, load_config
+from playground.engine import MAX_GAMMA
+from playground.validate import clean_prompt, excerpt, parse_number, parse_whole_number
+from playground.validate import temperature as check_temperature
+from visual.classroom import classroom_presets, slugify
+
+PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")  # what a link can set, in the tabs' order
+
+QUERY_KEYS = ("preset", "prompt", "gamma", "temperature", "seed", "classroom")
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """Validated values from a shared link (absent keys are None) and what was ignored, and why."""
+
+    preset: str | None = None
+    prompt: str | None = None
+    gamma: int | None = None
+    temperature: float | None = None
+    seed: int | None = None
+    classroom: str | None = None  # slug of the classroom preset applied, if any
+    errors: tuple[str, ...] = ()
+
+    def values(self) -> dict[str, Any]:
+        return {k: getattr(self, k) for k in ("preset", "prompt", "gamma", "temperature", "seed") if getattr(self, k) is not None}
+
+
+def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = None) -> Prefill:
+    """Validate URL query parameters; bad values are dropped with a reason, never raised.
+
+    ``classroom=<slug or 1-based number>`` applies a classroom preset first; explicit
+    preset/prompt/gamma/temperature/seed parameters override it.
+    """
+    cfg = cfg or load_config()
+    lim = cfg.limits
+    params = dict(params or {})
+    errors: list[str] = []
+    vals: dict[str, Any] = {}
+    cls_slug = None
+    unknown = sorted(k for k in params if k not in QUERY_KEYS and not str(k).startswith("__"))
+    if unknown:
+        errors.append("ignored unknown parameter(s): " + ", ".join(repr(excerpt(u)) for u in unknown[:5])
+                      + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
+    if params.get("classroom") not in (None, ""):
+        raw = str(params["classroom"]).strip()[:80]
+        try:
+            presets = classroom_presets(cfg)
+        except ValueError as exc:
+            presets = []
+            errors.append(f"classroom presets are misconfigured: {exc}")
+        found = None
+        if raw.isdigit() and 1 <= int(raw) <= len(presets):
+            found = presets[int(raw) - 1]
+        else:
+            found = next((c for c in presets if c.slug == slugify(raw)), None)
+        if found is None:
+            errors.append(f"classroom: no preset called {excerpt(raw)!r}")
+        else:
+            cls_slug = found.slug
+            vals.update(preset=found.preset, prompt=found.prompt, gamma=found.gamma,
+                        temperature=found.temperature, seed=found.seed)
+    checks: dict[str, Callable[[Any], Any]] = {
+        "preset": lambda r: _check_preset(r, cfg),
+        "prompt": lambda r: clean_prompt(r, lim.max_prompt_chars),
+        "gamma": lambda r: parse_whole_number("gamma", r, 1, min(lim.max_gamma, MAX_GAMMA)),
+        "temperature": lambda r: check_temperature(parse_number("temperature", r, 0.0, lim.max_temperature),
+                                                  lim.max_temperature),
+        "seed": lambda r: parse_whole_number("seed", r, 0, 2**63 - 1),
+    }
+    for key, check in checks.items():
+        raw = params.get(key)
+        if raw is None or (isinstance(raw, str) and raw == ""):
+            continue
+        if isinstance(raw, str) and len(raw) > lim.max_prompt_chars + 100:
+            errors.append(f"{key}: value too long")
+            continue
+        try:
+            vals[key] = check(raw)
+        except ValueError as exc:
+            errors.append(str(exc))
+    return Prefill(classroom=cls_slug, errors=tuple(errors), **vals)
+
+
+def _check_preset(raw: Any, cfg: AppConfig) -> str:
+    name = str(raw).strip()
+    names = [p.name for p in cfg.presets]
+    if name not in names:
+        raise ValueError(f"unknown preset {excerpt(name)!r}; choose one of: {', '.join(names)}")
+    return name
+
+
+def share_query(preset: str | None = None, prompt: str | None = None, gamma: int | None = None,
+                temperature: float | None = None, seed: int | None = None) -> str:
+    """The query string a teacher can append to the app's URL."""
+    q = {k: v for k, v in (("preset", preset), ("prompt", prompt), ("gamma", gamma), ("temperature", temperature),
+                           ("seed", seed)) if v is not None and v != ""}
+    return ("?" + urlencode(q)) if q else ""
+
+
+def share_url(request: gr.Request | None, query: str) -> str:
+    """The page's own address (from the Referer header) with ``query``; just the query if unknown."""
+    try:
+        ref = request.headers.get("referer") if request is not None else None
+    except Exception:
+        ref = None
+    if ref:
+        parts = urlsplit(ref)
+        if parts.scheme in ("http", "https") and parts.netloc:
+            return urlunsplit((parts.scheme, parts.netloc, parts.path or "/", query.lstrip("?"), ""))
+    return query
+
+
+def prefill_from_query(request: gr.Request = None, cfg: AppConfig | None = None) -> Prefill:
+    """Validated prefill values from the page URL's query parameters.
+
+    Returns a ``Prefill``: ``.preset .prompt .gamma .temperature .seed`` (None when absent or
+    invalid), ``.values()`` (only the valid ones, as a dict), ``.classroom`` (slug of an
+    applied ``?classroom=`` preset) and ``.errors`` (why something was ignored).  Never raises.
+    """
+    params: dict[str, str] = {}
+    try:
+        if request is not None and getattr(request, "query_params", None) is not None:
+            params = {str(k): str(v) for k, v in dict(request.query_params).items()}
+    except Exception:  # a malformed request must never break page load
+        params = {}
+    return validate_query(params, cfg)
+
+
+def prefill_updates(prefill: Prefill, keys: Sequence[str] = PREFILL_KEYS) -> list[Any]:
+    """One ``gr.update(value=...)`` per key (``gr.skip()`` where the link gave nothing valid)."""
+    vals = prefill.values()
+    return [gr.update(value=vals[k]) if k in vals else gr.skip() for k in keys]
