@@ -52,6 +52,10 @@ class DraftDecision:
     # committed token), and ``position`` is its depth.  None in chain steps (the parent is
     # the previous draft), so chain traces written before trees existed still import.
     parent: int | None = None
+    # Tree steps, a rejected draft only: the top of the residual norm(max(0, r - q)) its
+    # rejection left, the r the next sibling (or the resample) was judged against.  Empty
+    # otherwise, and in traces written before it was recorded.
+    residual_top: tuple[Candidate, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,8 @@ def _step_from_dict(d: dict[str, Any]) -> StepRecord:
     drafted = tuple(
         _build(
             DraftDecision,
-            {**x, "target_top": _cands(x.get("target_top")), "draft_top": _cands(x.get("draft_top"))},
+            {**x, "target_top": _cands(x.get("target_top")), "draft_top": _cands(x.get("draft_top")),
+             "residual_top": _cands(x.get("residual_top"))},
         )
         for x in d.get("drafted", [])
     )

@@ -161,7 +161,7 @@ def _check_shape(obj: Mapping[str, Any]) -> None:
         if not isinstance(step, dict):
             raise TraceImportError(f"{w} must be an object, got {type(step).__name__}")
         for j, d in enumerate(_list_of_objects(step, "drafted", w)):
-            for key in ("target_top", "draft_top"):
+            for key in ("target_top", "draft_top", "residual_top"):
                 _list_of_objects(d, key, f"{w}, draft {j + 1}")
         corr = step.get("correction")
         if corr is not None:
@@ -293,6 +293,7 @@ def _check_values(res: GenerationResult) -> None:
             _need(_in_range(d.ratio, 0.0, math.inf), wd, "ratio", "must be >= 0 (p/q) or null", d.ratio)
             _check_candidates(d.target_top, wd, "target_top")
             _check_candidates(d.draft_top, wd, "draft_top")
+            _check_candidates(d.residual_top, wd, "residual_top")
         c = s.correction
         if c is not None:
             wc = f"{w}, correction"

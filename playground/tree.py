@@ -113,6 +113,7 @@ class NodeDecision:
     accept_prob: float
     accepted: bool
     residual_before: torch.Tensor | None  # [V] the r this sibling was judged against
+    residual_after: torch.Tensor | None = None  # [V] rejected: the r it left for the next sibling (keep_residuals)
 
 
 @dataclass(frozen=True)
@@ -148,12 +149,13 @@ def verify_tree(
             a = acceptance_prob(float(r[x]), float(q[x]))
             u = uniform()
             ok = is_accepted(u, a)
-            decisions.append(NodeDecision(c, u, a, ok, r if keep_residuals else None))
             if ok:
+                decisions.append(NodeDecision(c, u, a, ok, r if keep_residuals else None))
                 chosen = c
                 break
-            if update_residual:
-                r = residual_distribution(r, q)
+            after = residual_distribution(r, q) if update_residual else r
+            decisions.append(NodeDecision(c, u, a, ok, r if keep_residuals else None, after if keep_residuals else None))
+            r = after
         if chosen is None:
             kind = "resample" if kids else "bonus"
             token = draw(r)

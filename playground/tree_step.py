@@ -68,6 +68,7 @@ def tree_step(target, drafter, state, committed: list[int], max_nodes: int, max_
         uniform=lambda: float(torch.rand((), generator=generator)),
         draw=(lambda d: draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
         eos=eos,
+        keep_residuals=texts is not None,  # the trace shows the residual after each rejected sibling
     )
     path = list(verdict.path)
     compact_cache(target.cache, len(tree) + 1, [0] + [1 + j for j in path])
@@ -94,6 +95,8 @@ def tree_step(target, drafter, state, committed: list[int], max_nodes: int, max_
                                argmax[tree.parents[i] + 1] if argmax else None),
             draft_top=(top(q, top_n, texts, int(tok)) if tree.draft_probs is None else top(q, top_n, texts)),
             parent=int(tree.parents[i]),
+            residual_top=(_residual_top(d.residual_after, top_n, texts)
+                          if d is not None and d.residual_after is not None else ()),
         ))
 
     emitted = [tree.tokens[j] for j in path]
@@ -144,6 +147,13 @@ def _cut(tree: DraftTree, max_depth: int, eos: frozenset[int]) -> DraftTree:
     parents = tuple(-1 if tree.parents[i] < 0 else new_index[tree.parents[i]] for i in keep)
     rows = tree.draft_probs[keep] if tree.draft_probs is not None else None
     return DraftTree(tuple(tree.tokens[i] for i in keep), parents, rows)
+
+
+def _residual_top(dist: torch.Tensor, n: int, texts):
+    """``top`` of a residual; a point mass (every residual of a greedy run) is answered
+    without a top-k over the vocabulary."""
+    value, index = dist.max(dim=-1)
+    return top(dist, n, texts, int(index) if float(value) >= 1.0 else None)
 
 
 def _dense(rows: PointRows, tree: DraftTree) -> torch.Tensor:

@@ -207,3 +207,23 @@ def test_mask_and_positions():
 def test_trees_must_be_topologically_ordered():
     with pytest.raises(ValueError, match="parent"):
         DraftTree(tokens=(1, 2), parents=(1, ROOT))
+
+
+def test_kept_residuals_are_the_residual_each_rejection_left_and_change_nothing():
+    """keep_residuals (the trace's residual bars) records r after each rejected sibling:
+    norm(max(0, r - q)) of the r it was judged against; the verdict is the same without it."""
+    p = torch.tensor([[0.1, 0.2, 0.3, 0.4, 0.0], [0.2] * 5, [0.2] * 5, [0.2] * 5], dtype=torch.float64)
+    tree = DraftTree((3, 2, 1), (ROOT, ROOT, ROOT))  # three one-hot siblings at the root
+    us = [0.99, 0.99, 0.99]
+    plain = verify_tree(tree, p, uniform=iter(us).__next__, draw=lambda d: int(d.argmax()))
+    kept = verify_tree(tree, p, uniform=iter(us).__next__, draw=lambda d: int(d.argmax()), keep_residuals=True)
+    assert (plain.path, plain.correction_token) == (kept.path, kept.correction_token)
+    rejected = [d for d in kept.decisions if not d.accepted]
+    assert len(rejected) == 3 and all(d.residual_after is not None for d in rejected)
+    for d in rejected:
+        q = tree.q_row(d.node, V)
+        assert torch.allclose(d.residual_after, residual_distribution(d.residual_before, q))
+    for a, b in zip(rejected, rejected[1:]):  # the next sibling was judged against what the last one left
+        assert torch.equal(a.residual_after, b.residual_before)
+    assert torch.equal(rejected[-1].residual_after, kept.correction_dist)  # and the resample drew from it
+    assert all(d.residual_after is None for d in plain.decisions)
