@@ -25,7 +25,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
-from playground.records import Candidate, Correction, DraftDecision, StepRecord
+from playground.records import Correction, DraftDecision, StepRecord
+from visual.bars import bars as _bars
 from visual.fmt import count, esc, num, ms, pct, quoted, token_html, token_plain
 from visual.replay import DRAFT, START, VERIFY, Frame
 from visual.tree_view import is_tree_step, tree_narration, tree_panel
@@ -255,34 +256,6 @@ def step_table(step: StepRecord, phase: str) -> str:
 
 
 # --------------------------------------------------------------------------- distribution bars
-
-
-def _bars(title: str, cands: Sequence[Candidate], pick: int | None, pick_label: str, struck: int | None = None,
-          extra: tuple[int, str, float] | None = None) -> str:
-    rows = []
-    ids = {c.token_id for c in cands}
-    items = list(cands)
-    if extra is not None and extra[0] not in ids:  # the picked token was outside the top list
-        items.append(Candidate(token_id=extra[0], text=extra[1], prob=extra[2]))
-    for c in items:
-        cls = ["bar-row"]
-        mark = ""
-        if pick is not None and c.token_id == pick:
-            cls.extend(["is-pick", f"is-pick--{pick_label}"])
-            mark = f'<span class="bar-mark">\u25c0 {esc(pick_label)}</span>'
-        if struck is not None and c.token_id == struck:
-            cls.append("is-struck")
-            mark += '<span class="bar-mark bar-mark--rej">\u2717 rejected draft</span>'
-        w = max(0.0, min(1.0, c.prob)) * 100
-        rows.append(
-            f'<li class="{" ".join(cls)}"><code class="tok bar-label">{token_html(c.text)}</code>'
-            f'<span class="bar" role="img" aria-label="{esc(token_plain(c.text))}: {num(c.prob)}">'
-            f'<span class="bar__fill" style="width:{w:.1f}%"></span></span>'
-            f'<span class="bar-val">{num(c.prob)}</span>{mark}</li>'
-        )
-    if not rows:
-        rows.append('<li class="bar-row bar-row--empty">(no mass)</li>')
-    return f'<div class="dist"><h4>{title}</h4><ol class="bars">{"".join(rows)}</ol></div>'
 
 
 def distribution_panel(step: StepRecord) -> str:

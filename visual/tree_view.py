@@ -1,5 +1,7 @@
 """A tree step drawn as a tree: every drafted node with its q, the p it was judged against,
-p/q, u and verdict; the accepted path highlighted, the subtrees under rejected nodes greyed.
+p/q, u and verdict; the accepted path highlighted, the subtrees under rejected nodes greyed;
+after the verify pass, the residual bars at each branching point (``visual.tree_residuals``)
+and the KV-cache strip (``visual.kv_strip``).
 
 Reads ``StepRecord.drafted`` of a tree step (``DraftDecision.parent`` set).  In a tree
 step, ``target_prob`` is what the node was judged against: the target's p for the first
@@ -11,9 +13,11 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from playground.records import DraftDecision, StepRecord
+from playground.records import Correction, DraftDecision, StepRecord
 from visual.fmt import esc, num, quoted, token_html
+from visual.kv_strip import kv_strip
 from visual.replay import DRAFT
+from visual.tree_residuals import sibling_residuals
 
 
 def is_tree_step(step: StepRecord) -> bool:
@@ -46,9 +50,20 @@ def _facts(d: DraftDecision, phase: str, tried_before: int) -> str:
             f"u {num(d.u)} {rel} {num(d.accept_prob)}")
 
 
+def _resample_node(step: StepRecord) -> tuple[int | None, Correction | None]:
+    """The node whose children were all rejected before the resample (-1: the root) and
+    the resample; (None, None) when the step ended on a bonus, an EOS or the budget."""
+    c = step.correction
+    if c is None or c.kind != "resample":
+        return None, None
+    path = [i for i, d in enumerate(step.drafted) if d.accepted]
+    return (path[-1] if path else -1), c
+
+
 def tree_panel(step: StepRecord, phase: str) -> str:
     drafted = step.drafted
     kids = _children(drafted)
+    at, resample = _resample_node(step)
 
     def branch(node: int, greyed: bool) -> str:
         items = []
@@ -67,7 +82,9 @@ def tree_panel(step: StepRecord, phase: str) -> str:
             if d.judged:
                 tried += 1
         cls = "tree tree--branching" if len(items) > 1 else "tree"
-        return f'<ul class="{cls}">{"".join(items)}</ul>' if items else ""
+        residuals = "" if phase == DRAFT else sibling_residuals(drafted, kids.get(node, []),
+                                                                 resample if node == at else None)
+        return f'{residuals}<ul class="{cls}">{"".join(items)}</ul>' if items else ""
 
     depth = max((d.position for d in drafted), default=0)
     roots = len(kids.get(-1, []))
@@ -81,7 +98,7 @@ def tree_panel(step: StepRecord, phase: str) -> str:
     return (f'<div class="sd-tree" aria-label="Draft tree of step {step.index + 1}">'
             f'<p class="sd-tree__caption">{esc(caption)}</p>'
             f'<div class="tree__root"><span class="tree__rootlabel">last committed token</span>{branch(-1, False)}</div>'
-            f"</div>")
+            f'{"" if phase == DRAFT else kv_strip(step)}</div>')
 
 
 def tree_narration(step: StepRecord, phase: str) -> str:
