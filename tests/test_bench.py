@@ -263,6 +263,50 @@ def test_benchmark_tab_builds_and_runs_live():
     assert cli_command(opts).startswith("python -m playground bench --preset tiny-random")
 
 
+def test_benchmark_tab_passes_tree_sizes_through(monkeypatch):
+    gr = pytest.importorskip("gradio")
+    from visual import bench_ui
+
+    opts = bench_ui.live_options("tiny-random", "custom", "abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, [8, 1])
+    assert opts.tree_nodes == (1, 8) and "--tree-nodes 1,8" in bench_ui.cli_command(opts)
+    assert bench_ui.live_options("tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1).tree_nodes == (1,)
+    for bad in ([], [1, 4, 8, 16], [0], [bench_ui.MAX_TREE_NODES + 1]):
+        with pytest.raises(gr.Error):
+            bench_ui.live_options("tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, bad)
+    monkeypatch.setattr(bench_ui.bench, "BRANCHING", ("prompt-lookup",))
+    with pytest.raises(gr.Error, match="branch"):  # no picked drafter can draft a tree
+        bench_ui.live_options("tiny-random", "custom", "abc", ["model"], [2], 4, 0.0, False, 1, [4])
+
+    seen = []
+
+    def fake_iter_bench(o):
+        seen.append(o)
+        raise bench.BenchError("stop here")
+        yield  # a generator, like the real one
+
+    monkeypatch.setattr(bench_ui.bench, "iter_bench", fake_iter_bench)
+    with pytest.raises(gr.Error, match="stop here"):
+        list(bench_ui.run_live("tiny-random", "custom", "abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, [1, 4],
+                               progress=lambda *a, **k: None))
+    assert seen and seen[0].tree_nodes == (1, 4)
+
+
+def test_benchmark_tab_draws_tree_rows_as_their_own_series():
+    pytest.importorskip("gradio")
+    from visual.bench import bench_figures, summary_markdown
+    from visual.bench_ui import run_live
+
+    final = list(run_live("tiny-random", "custom", "abc abd abc abd abc ab", ["prompt-lookup"], [3], 6, 0.0, False, 1,
+                          [1, 4], progress=lambda *a, **k: None))[-1]
+    assert final[0].startswith("Done") and "--tree-nodes 1,4" in final[0]
+    assert "tree nodes" in list(final[2].columns) and sorted(final[2]["tree nodes"].dropna()) == [1, 1, 4]
+    names = [t.name for t in final[3].data]
+    assert any("tree 4" in n for n in names) and any(n.endswith("prompt-lookup") for n in names)
+    assert not any("tree" in (t.name or "") for t in final[6].data)  # γ·c + v_γ: chain rows only
+    assert "Draft trees: prompt-lookup γ=3 tree 4" in final[1]
+    assert bench_figures([]) and summary_markdown([]) == "No results yet."
+
+
 # ------------------------------------------------- the engine's fast paths give the same records
 
 

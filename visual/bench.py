@@ -35,9 +35,24 @@ METRIC_HELP = (
 )
 
 
+def _is_tree(r: dict[str, Any]) -> bool:
+    return (r.get("tree_nodes") or 1) > 1
+
+
+def _figure_rows(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Rows for the CLI's figures, a tree row named as its own series ("prompt-lookup · tree 8"),
+    so a drafter's chain and tree rows at the same γ are not joined into one line."""
+    return [{**r, "drafter": f"{r['drafter']} · tree {r['tree_nodes']}"} if _is_tree(r) else r for r in rows]
+
+
 def bench_figures(rows: Sequence[dict[str, Any]]) -> dict[str, go.Figure]:
-    """{"throughput", "speedup", "acceptance", "costs"} -> styled plotly figures (empty rows: empty figures)."""
-    figs = build_figures(list(rows))
+    """{"throughput", "speedup", "acceptance", "costs"} -> styled plotly figures (empty rows: empty figures).
+
+    The costs figure (γ·c + v_γ, a chain's cost model) is drawn from the chain rows only."""
+    rows = list(rows)
+    figs = build_figures(_figure_rows(rows))
+    if any(_is_tree(r) for r in rows):
+        figs["costs"] = build_figures([r for r in rows if not _is_tree(r)])["costs"]
     for key, fig in figs.items():
         style(fig, TITLES.get(key, key), height=340)
     return figs
@@ -88,8 +103,9 @@ def summary_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None
     if spec:
         best = max(spec, key=lambda r: r["speedup_vs_autoregressive"])
         hf = best.get("speedup_vs_hf_generate")
+        tree = f", tree of {best['tree_nodes']} nodes" if _is_tree(best) else ""
         lines.append(
-            f"Fastest: **{best['drafter']} at γ={best['gamma']}** on {best['prompts']} prompts — "
+            f"Fastest: **{best['drafter']} at γ={best['gamma']}{tree}** on {best['prompts']} prompts — "
             f"{best['tokens_per_s']:.1f} tokens/s, **{best['speedup_vs_autoregressive']:.2f}×** our autoregressive loop"
             + (f", {hf:.2f}× `transformers` `generate()`" if hf else "")
             + (f"; acceptance {best['acceptance_rate']:.0%}" if best.get("acceptance_rate") is not None else "")
@@ -102,9 +118,17 @@ def summary_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None
             f"Our autoregressive loop runs at {r['speedup_vs_hf_generate']:.2f}× `generate()`'s speed "
             f"({r['prompts']} prompts, T={r['temperature']:g})."
         )
-    vs = sorted({(r["gamma"], r["v"]) for r in rows if r["method"] == "speculative" and r.get("v")})
+    vs = sorted({(r["gamma"], r["v"]) for r in rows if r["method"] == "speculative" and r.get("v") and not _is_tree(r)})
     if vs:
         lines.append("Measured v_γ: " + ", ".join(f"γ={g}: {v:.2f}" for g, v in vs) + ".")
+    trees = sorted((r for r in rows if r["method"] == "speculative" and _is_tree(r) and r.get("nodes_per_pass")),
+                   key=lambda r: (r["tree_nodes"], r["drafter"] or "", r["gamma"]))
+    if trees:
+        lines.append("Draft trees: " + "; ".join(
+            f"{r['drafter']} γ={r['gamma']} tree {r['tree_nodes']}: {r['nodes_per_pass']:.1f} nodes per pass"
+            + (f", v = {r['v']:.2f}" if r.get("v") else "")
+            + (f", {r['speedup_vs_chain']:.2f}× the chain" if r.get("speedup_vs_chain") else "")
+            for r in trees) + " (v: one target pass over the root and the nodes ÷ one single-token pass).")
     if meta and meta.get("machine"):
         m = meta["machine"]
         lines.append(

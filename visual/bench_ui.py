@@ -4,9 +4,9 @@
         build_benchmark_tab(cfg, warmup)      # inside the caller's gr.Blocks
 
 It runs ``playground.bench.iter_bench`` — the CLI's own code — on one or two
-prompts, our autoregressive loop, our speculative loop per drafter × γ and,
-if asked, transformers' ``generate()`` and prompt-lookup assisted generation,
-interleaved.  The handler is a generator: progress while it runs, then the
+prompts, our autoregressive loop, our speculative loop per drafter × γ (× tree
+size, for the drafters that can branch) and, if asked, transformers' ``generate()``
+and prompt-lookup assisted generation, interleaved.  The handler is a generator: progress while it runs, then the
 table, a summary and four figures (``visual.bench``).  Results live only in
 the outputs (nothing per user is kept in module globals).  The event shares
 the ``"model"`` concurrency group with the Playground, so a benchmark never
@@ -22,6 +22,7 @@ import gradio as gr
 
 from playground import bench
 from playground.config import AppConfig, load_config
+from playground.engine import MAX_TREE_NODES
 from playground.models import ModelUnavailable, availability
 from visual import bench as vbench
 
@@ -31,8 +32,10 @@ KIND_CHOICES = [
     ("My own prompt", "custom"),
 ]
 GAMMA_CHOICES = [1, 2, 3, 4, 6, 8, 12, 16]
+TREE_CHOICES = [1, 4, 8, 16]  # draft-tree node budgets; 1 = chain drafts
 MAX_LIVE_PROMPTS = 2
 MAX_LIVE_GAMMAS = 4
+MAX_LIVE_TREES = 3
 MAX_LIVE_TOKENS = 64
 EVENT = dict(concurrency_id="model", concurrency_limit="default", api_visibility="private")
 
@@ -59,8 +62,26 @@ def _int(x: Any, name: str, lo: int, hi: int) -> int:
     return int(v)
 
 
+def _tree_sizes(tree_nodes, drafters: list[str]) -> tuple[int, ...]:
+    """The picked tree sizes, ascending (1 = chain); raises gr.Error when they cannot run."""
+    try:
+        sizes = sorted({int(n) for n in (tree_nodes if tree_nodes is not None else [1])})
+    except (TypeError, ValueError):
+        raise gr.Error("Tree sizes must be whole numbers.") from None
+    if not sizes:
+        raise gr.Error("Pick at least one tree size (1 = chain drafts).")
+    if len(sizes) > MAX_LIVE_TREES:
+        raise gr.Error(f"Pick at most {MAX_LIVE_TREES} tree sizes for a live run (the CLI takes more).")
+    if any(not 1 <= n <= MAX_TREE_NODES for n in sizes):
+        raise gr.Error(f"Tree sizes must be between 1 (a chain) and {MAX_TREE_NODES} nodes.")
+    if any(n > 1 for n in sizes) and not any(d in bench.BRANCHING for d in drafters):
+        raise gr.Error(f"Trees need a drafter that can branch ({', '.join(bench.BRANCHING)}); "
+                       "pick one, or tree size 1 only.")
+    return tuple(sizes)
+
+
 def live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats,
-                 cfg: AppConfig | None = None) -> bench.BenchOptions:
+                 tree_nodes=(1,), cfg: AppConfig | None = None) -> bench.BenchOptions:
     """Validate the tab's inputs into BenchOptions (raises gr.Error with a clear message)."""
     cfg = cfg or load_config()
     try:
@@ -89,6 +110,7 @@ def live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, 
         raise gr.Error("Pick at least one block size γ.")
     if len(gs) > MAX_LIVE_GAMMAS:
         raise gr.Error(f"Pick at most {MAX_LIVE_GAMMAS} block sizes for a live run (the CLI takes more).")
+    trees = _tree_sizes(tree_nodes, drafters)
     try:
         t = float(temperature)
     except (TypeError, ValueError):
@@ -99,6 +121,7 @@ def live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, 
         prompts=prompts,
         max_new_tokens=_int(max_new_tokens, "New tokens", 4, MAX_LIVE_TOKENS),
         gammas=tuple(gs),
+        tree_nodes=trees,
         temperatures=(t,),
         drafters=tuple(drafters),
         methods=tuple(m for m in bench.METHODS if m in methods),
@@ -116,6 +139,8 @@ def cli_command(opts: bench.BenchOptions) -> str:
              "--methods " + ",".join(opts.methods), f"--repeats {opts.repeats}"]
     if opts.drafters:
         parts.append("--drafters " + ",".join(opts.drafters))
+    if tuple(opts.tree_nodes) != (1,):
+        parts.append("--tree-nodes " + ",".join(str(n) for n in opts.tree_nodes))
     kinds = sorted({p.kind for p in opts.prompts or ()})
     if kinds and kinds != ["custom"]:
         parts.append("--kinds " + ",".join(kinds))
@@ -128,9 +153,10 @@ def _empty_figs() -> list:
 
 
 def run_live(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats,
-             progress=gr.Progress()):
+             tree_nodes=(1,), progress=gr.Progress()):
     """Generator handler: (status, summary, table, 4 figures) updates."""
-    opts = live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats)
+    opts = live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats,
+                        tree_nodes)
     skip = [gr.skip()] * 6
     yield ["Starting… (`" + cli_command(opts) + "` runs the same code)"] + skip
     report = None
@@ -197,6 +223,10 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     with gr.Row():
         c["drafters"] = gr.CheckboxGroup(list(p0.drafters), value=list(p0.drafters)[:1], label="Drafters")
         c["gammas"] = gr.CheckboxGroup(GAMMA_CHOICES, value=[2, 4, 8], label=f"Block sizes γ (at most {MAX_LIVE_GAMMAS})")
+        c["tree_nodes"] = gr.CheckboxGroup(
+            TREE_CHOICES, value=[1], label=f"Tree nodes (1 = chain; at most {MAX_LIVE_TREES})",
+            info="Above 1: the drafter proposes a tree of that many nodes, all verified in one target pass; "
+                 "γ bounds its depth.")
     with gr.Row():
         c["max_new"] = gr.Slider(4, MAX_LIVE_TOKENS, value=32, step=1, label="New tokens per run")
         c["temperature"] = gr.Radio([0.0, 0.7, 1.0], value=0.0, label="Temperature")
@@ -205,7 +235,7 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     c["run"] = gr.Button("Run benchmark", variant="primary")
     c["status"] = gr.Markdown("")
     c["summary"] = gr.Markdown("")
-    c["table"] = gr.Dataframe(vbench.bench_table([]), label="block size → latency, throughput, acceptance rate, quality",
+    c["table"] = gr.Dataframe(vbench.bench_table([]), label="block size / tree size → latency, throughput, acceptance rate, quality",
                               interactive=False, wrap=True)
     figs = _empty_figs()
     with gr.Row():
@@ -224,7 +254,7 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     c["run"].click(
         run_live,
         [c["preset"], c["kind"], c["custom"], c["drafters"], c["gammas"], c["max_new"], c["temperature"],
-         c["with_hf"], c["repeats"]],
+         c["with_hf"], c["repeats"], c["tree_nodes"]],
         [c["status"], c["summary"], c["table"], c["fig_throughput"], c["fig_speedup"], c["fig_acceptance"],
          c["fig_costs"]],
         **EVENT,
