@@ -30,13 +30,13 @@ import torch
 from transformers import DynamicCache
 
 from playground.drafters.base import Draft, Drafter, TargetState
-from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.records import Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 from playground.sampling import (
     SamplingParams,
     acceptance_prob,
     is_accepted,
     logits_to_probs,
-    one_hot,
+    one_hot,  # noqa: F401  (not used here: tests/test_bench.py builds dense rows with engine.one_hot)
     residual_distribution,
     sample,
 )

@@ -164,7 +164,7 @@ def check_resolve(root: Path = ROOT, timeout_s: float = 600) -> list[Finding]:
         n = len(json.loads(res.stdout).get("install", []))
     except ValueError:
         n = None
-    return [Finding("ok", "resolve", f"requirements.txt resolves from binary wheels only"
+    return [Finding("ok", "resolve", "requirements.txt resolves from binary wheels only"
                     + (f" ({n} packages)" if n is not None else ""))]
 
 

@@ -717,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     t_all = time.perf_counter()
     model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
-    from playground.drafters.mtp import MTPConfig, _text_model, save_head, weight_files
+    from playground.drafters.mtp import _text_model, save_head, weight_files
 
     base = _text_model(model)
     embed_weight = base.embed_tokens.weight.detach()

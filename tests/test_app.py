@@ -11,7 +11,6 @@ import yaml
 
 from playground.config import CONFIG_PATH
 from playground.records import GenerationResult
-from tests.app_server import server, tiny_default  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
 

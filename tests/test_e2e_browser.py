@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.app_server import server, tiny_default  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.browser
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 
 from playground import loadtest
-from tests.app_server import server, tiny_default  # noqa: F401  (fixtures)
 
 
 def test_loadtest_mixed_seeds_no_cross_talk(server, capsys):

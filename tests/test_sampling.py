@@ -3,8 +3,6 @@
 Vocabulary of 4 tokens throughout unless stated: ids 0..3.
 """
 
-import math
-
 import pytest
 import torch
 
