@@ -1,6 +1,6 @@
 """Fixtures that launch the app in-process on a free port with tiny-random as the default preset.
 
-Used by test_app.py and test_e2e_browser.py (import the fixtures by name).
+tests/conftest.py imports them, so any test module can ask for ``server`` or ``tiny_default``.
 """
 
 from __future__ import annotations
