@@ -60,6 +60,11 @@ def make_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = Fals
         from playground.drafters.gemma4_assistant import load_gemma4_assistant_drafter
 
         return load_gemma4_assistant_drafter(pair.target, pair.drafter_model, argmax=argmax, eos_token_ids=pair.eos_token_ids)
+    if kind == "early-exit":
+        from playground.drafters.early_exit import EarlyExitDrafter, default_exit_layer
+
+        layer = preset.exit_layer if preset.exit_layer is not None else default_exit_layer(pair.target)
+        return EarlyExitDrafter(pair.target, layer, argmax=argmax)
     raise ValueError(f"unknown drafter {kind!r}")
 
 

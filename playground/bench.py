@@ -11,7 +11,8 @@ Methods, all on the same prompts and the same loaded models, in one process:
 * ``autoregressive`` our loop without a drafter: the baseline every speedup is against;
 * ``speculative``    our loop, per drafter x gamma;
 * ``hf_assisted``    transformers' assisted generation where it applies:
-                     ``prompt_lookup_num_tokens=gamma`` and ``assistant_model`` (two-model presets).
+                     ``prompt_lookup_num_tokens=gamma``, ``assistant_model`` (two-model presets) and
+                     ``assistant_early_exit=k`` (the early-exit drafter's layer k).
 
 Runs are *interleaved*: for each repetition, each prompt, each temperature, every
 method runs once, in an order rotated between prompts, so machine drift (this
@@ -65,7 +66,7 @@ METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
 RULES = ("lossless", "exact-match", "typical")  # verification rules worth timing
 LOSSLESS_RULES = ("lossless", "exact-match")
 TRACE_MODES = ("off", "on", "both")
-BRANCHING = ("prompt-lookup", "mtp", "mtp+lookup", "model", "gemma4-assistant")  # drafters with propose_tree
+BRANCHING = ("prompt-lookup", "mtp", "mtp+lookup", "model", "gemma4-assistant", "early-exit")  # drafters with propose_tree
 
 ROW_FIELDS = (
     "method",
@@ -319,8 +320,9 @@ class _CallCounter:
     The module is shared by every user of the process; only calls made on the thread that
     entered the counter are counted (a run and its forward passes share one thread)."""
 
-    def __init__(self, module) -> None:
+    def __init__(self, module, skip: Callable[[], bool] | None = None) -> None:
         self.module = module
+        self.skip = skip  # calls for which skip() is true are not counted (transformers' early-exit drafts)
         self.calls = 0
         self.first_end: float | None = None
         self._handle = None
@@ -332,6 +334,8 @@ class _CallCounter:
         def hook(*_):
             if threading.get_ident() != self._thread:
                 return  # another user's run on the same model
+            if self.skip is not None and self.skip():
+                return
             self.calls += 1
             if self.first_end is None:
                 self.first_end = time.perf_counter()
@@ -387,8 +391,10 @@ def _hf_generation_config(model, max_new_tokens: int, temperature: float, eos: t
     return GenerationConfig(**kw)
 
 
-def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed: int, spec: "Spec"):
-    """transformers generate(); returns (new token ids, wall ms, target forward calls)."""
+def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed: int, spec: "Spec",
+            exit_layer: int | None = None):
+    """transformers generate(); returns (new token ids, wall ms, target forward calls).
+    ``exit_layer``: the layer transformers' early-exit assistant exits after (the same k as ours)."""
     model = pair.target
     pad = getattr(pair.tokenizer, "pad_token_id", None)
     if pad is None and pair.eos_token_ids:
@@ -397,6 +403,16 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
     kwargs: dict[str, Any] = {}
     if spec.method == "hf_assisted" and spec.drafter == "prompt-lookup":
         assisted = {"prompt_lookup_num_tokens": spec.gamma}
+    elif spec.method == "hf_assisted" and spec.drafter == "early-exit":
+        if exit_layer is None:
+            raise BenchError("hf_assisted early-exit needs the early-exit drafter's layer")
+        # transformers sets the shared model's num_hidden_layers to k while it drafts
+        assisted = {
+            "assistant_early_exit": int(exit_layer),
+            "num_assistant_tokens": spec.gamma,
+            "num_assistant_tokens_schedule": "constant",
+            "assistant_confidence_threshold": 0.0,
+        }
     elif spec.method == "hf_assisted":
         assisted = {
             "num_assistant_tokens": spec.gamma,
@@ -415,7 +431,8 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
         rng = torch.random.get_rng_state()
         try:
             torch.manual_seed(seed)
-            with _CallCounter(model) as counter, torch.inference_mode(), _quiet_transformers():
+            with _CallCounter(model, _early_exit_pass(model) if "assistant_early_exit" in assisted else None) as counter, \
+                    torch.inference_mode(), _quiet_transformers():
                 t0 = time.perf_counter()
                 out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, **kwargs)
                 wall = (time.perf_counter() - t0) * 1000.0
@@ -429,6 +446,14 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
             new = new[: i + 1]
             break
     return tuple(new), wall, counter.calls, prefill
+
+
+def _early_exit_pass(model) -> Callable[[], bool]:
+    """True while transformers' early-exit assistant drafts (it lowers the base model's
+    num_hidden_layers for the draft passes), so only full verify passes are counted."""
+    base = getattr(model, model.base_model_prefix)
+    full = base.config.num_hidden_layers
+    return lambda: base.config.num_hidden_layers < full
 
 
 class _quiet_transformers:
@@ -519,6 +544,8 @@ def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool) ->
                     out.append(Spec("hf_assisted", "prompt-lookup", g))
                 if hf_assistant and "model" in drafters:
                     out.append(Spec("hf_assisted", "model", g))
+                if "early-exit" in drafters:
+                    out.append(Spec("hf_assisted", "early-exit", g))
     return out
 
 
@@ -707,7 +734,8 @@ def run_bench(opts: BenchOptions, on_progress: Callable[[Progress], None] | None
 def _run_one(pair, drafters: dict, spec: Spec, ids: list[int], max_new: int, temperature: float, seed: int) -> Run:
     _reset_peak_rss()
     if spec.method in ("hf_generate", "hf_assisted"):
-        tokens, wall, calls, prefill = _hf_run(pair, ids, max_new, temperature, seed, spec)
+        exit_layer = getattr(drafters.get("early-exit"), "exit_layer", None)
+        tokens, wall, calls, prefill = _hf_run(pair, ids, max_new, temperature, seed, spec, exit_layer)
         return Run(
             spec=spec, dtype="", prompt_id="", kind="", temperature=temperature, rep=0, token_ids=tokens,
             wall_ms=wall, prefill_ms=prefill, prefill_emits=1 if prefill is not None else 0,

@@ -12,7 +12,7 @@ import argparse
 import json
 import sys
 
-from playground.config import load_config
+from playground.config import DRAFTER_KINDS, load_config
 
 
 class _Parser(argparse.ArgumentParser):
@@ -136,7 +136,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text with speculative or autoregressive decoding")
     g.add_argument("--preset", default=None)
     g.add_argument("--prompt", required=True)
-    g.add_argument("--drafter", default=None, choices=["model", "prompt-lookup", "mtp", "mtp+lookup", "gemma4-assistant"])
+    g.add_argument("--drafter", default=None, choices=list(DRAFTER_KINDS))
     g.add_argument("--gamma", type=int, default=None)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-k", type=int, default=0)

@@ -16,7 +16,8 @@ import yaml
 
 CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
 SOURCES = ("packaged", "builtin", "hub")
-DRAFTER_KINDS = ("model", "prompt-lookup", "mtp", "mtp+lookup", "gemma4-assistant")
+DRAFTER_KINDS = ("model", "prompt-lookup", "mtp", "mtp+lookup", "gemma4-assistant", "early-exit")
+SELF_DRAFTING = ("early-exit",)  # kinds drafted by the target itself: every preset whose target can exit early
 DTYPES = ("float32", "bfloat16")
 
 
@@ -34,6 +35,7 @@ class Preset:
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
     params_millions: float | None = None  # target + drafter model weights, for the memory budget
     tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
+    exit_layer: int | None = None  # early-exit drafter: decoder layers it runs (None: a quarter of the target's)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
@@ -44,10 +46,13 @@ class Preset:
             raise ValueError(f"preset {self.name}: dtype must be one of {DTYPES}")
         if self.drafter in ("model", "gemma4-assistant") and not self.drafter_model:
             raise ValueError(f"preset {self.name}: drafter {self.drafter!r} needs drafter_model")
+        if self.exit_layer is not None and (isinstance(self.exit_layer, bool) or not isinstance(self.exit_layer, int)
+                                            or self.exit_layer < 1):
+            raise ValueError(f"preset {self.name}: exit_layer must be an integer >= 1, got {self.exit_layer!r}")
 
     @property
     def drafters(self) -> tuple[str, ...]:
-        """Drafter kinds this preset can run: its own, plus prompt lookup (always possible)."""
+        """Drafter kinds this preset can run: its own, plus prompt lookup (always possible) and early exit."""
         kinds = [self.drafter]
         # a Gemma 4 assistant cannot draft on its own (it reads the target's state)
         if self.drafter_model and self.drafter != "gemma4-assistant" and "model" not in kinds:
@@ -56,6 +61,9 @@ class Preset:
             kinds += [k for k in ("mtp", "mtp+lookup") if k not in kinds]
         if "prompt-lookup" not in kinds:
             kinds.append("prompt-lookup")
+        # the target's own first layers (not Gemma 4's multimodal target: no plain .model.layers)
+        if self.drafter != "gemma4-assistant" and "early-exit" not in kinds:
+            kinds.append("early-exit")
         return tuple(kinds)
 
 

@@ -51,7 +51,7 @@ LEGEND = (
     ("target", "target only", "no draft this step: the target produced the token"),
 )
 DRAFTER_NAMES = {"model": "the drafter model", "prompt-lookup": "prompt lookup", "mtp": "the MTP head", "gemma4-assistant": "the Gemma 4 MTP assistant",
-                 "mtp+lookup": "the MTP head or prompt lookup"}
+                 "mtp+lookup": "the MTP head or prompt lookup", "early-exit": "the target's first layers (early exit)"}
 CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
 PROMPT_TAIL_CHARS = 600
 

@@ -1,0 +1,251 @@
+"""The early-exit drafter (playground.drafters.early_exit) on tiny random models.
+
+* the cut model is the target's own first k layers + norm + head: its logits equal the
+  full model's hidden state after layer k put through the final norm and LM head, it
+  shares every parameter with the target (nothing copied) and leaves the target alone;
+* greedy output equals transformers' greedy ``generate()`` on the target (fp32), for
+  several γ and exit layers, on a Gemma 3 with a sliding window of 4 (rollbacks cross
+  the window) and on the tiny Llama, with the target's cache AND the drafter's own
+  cache equal to a fresh prefill of what they claim to hold after every step;
+* at T = 1 the loop's output follows the target's distribution (chi-square on the first
+  two tokens of a 6-token-vocabulary Llama), and a mutant that samples from exit k but
+  reports the q of exit k + 1 is caught by the same test.
+"""
+
+import pytest
+import torch
+from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+
+from playground.drafters.early_exit import NOTHING_REUSED, EarlyExitDrafter, exit_model
+from playground.engine import GenerationConfig, run
+from playground.sampling import SamplingParams, logits_to_probs
+from playground.tiny import EOS, CharTokenizer
+from tests.test_distribution import ALPHA, _Tok, gof_pvalue
+from tests.test_engine import CacheSpy, hf_greedy, sliding_pair
+
+GAMMAS = [1, 2, 4, 8]
+
+
+def _exit_reference(model, ids, k):
+    """Logits [T, V] of the full model's hidden state after layer k, normed and put through the head."""
+    out = model(torch.tensor([ids]), output_hidden_states=True)
+    logits = model.lm_head(model.model.norm(out.hidden_states[k]))[0]
+    cap = getattr(model.config, "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
+@torch.inference_mode()
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_exit_model_is_the_targets_first_layers_norm_and_head(k):
+    target, _ = sliding_pair(window=4)
+    before = (target.config.num_hidden_layers, list(target.config.layer_types))
+    cut = exit_model(target, k)
+    ids = list(range(3, 40))  # 37 tokens: past the window of 4
+    assert torch.equal(cut(torch.tensor([ids])).logits[0], _exit_reference(target, ids, k))
+    own = {id(p) for p in target.parameters()}
+    assert all(id(p) in own for p in cut.parameters())  # shared, not copied
+    assert len(cut.model.layers) == k and cut.model.layers[k - 1] is target.model.layers[k - 1]
+    assert (target.config.num_hidden_layers, list(target.config.layer_types)) == before
+    assert len(target.model.layers) == 4
+
+
+@pytest.mark.parametrize("k", [0, 4, 9])
+def test_exit_layer_out_of_range_is_refused(k):
+    target, _ = sliding_pair(window=4)
+    with pytest.raises(ValueError, match="exit layer must be between 1 and 3"):
+        exit_model(target, k)
+
+
+class DrafterCacheSpy(CacheSpy):
+    """CacheSpy (the target's cache after every step) plus the drafter's own cache: it must
+    equal a fresh prefill of the tokens it claims to hold (``_seen``), a prefix of the
+    committed tokens without the newest."""
+
+    def __init__(self, inner, model):
+        super().__init__(inner, model)
+        self.drafter_checks = 0
+
+    def propose_tree(self, *args, **kwargs):
+        return self.inner.propose_tree(*args, **kwargs)
+
+    @torch.inference_mode()
+    def accept(self, n, state):
+        super().accept(n, state)
+        d = self.inner
+        seen = d._seen
+        assert seen == state.committed_ids[: len(seen)] and len(seen) <= len(state.committed_ids) - 1
+        assert d.cache.get_seq_length() == len(seen)
+        fresh = DynamicCache(config=d.model.config)
+        d.model(input_ids=torch.tensor([seen]), cache=fresh, use_cache=True)
+        assert len(d.cache.layers) == len(fresh.layers) == d.exit_layer
+        for a, b in zip(d.cache.layers, fresh.layers):
+            assert a.keys.shape == b.keys.shape
+            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
+        self.drafter_checks += 1
+
+
+@pytest.mark.parametrize("gamma", GAMMAS)
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_greedy_equals_transformers_past_the_sliding_window_with_both_caches_checked(k, gamma):
+    target, _ = sliding_pair(window=4)
+    tok = CharTokenizer()
+    ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
+    ref = hf_greedy(target, ids, 30)
+    spy = DrafterCacheSpy(EarlyExitDrafter(target, k), target)
+    r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
+    assert list(r.token_ids) == ref
+    assert spy.drafter_checks == spy.checks == len(r.steps) - (1 if r.stats.stopped == "eos" else 0)
+    assert r.stats.accepted_tokens > 0  # the exit really drafts tokens the target keeps
+    judged = [d for s in r.steps for d in s.drafted if d.judged]
+    assert any(not d.accepted for d in judged)  # ... and rollbacks really happened
+    info = r.steps[0].drafter_info
+    assert info["exit_layer"] == k and info["layers"] == 4 and info["reused"] == NOTHING_REUSED
+
+
+class _KeepsRejectedDrafts(EarlyExitDrafter):
+    """Mutant: never crops its cache after a verification (rejected drafts stay in it)."""
+
+    def accept(self, n_accepted, state):
+        pass
+
+
+def test_the_drafter_cache_check_catches_a_drafter_that_keeps_rejected_drafts():
+    target, _ = sliding_pair(window=4)
+    tok = CharTokenizer()
+    spy = DrafterCacheSpy(_KeepsRejectedDrafts(target, 2), target)
+    with pytest.raises(AssertionError):
+        run(target, tok, tok.encode("sliding windows roll back"), GenerationConfig(gamma=4, max_new_tokens=30),
+            drafter=spy, eos_token_ids=[EOS])
+
+
+@pytest.mark.parametrize("gamma", [1, 4])
+def test_greedy_equals_transformers_on_tiny_llama(tiny_pair, gamma):
+    target, _, tok = tiny_pair
+    for prompt in ["The capital of France is", "a", "def f(x):\n    return x * x\n"]:
+        ids = tok.encode(prompt)
+        spy = DrafterCacheSpy(EarlyExitDrafter(target, 1), target)
+        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
+        assert list(r.token_ids) == hf_greedy(target, ids, 30), prompt
+
+
+@pytest.mark.parametrize("nodes", [4, 8])
+def test_tree_drafts_keep_greedy_equality(nodes):
+    target, _ = sliding_pair(window=4)
+    tok = CharTokenizer()
+    ids = tok.encode("sliding windows roll back")
+    ref = hf_greedy(target, ids, 24)
+    spy = DrafterCacheSpy(EarlyExitDrafter(target, 2), target)
+    r = run(target, tok, ids, GenerationConfig(gamma=4, tree_nodes=nodes, max_new_tokens=24), drafter=spy,
+            eos_token_ids=[EOS])
+    assert list(r.token_ids) == ref
+    assert spy.drafter_checks > 0 and r.steps[0].drafter_info["exit_layer"] == 2
+
+
+# ---------------------------------------------------------------- sampling: chi-square through the loop
+
+V = 6
+N = 1500
+
+
+def _small_llama():
+    cfg = LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=3, num_attention_heads=2,
+                      num_key_value_heads=1, max_position_embeddings=64, tie_word_embeddings=False,
+                      attn_implementation="eager")
+    torch.manual_seed(3)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(15.0)  # peaked distributions ...
+        for layer in model.model.layers[1:]:  # ... and layers past the exit that change them (TV ~0.4)
+            layer.mlp.down_proj.weight.mul_(3.0)
+            layer.self_attn.o_proj.weight.mul_(3.0)
+    return model
+
+
+@torch.inference_mode()
+def _exact_pair_pmf(model, prompt, params):
+    """P(y1, y2) = p(y1 | prompt) p(y2 | prompt, y1), from the target's own passes. [V*V]"""
+    first = logits_to_probs(model(torch.tensor([prompt])).logits[0, -1], params)  # [V]
+    rows = torch.stack([
+        logits_to_probs(model(torch.tensor([prompt + [y]])).logits[0, -1], params) for y in range(V)
+    ])  # [V, V]
+    return (first[:, None] * rows).flatten()
+
+
+class _OffByOneQ(EarlyExitDrafter):
+    """Mutant: samples from the exit after layer k but reports q of the exit after layer k + 1
+    (an off-by-one in the exit index).  (Reporting a point mass for a sampled draft would
+    NOT be a mutant: judging the drafted token as a point mass is lossless whatever it was
+    drawn from.)"""
+
+    def __init__(self, target, exit_layer):
+        super().__init__(target, exit_layer)
+        self.wrong_exit = exit_model(target, exit_layer + 1)
+
+    @torch.inference_mode()
+    def propose(self, state, gamma, params, generator):
+        draft = super().propose(state, gamma, params, generator)
+        ids = state.committed_ids + draft.token_ids
+        logits = self.wrong_exit(torch.tensor([ids])).logits[0]  # [T, V]
+        n = len(draft.token_ids)
+        draft.draft_probs = logits_to_probs(logits[len(ids) - n - 1 : len(ids) - 1], params)  # [k, V]
+        return draft
+
+
+def _sample_pairs(model, drafter_cls, gamma, params, prompt=(0, 1), n=N):
+    config = GenerationConfig(gamma=gamma, temperature=params.temperature, max_new_tokens=2, trace=False)
+    counts = torch.zeros(V * V)
+    for seed in range(n):
+        r = run(model, _Tok(), list(prompt), config, drafter=drafter_cls(model, 1),
+                generator=torch.Generator().manual_seed(seed))
+        y1, y2 = r.token_ids
+        counts[y1 * V + y2] += 1
+    return counts
+
+
+@pytest.fixture(scope="module")
+def small_llama():
+    model = _small_llama()
+    params = SamplingParams(temperature=1.0)
+    pmf = _exact_pair_pmf(model, [0, 1], params)
+    with torch.inference_mode():  # the exit's q really differs from p (else the test proves little)
+        exit_probs = logits_to_probs(exit_model(model, 1)(torch.tensor([[0, 1]])).logits[0, -1], params)
+        target_probs = pmf.view(V, V).sum(1)
+    assert 0.1 < 0.5 * float((exit_probs - target_probs).abs().sum()) < 0.9  # total variation
+    return model, params, pmf
+
+
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_sampling_at_t1_follows_the_target_distribution(small_llama, gamma):
+    model, params, pmf = small_llama
+    counts = _sample_pairs(model, EarlyExitDrafter, gamma, params)
+    assert gof_pvalue(counts, pmf) > ALPHA
+
+
+def test_mutant_q_from_the_wrong_exit_is_detected(small_llama):
+    model, params, pmf = small_llama
+    counts = _sample_pairs(model, _OffByOneQ, 1, params, n=500)  # p ~ 1e-60 at 500
+    assert gof_pvalue(counts, pmf) < 1e-6
+
+
+# ---------------------------------------------------------------- presets and the API
+
+
+def test_every_preset_but_gemma4_offers_early_exit_and_the_api_runs_it():
+    from playground import generate
+    from playground.config import load_config
+
+    for p in load_config().presets:
+        assert ("early-exit" in p.drafters) == (p.drafter != "gemma4-assistant"), p.name
+    r = generate("Hello", preset="tiny-random", drafter="early-exit", gamma=3, max_new_tokens=10)
+    ar = generate("Hello", preset="tiny-random", mode="autoregressive", max_new_tokens=10)
+    assert r.token_ids == ar.token_ids and r.steps[0].drafter == "early-exit"
+    assert r.steps[0].drafter_info["exit_layer"] == 1  # tiny-random's 2-layer target: a quarter, at least 1
+
+
+def test_preset_exit_layer_is_validated():
+    from playground.config import Preset
+
+    kw = dict(name="x", label="x", source="builtin", target="t", drafter="early-exit", dtype="float32", gamma=4)
+    assert Preset(**kw, exit_layer=6).exit_layer == 6
+    with pytest.raises(ValueError, match="exit_layer"):
+        Preset(**kw, exit_layer=0)
