@@ -35,7 +35,7 @@ class Preset:
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
     params_millions: float | None = None  # target + drafter model weights, for the memory budget
     tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
-    exit_layer: int | None = None  # early-exit drafter: decoder layers it runs (None: a quarter of the target's)
+    exit_layer: int | None = None  # early-exit drafter: decoder layers it runs (None: all but the last)
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -17,6 +17,7 @@ import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
 from playground.drafters.early_exit import NOTHING_REUSED, EarlyExitDrafter, exit_model
+from playground.drafters.model import ModelDrafter
 from playground.engine import GenerationConfig, run
 from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import EOS, CharTokenizer
@@ -239,7 +240,7 @@ def test_every_preset_but_gemma4_offers_early_exit_and_the_api_runs_it():
     r = generate("Hello", preset="tiny-random", drafter="early-exit", gamma=3, max_new_tokens=10)
     ar = generate("Hello", preset="tiny-random", mode="autoregressive", max_new_tokens=10)
     assert r.token_ids == ar.token_ids and r.steps[0].drafter == "early-exit"
-    assert r.steps[0].drafter_info["exit_layer"] == 1  # tiny-random's 2-layer target: a quarter, at least 1
+    assert r.steps[0].drafter_info["exit_layer"] == 1  # tiny-random's 2-layer target: all layers but the last
 
 
 def test_preset_exit_layer_is_validated():
@@ -249,3 +250,65 @@ def test_preset_exit_layer_is_validated():
     assert Preset(**kw, exit_layer=6).exit_layer == 6
     with pytest.raises(ValueError, match="exit_layer"):
         Preset(**kw, exit_layer=0)
+
+
+def test_step_view_says_which_layers_drafted_and_that_nothing_was_reused():
+    from visual import tokens
+    from visual.replay import DRAFT, VERIFY, Frame
+
+    target, _ = sliding_pair(window=4)
+    tok = CharTokenizer()
+    r = run(target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=3, max_new_tokens=8),
+            drafter=EarlyExitDrafter(target, 2), eos_token_ids=[EOS])
+    verify = tokens.step_view("sliding windows", r.steps, Frame(0, VERIFY))
+    assert "Early exit: the target drafts with its first 2 layers" in verify
+    assert "layers 1\u20132 of its 4" in verify and "nothing: the verify pass recomputes" in verify
+    assert "for the target\u2019s verify pass" in verify
+    drafting = tokens.step_view("sliding windows", r.steps, Frame(0, DRAFT))
+    assert "the target\u2019s verify pass comes next" in drafting
+    model_run = run(target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=3, max_new_tokens=8),
+                    drafter=ModelDrafter(exit_model(target, 2), 100), eos_token_ids=[EOS])
+    assert "Early exit" not in tokens.step_view("sliding windows", model_run.steps, Frame(0, VERIFY))
+
+
+def test_exit_scan_agreement_is_the_exit_models_own_greedy_agreement():
+    from playground.exit_scan import agreement, expected_tokens, scan
+
+    target, _ = sliding_pair(window=4)
+    ids = list(range(3, 30))
+    alphas = agreement(target, [(10, ids)])
+    with torch.inference_mode():
+        full = target(torch.tensor([ids])).logits[0, 9:-1].argmax(-1)
+        for k in (1, 2, 3):
+            own = exit_model(target, k)(torch.tensor([ids])).logits[0, 9:-1].argmax(-1)
+            assert alphas[k] == pytest.approx(float((own == full).float().mean()))
+    assert expected_tokens(0.0, 4) == 1.0 and expected_tokens(1.0, 4) == 5.0
+    assert expected_tokens(0.5, 2) == pytest.approx(1.75)
+    points = scan(target, CharTokenizer(), ["sliding windows"], max_new_tokens=6, reps=1, gammas=(1, 2))
+    assert [p.layer for p in points] == [1, 2, 3] and all(p.c > 0 and p.best_gamma in (1, 2) for p in points)
+
+
+# ---------------------------------------------------------------- the real Gemma 3 270M (fp32)
+
+
+@pytest.mark.real_model
+def test_gemma_greedy_with_the_preset_exit_equals_transformers(all_threads):
+    """The early-exit preset's layer on the packaged Gemma 3 270M, float32: token-identical to
+    generate(), with drafts accepted (the layer was chosen because its exit agrees often)."""
+    from playground import convert
+    from playground.config import load_config
+
+    try:
+        convert.gguf_path("gemma3-270m")
+    except convert.ModelUnavailable as exc:
+        pytest.skip(f"packaged Gemma 3 270M not installed: {exc}")
+    model, tok = convert.load_packaged("gemma3-270m", dtype=torch.float32)
+    eos = convert.eos_token_ids(model, tok)
+    layer = load_config().preset("gemma3-270m-early-exit").exit_layer
+    ids = tok("The capital of France is")["input_ids"]
+    with torch.inference_mode():
+        ref = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids):].tolist()
+    r = run(model, tok, ids, GenerationConfig(gamma=3, max_new_tokens=16), drafter=EarlyExitDrafter(model, layer),
+            eos_token_ids=eos)
+    assert list(r.token_ids) == ref[: len(r.token_ids)] and len(r.token_ids) == len(ref)
+    assert r.stats.accepted_tokens > 0

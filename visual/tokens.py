@@ -333,6 +333,52 @@ def narration(step: StepRecord, phase: str) -> str:
     return "".join(parts) + tail
 
 
+# --------------------------------------------------------------------------- drafter boxes
+
+
+def _draft_cost(step: StepRecord, phase: str) -> str:
+    """The "Draft:" line: n tokens in X ms (Y ms/token) vs the verify pass (not shown while drafting)."""
+    n = len(step.drafted)
+    draft_ms = _num(step.draft_ms)
+    per = draft_ms / n if draft_ms is not None and n else None
+    cost = f"{n} token{'s' if n != 1 else ''} in {ms(draft_ms)} ({ms(per)}/token)"
+    if phase == VERIFY:
+        verify_ms = _num(step.verify_ms)
+        cost += f" vs {ms(verify_ms)} for the target\u2019s verify pass"
+        if per is not None and verify_ms is not None and verify_ms > 0:
+            cost += f": one draft token cost {pct(per / verify_ms, 1)} of it"
+        return cost + "."
+    return cost + "; the target\u2019s verify pass comes next."
+
+
+def is_early_exit_info(info) -> bool:
+    return isinstance(info, dict) and "exit_layer" in info
+
+
+def early_exit_panel(step: StepRecord, phase: str) -> str:
+    """What the early-exit drafter ran (the target's first k of L layers, its norm and head),
+    what it reused (nothing: ``Draft.info["reused"]``) and what drafting cost.  Empty for
+    other drafters."""
+    info = step.drafter_info or {}
+    if not is_early_exit_info(info) or not step.drafted:
+        return ""
+    k, n_layers = _int(info.get("exit_layer")), _int(info.get("layers"))
+    if k is None:
+        return ""
+    stack = f"layers 1\u2013{k} of its {n_layers}" if n_layers else f"its first {k} layers"
+    items = [
+        ("Ran:", f"the target\u2019s own {esc(stack)}, then its final norm and its full LM head, on the drafter\u2019s "
+                 f"own cache ({count(step.drafter_cache_len or 0)} tokens after this step)."),
+        ("Reused:", esc(str(info.get("reused") or "nothing"))),
+        ("Draft:", _draft_cost(step, phase)),
+    ]
+    lis = "".join(f'<li><strong class="mtp-info__key">{esc(a)}</strong> {b}</li>' for a, b in items)
+    return (
+        f'<div class="mtp-info exit-info" role="note" aria-label="Early-exit drafter, step {step.index + 1}">'
+        f'<h4>Early exit: the target drafts with its first {k} layers</h4><ul class="mtp-info__facts">{lis}</ul></div>'
+    )
+
+
 # --------------------------------------------------------------------------- the MTP drafter
 
 # Keys the MTP drafter (playground/drafters/mtp.py, ``MTPDrafter._info``) puts in
@@ -448,19 +494,7 @@ def mtp_panel(step: StepRecord, phase: str, hidden: tuple[str, str | None] = (""
         items.append(("Scored:", f"{what}{share} per draft step; every other token gets q = 0."))
 
     # 3. draft cost against the target's verify pass
-    n = len(step.drafted)
-    draft_ms = _num(step.draft_ms)
-    per = draft_ms / n if draft_ms is not None else None
-    cost = f"{n} token{'s' if n != 1 else ''} in {ms(draft_ms)} ({ms(per)}/token)"
-    if phase == VERIFY:
-        verify_ms = _num(step.verify_ms)
-        cost += f" vs {ms(verify_ms)} for the target\u2019s verify pass"
-        if per is not None and verify_ms is not None and verify_ms > 0:
-            cost += f": one draft token cost {pct(per / verify_ms, 1)} of it"
-        cost += "."
-    else:
-        cost += "; the target\u2019s verify pass comes next."
-    items.append(("Draft:", cost))
+    items.append(("Draft:", _draft_cost(step, phase)))
 
     lis = "".join(f'<li><strong class="mtp-info__key">{esc(k)}</strong> {v}</li>' for k, v in items)
     return (
@@ -506,6 +540,8 @@ def step_view(
         mtp = ""
         if is_mtp_info(step.drafter_info):
             mtp = mtp_panel(step, frame.phase, hidden_state_token(steps, frame.step, prompt_tokens))
+        elif is_early_exit_info(step.drafter_info):
+            mtp = early_exit_panel(step, frame.phase)
         table = tree_panel(step, frame.phase) if is_tree_step(step) else step_table(step, frame.phase)
         body = (table + mtp + (distribution_panel(step) if frame.phase == VERIFY else "") + sentences)
         say = narration(step, frame.phase)
