@@ -243,6 +243,23 @@ def test_every_preset_but_gemma4_offers_early_exit_and_the_api_runs_it():
     assert r.steps[0].drafter_info["exit_layer"] == 1  # tiny-random's 2-layer target: all layers but the last
 
 
+def test_bench_runs_transformers_early_exit_beside_ours_and_counts_only_full_passes():
+    from playground import bench
+    from tests.test_bench import PROMPTS
+
+    opts = bench.BenchOptions(preset="tiny-random", prompts=PROMPTS, max_new_tokens=16, gammas=(4,),
+                              drafters=("early-exit",), repeats=1, cost_reps=1, threads=1, warmup=False)
+    rows = bench.run_bench(opts).rows
+    ours = [r for r in rows if r["method"] == "speculative"]
+    theirs = [r for r in rows if r["method"] == "hf_assisted"]
+    assert ours and theirs and all(r["drafter"] == "early-exit" for r in ours + theirs)
+    for r in ours + theirs:
+        assert r["identical_to_hf"] is True
+        # transformers drafts through the same module: counting its 4 draft passes per step as
+        # target calls would give <= 1 token per call
+        assert r["tokens_per_target_call"] > 1.0, r
+
+
 def test_preset_exit_layer_is_validated():
     from playground.config import Preset
 
