@@ -310,6 +310,8 @@ def _peak_rss_mb() -> float | None:
 
 
 _GLOBAL_RNG = threading.Lock()  # held by sampling runs of transformers' generate()
+_ASSISTANT = threading.Lock()  # held while an assistant's generation_config carries a run's draft settings
+ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
 
 class _CallCounter:
@@ -324,6 +326,7 @@ class _CallCounter:
         self.module = module
         self.skip = skip  # calls for which skip() is true are not counted (transformers' early-exit drafts)
         self.calls = 0
+        self.skipped = 0
         self.first_end: float | None = None
         self._handle = None
         self._thread = threading.get_ident()
@@ -335,6 +338,7 @@ class _CallCounter:
             if threading.get_ident() != self._thread:
                 return  # another user's run on the same model
             if self.skip is not None and self.skip():
+                self.skipped += 1
                 return
             self.calls += 1
             if self.first_end is None:
@@ -427,7 +431,8 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
     # Sampling runs hold _GLOBAL_RNG while they seed and use it, so two users' runs never
     # draw from each other's stream, and the global state is restored for everyone else.
     # Our own loop never touches the global generator.
-    with _GLOBAL_RNG if temperature > 0 else contextlib.nullcontext():
+    assistant = kwargs.get("assistant_model", model if "assistant_early_exit" in assisted else None)
+    with _GLOBAL_RNG if temperature > 0 else contextlib.nullcontext(), _assistant_settings(assistant, assisted):
         rng = torch.random.get_rng_state()
         try:
             torch.manual_seed(seed)
@@ -446,6 +451,27 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
             new = new[: i + 1]
             break
     return tuple(new), wall, counter.calls, prefill
+
+
+@contextlib.contextmanager
+def _assistant_settings(assistant, assisted: dict):
+    """transformers' candidate generators read γ (num_assistant_tokens), its schedule and the
+    confidence threshold from the *assistant's own* generation_config, not from the one given
+    to generate(): set them there for the run (one run at a time) and restore them after."""
+    if assistant is None:
+        yield
+        return
+    with _ASSISTANT:
+        cfg = assistant.generation_config
+        before = {k: getattr(cfg, k, None) for k in ASSISTANT_KEYS}
+        try:
+            for k in ASSISTANT_KEYS:
+                if k in assisted:
+                    setattr(cfg, k, assisted[k])
+            yield
+        finally:
+            for k, v in before.items():
+                setattr(cfg, k, v)
 
 
 def _early_exit_pass(model) -> Callable[[], bool]:

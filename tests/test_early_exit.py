@@ -329,3 +329,32 @@ def test_gemma_greedy_with_the_preset_exit_equals_transformers(all_threads):
             eos_token_ids=eos)
     assert list(r.token_ids) == ref[: len(r.token_ids)] and len(r.token_ids) == len(ref)
     assert r.stats.accepted_tokens > 0
+
+
+@pytest.mark.parametrize("gamma", [1, 3])
+def test_transformers_early_exit_drafts_gamma_tokens_per_step(gamma):
+    """transformers reads γ from the assistant's own generation_config (here the target's):
+    the bench sets it there for the run, and restores it."""
+    from playground import bench
+    from playground.tiny import build_tiny_pair
+
+    target, _, tok = build_tiny_pair()
+    pair = type("Pair", (), {"target": target, "tokenizer": tok, "eos_token_ids": (EOS,)})()
+    before = target.generation_config.num_assistant_tokens
+    counted = []
+    real = bench._CallCounter.__exit__
+
+    def keep(self, *exc):
+        counted.append((self.calls, self.skipped))
+        return real(self, *exc)
+
+    bench._CallCounter.__exit__ = keep
+    try:
+        new, _, calls, _ = bench._hf_run(pair, tok.encode("Hello there"), 12, 0.0, 0,
+                                         bench.Spec("hf_assisted", "early-exit", gamma), exit_layer=1)
+    finally:
+        bench._CallCounter.__exit__ = real
+    ((full, drafts),) = counted
+    assert len(new) == 12 and full == calls
+    assert 0 < drafts <= gamma * full  # at most γ draft passes per verify pass (default: 20)
+    assert target.generation_config.num_assistant_tokens == before
