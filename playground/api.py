@@ -65,6 +65,12 @@ def make_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = Fals
 
         layer = preset.exit_layer if preset.exit_layer is not None else default_exit_layer(pair.target)
         return EarlyExitDrafter(pair.target, layer, argmax=argmax)
+    if kind == "other-tokenizer":
+        from playground.drafters.other_tokenizer import OtherTokenizerDrafter
+
+        if pair.drafter_model is None or pair.drafter_tokenizer is None:
+            raise ValueError(f"preset {preset.name!r} has no drafter model with its own tokenizer")
+        return OtherTokenizerDrafter(pair.drafter_model, pair.drafter_tokenizer, pair.tokenizer, pair.eos_token_ids)
     raise ValueError(f"unknown drafter {kind!r}")
 
 

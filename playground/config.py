@@ -16,7 +16,7 @@ import yaml
 
 CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
 SOURCES = ("packaged", "builtin", "hub")
-DRAFTER_KINDS = ("model", "prompt-lookup", "mtp", "mtp+lookup", "gemma4-assistant", "early-exit")
+DRAFTER_KINDS = ("model", "prompt-lookup", "mtp", "mtp+lookup", "gemma4-assistant", "early-exit", "other-tokenizer")
 SELF_DRAFTING = ("early-exit",)  # kinds drafted by the target itself: every preset whose target can exit early
 DTYPES = ("float32", "bfloat16")
 
@@ -31,7 +31,7 @@ class Preset:
     dtype: str
     gamma: int
     description: str = ""
-    drafter_model: str | None = None  # a second model: the "model" drafter or the Gemma 4 assistant
+    drafter_model: str | None = None  # a second model: the "model" or "other-tokenizer" drafter, or the Gemma 4 assistant
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
     params_millions: float | None = None  # target + drafter model weights, for the memory budget
     tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
@@ -44,7 +44,7 @@ class Preset:
             raise ValueError(f"preset {self.name}: drafter must be one of {DRAFTER_KINDS}")
         if self.dtype not in DTYPES:
             raise ValueError(f"preset {self.name}: dtype must be one of {DTYPES}")
-        if self.drafter in ("model", "gemma4-assistant") and not self.drafter_model:
+        if self.drafter in ("model", "gemma4-assistant", "other-tokenizer") and not self.drafter_model:
             raise ValueError(f"preset {self.name}: drafter {self.drafter!r} needs drafter_model")
         if self.exit_layer is not None and (isinstance(self.exit_layer, bool) or not isinstance(self.exit_layer, int)
                                             or self.exit_layer < 1):
@@ -54,8 +54,9 @@ class Preset:
     def drafters(self) -> tuple[str, ...]:
         """Drafter kinds this preset can run: its own, plus prompt lookup (always possible) and early exit."""
         kinds = [self.drafter]
-        # a Gemma 4 assistant cannot draft on its own (it reads the target's state)
-        if self.drafter_model and self.drafter != "gemma4-assistant" and "model" not in kinds:
+        # a Gemma 4 assistant cannot draft on its own (it reads the target's state), and a
+        # drafter with another tokenizer cannot draft target token ids directly
+        if self.drafter_model and self.drafter not in ("gemma4-assistant", "other-tokenizer") and "model" not in kinds:
             kinds.append("model")
         if self.drafter_weights:
             kinds += [k for k in ("mtp", "mtp+lookup") if k not in kinds]

@@ -49,6 +49,7 @@ class ModelPair:
     drafter_model: Any = None
     dtype: str = "float32"
     target_name: str = ""
+    drafter_tokenizer: Any = None  # the "other-tokenizer" drafter's own tokenizer (None: it shares the target's)
 
 
 def configure_threads() -> int:
@@ -221,12 +222,16 @@ def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = Non
 
 def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
     tdtype = torch_dtype(dtype)
-    drafter_model = None
+    drafter_model = drafter_tok = None
     if preset.source == "builtin":
         from playground.tiny import build_tiny_pair
 
         target, drafter_model, tok = build_tiny_pair(dtype=tdtype)
         eos = (tok.eos_token_id,)
+        if preset.drafter == "other-tokenizer":  # the same drafter, spelling UTF-8 bytes
+            from playground.tiny_bytes import ByteTokenizer, build_byte_drafter
+
+            drafter_model, drafter_tok = build_byte_drafter(drafter_model), ByteTokenizer()
     elif preset.source == "packaged":
         from playground import convert
 
@@ -240,7 +245,10 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
             if progress:
                 progress(f"loading drafter {preset.drafter_model}", 0.6)
             # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
-            drafter_model, _ = _load_hub(preset.drafter_model, tdtype, tokenizer=preset.drafter == "model")
+            drafter_model, drafter_tok = _load_hub(preset.drafter_model, tdtype,
+                                                   tokenizer=preset.drafter in ("model", "other-tokenizer"))
+            if preset.drafter != "other-tokenizer":
+                drafter_tok = None
         eos = _eos_ids(target, tok)
     device = pick_device()
     for m in (target, drafter_model):
@@ -255,4 +263,5 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
         drafter_model=drafter_model,
         dtype=dtype,
         target_name=preset.target,
+        drafter_tokenizer=drafter_tok,
     )

@@ -51,7 +51,8 @@ LEGEND = (
     ("target", "target only", "no draft this step: the target produced the token"),
 )
 DRAFTER_NAMES = {"model": "the drafter model", "prompt-lookup": "prompt lookup", "mtp": "the MTP head", "gemma4-assistant": "the Gemma 4 MTP assistant",
-                 "mtp+lookup": "the MTP head or prompt lookup", "early-exit": "the target's first layers (early exit)"}
+                 "mtp+lookup": "the MTP head or prompt lookup", "early-exit": "the target's first layers (early exit)",
+                 "other-tokenizer": "the drafter with another tokenizer"}
 CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
 PROMPT_TAIL_CHARS = 600
 
@@ -379,6 +380,39 @@ def early_exit_panel(step: StepRecord, phase: str) -> str:
     )
 
 
+def is_other_tokenizer_info(info) -> bool:
+    return isinstance(info, dict) and "drafter_tokens" in info and "target_tokens" in info
+
+
+def tokenizations_panel(step: StepRecord, phase: str) -> str:
+    """The drafted text in both tokenizations, side by side: the drafter's own tokens and
+    the target tokens it was re-encoded into (cut at γ), so a student sees where drafts get
+    cut or split.  Empty for other drafters."""
+    info = step.drafter_info or {}
+    if not is_other_tokenizer_info(info):
+        return ""
+
+    def toks(pieces) -> str:
+        return " ".join(f'<code class="tok">{token_html(str(p))}</code>' for p in pieces) or "none"
+
+    d_pieces, t_pieces = list(info.get("drafter_tokens") or []), list(info.get("target_tokens") or [])
+    how = {"in context": "re-encoded together with the committed text",
+           "alone": "re-encoded on its own (in context it would have changed committed tokens)"}.get(
+        str(info.get("retokenized") or ""), "")
+    items = [
+        ("Drafter:", f"{count(len(d_pieces))} of its own tokens: {toks(d_pieces)}"
+                     + (" (then it ended the text)" if info.get("drafter_ended") else "") + "."),
+        ("Target:", f"{count(len(t_pieces))} target tokens: {toks(t_pieces)}" + (f", {esc(how)}" if how else "") + "."),
+        ("Draft:", _draft_cost(step, phase)),
+    ]
+    lis = "".join(f'<li><strong class="mtp-info__key">{esc(k)}</strong> {v}</li>' for k, v in items)
+    return (
+        f'<div class="mtp-info tok-info" role="note" aria-label="Drafter with another tokenizer, step {step.index + 1}">'
+        f'<h4>Another tokenizer: the drafter\u2019s text, re-tokenized for the target</h4>'
+        f'<ul class="mtp-info__facts">{lis}</ul></div>'
+    )
+
+
 # --------------------------------------------------------------------------- the MTP drafter
 
 # Keys the MTP drafter (playground/drafters/mtp.py, ``MTPDrafter._info``) puts in
@@ -542,6 +576,8 @@ def step_view(
             mtp = mtp_panel(step, frame.phase, hidden_state_token(steps, frame.step, prompt_tokens))
         elif is_early_exit_info(step.drafter_info):
             mtp = early_exit_panel(step, frame.phase)
+        elif is_other_tokenizer_info(step.drafter_info):
+            mtp = tokenizations_panel(step, frame.phase)
         table = tree_panel(step, frame.phase) if is_tree_step(step) else step_table(step, frame.phase)
         body = (table + mtp + (distribution_panel(step) if frame.phase == VERIFY else "") + sentences)
         say = narration(step, frame.phase)
