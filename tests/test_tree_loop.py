@@ -236,3 +236,26 @@ def test_mutant_no_residual_update_between_siblings_fails(monkeypatch):
 def test_trees_refuse_teaching_rules():
     with pytest.raises(ValueError, match="lossless rule only"):
         GenerationConfig(tree_nodes=4, rule="typical")
+
+
+def test_mtp_sampled_tree_first_token_matches_the_target():
+    """At T=1 the MTP head draws its tree's children without replacement (rows = the exact
+    laws); the first emitted token is distributed as the target's own p."""
+    from playground.sampling import SamplingParams, logits_to_probs
+
+    target = tiny_target()
+    head = tiny_head(target)
+    prompt = CharTokenizer().encode("the cat sat")
+    with torch.no_grad():
+        p = logits_to_probs(target(input_ids=torch.tensor([prompt])).logits[0, -1], SamplingParams(temperature=1.0))
+    config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=6)
+    counts = torch.zeros(p.shape[0])
+    sampled_rows = 0
+    for seed in range(1500):
+        mtp = MTPDrafter(target, head, eos_token_ids=[EOS])
+        r = run(target, CharTokenizer(), prompt, config, drafter=mtp, eos_token_ids=[EOS],
+                generator=torch.Generator().manual_seed(seed))
+        counts[r.token_ids[0]] += 1
+        sampled_rows += r.stats.judged_tokens
+    assert sampled_rows > 1500  # trees were drafted and judged
+    assert gof_pvalue(counts, p) > 1e-3

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.bench import ROW_FIELDS, TABLE_COLUMNS, build_figures, markdown_table, table_columns
+from playground.bench import ROW_FIELDS, build_figures, markdown_table, table_columns
 from visual.charts import style
 
 TITLES = {

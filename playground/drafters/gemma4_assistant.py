@@ -112,8 +112,9 @@ from typing import Any
 import torch
 
 from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
-from playground.sampling import SamplingParams, draw_draft_token
+from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.tree import ROOT, DraftTree
+from playground.tree_grow import grow_level
 
 NAME = "gemma4-assistant"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -316,10 +317,11 @@ class Gemma4AssistantDrafter:
                      generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
         """A dynamic tree (EAGLE-2's rule): every frontier node takes one assistant step from
         its own (token, h) — the assistant keeps no cache, so branches share nothing but the
-        target's K/V — and offers its ``branch`` most likely scored tokens; the
-        ``ceil(max_nodes / max_depth)`` children with the highest path probability under the
-        assistant are kept per level.  Children are deterministic (one-hot q): lossless at any
-        temperature.  Cost: one assistant step per expanded node."""
+        target's K/V — and ``ceil(max_nodes / max_depth)`` children per level go to the nodes
+        with the highest path probability (``playground.tree_grow``).  Children are the top
+        scored tokens (one-hot q) at temperature 0 or with ``argmax``, else drawn without
+        replacement from the same q a chain draft uses.  Cost: one assistant step per
+        expanded node."""
         committed = state.committed_ids
         n_ctx = len(committed) - 1
         shared = self.shared_kv(state.target_cache, n_ctx) if max_nodes > 0 and max_depth > 0 and committed else None
@@ -328,35 +330,42 @@ class Gemma4AssistantDrafter:
         t0 = time.perf_counter()
         probe = torch.empty(1, 1, self.assistant.config.get_text_config().hidden_size, device=self.a_device, dtype=self.a_dtype)
         masks = self.assistant.create_attention_masks(probe, None, shared)
-        temp = params.temperature if params.temperature > 0 else 1.0
+        sample = not (params.greedy or self.argmax)
         per_level = max(1, math.ceil(max_nodes / max_depth))
         tokens: list[int] = []
         parents: list[int] = []
+        rows: list[torch.Tensor] = []  # q rows [V] of sampled nodes
         level = [(ROOT, int(committed[-1]), state.hidden, 1.0)]  # (node, token, h, path probability)
         steps = 0
         for _ in range(max_depth):
-            cands = []  # (path probability, slot in level, token, h after the parent)
-            for t, (node, tok, h, score) in enumerate(level):
-                if node != ROOT and tok in self.eos:
-                    continue  # nothing follows an end of sequence
-                logits, ids, h_next = self.step(tok, h, n_ctx, shared, masks)
+            expandable = [node == ROOT or tok not in self.eos for node, tok, _, _ in level]
+            dists, h_next = [], []
+            for (node, tok, h, _), ok in zip(level, expandable):
+                if not ok:  # nothing follows an end of sequence
+                    dists.append(torch.zeros(self.vocab_size, device=self.device))
+                    h_next.append(None)
+                    continue
+                logits, ids, h2 = self.step(tok, h, n_ctx, shared, masks)
                 steps += 1
-                probs = torch.softmax(logits.float() / temp, dim=-1)  # [N]
-                top = torch.topk(probs, min(branch, probs.shape[-1]))
-                for pr, idx in zip(top.values.tolist(), top.indices.tolist()):
-                    cands.append((score * pr, t, int(ids[idx]) if ids is not None else int(idx), h_next))
-            keep = sorted(cands, key=lambda c: -c[0])[: min(per_level, max_nodes - len(tokens))]
-            keep.sort(key=lambda c: (c[1], -c[0]))  # siblings together, most likely first
-            prev, level = level, []
-            for score, t, tok, h in keep:
-                level.append((len(tokens), tok, h, score))
-                tokens.append(tok)
-                parents.append(prev[t][0])
-            if len(tokens) >= max_nodes or not keep:
+                probs = logits_to_probs(logits, params) if sample else torch.softmax(logits.float(), dim=-1)  # [N]
+                dists.append(self._scatter(probs, ids))  # [V]
+                h_next.append(h2)
+            kids = grow_level([sc for _, _, _, sc in level], torch.stack(dists), min(per_level, max_nodes - len(tokens)),
+                              branch, sample, generator, expandable=expandable)
+            new_level = []
+            for kid in kids:
+                new_level.append((len(tokens), kid.index, h_next[kid.slot], kid.score))
+                tokens.append(kid.index)
+                parents.append(level[kid.slot][0])
+                if kid.row is not None:
+                    rows.append(kid.row)
+            level = new_level
+            if len(tokens) >= max_nodes or not kids:
                 break
         self.last_ms_per_token = (time.perf_counter() - t0) * 1000.0 / max(1, len(tokens))
         info = {**self._info(n_ctx - 1, shared, steps, n_ctx), "tree_nodes": len(tokens)}
-        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents)), info=info, forward_calls=steps)
+        draft_probs = torch.stack(rows).cpu() if sample and rows else None  # [n, V]
+        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents), draft_probs), info=info, forward_calls=steps)
 
     def _scatter(self, probs: torch.Tensor, ids: torch.Tensor | None) -> torch.Tensor:
         """A distribution over the scored tokens [N] as a full-vocabulary row [V] (zeros elsewhere)."""

@@ -14,15 +14,15 @@ This module does not verify anything.
 from __future__ import annotations
 
 import math
-import time
 
 import torch
 from transformers import DynamicCache
 
 from playground.drafters.base import Draft, TargetState, TreeDraft
 from playground.engine import logits_to_keep_arg
-from playground.sampling import SamplingParams, draw_draft_token
+from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.tree import ROOT, DraftTree
+from playground.tree_grow import grow_level
 from playground.tree_pass import tree_forward
 
 
@@ -94,14 +94,14 @@ class ModelDrafter:
                      generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
         """A dynamic tree, one depth at a time (EAGLE-2's rule, with this model's softmax as
         the confidence): each level is ONE drafter pass over the root and every node so far
-        (tree attention mask, as the target's verify pass), every frontier node offers its
-        ``branch`` most likely tokens, and the ``ceil(max_nodes / max_depth)`` with the highest
-        path probability are kept.  The pass's cache entries are cropped after each level,
+        (tree attention mask, as the target's verify pass), and ``ceil(max_nodes / max_depth)``
+        children go to the frontier nodes with the highest path probability
+        (``playground.tree_grow``).  The pass's cache entries are cropped after each level,
         so the cache ends holding the committed tokens before the newest one.
 
-        Children are deterministic (the drafter's top tokens): q is one-hot and
-        verification is lossless at any temperature.  Cost: one drafter pass per level,
-        each over at most max_nodes + 1 tokens."""
+        Children are the drafter's top tokens (one-hot q) at temperature 0 or with
+        ``argmax``, else drawn without replacement from the drafter's q (rows = the exact
+        laws).  Cost: one drafter pass per level, each over at most max_nodes + 1 tokens."""
         assert self.cache is not None, "start() not called"
         committed = state.committed_ids
         if max_nodes <= 0 or max_depth <= 0 or not committed:
@@ -113,31 +113,31 @@ class ModelDrafter:
                        use_cache=True, logits_to_keep=1)
             calls += 1
             self._seen.extend(pending)
-        temp = params.temperature if params.temperature > 0 else 1.0
+        sample = not (params.greedy or self.argmax)
         per_level = max(1, math.ceil(max_nodes / max_depth))
         tokens: list[int] = []
         parents: list[int] = []
+        rows: list[torch.Tensor] = []  # q rows [V] of sampled nodes
         level = [(ROOT, 1.0)]  # (node index, path probability) of the nodes to expand
         for _ in range(max_depth):
             tree = DraftTree(tuple(tokens), tuple(parents))
             logits, _ = tree_forward(self.model, self.cache, committed[-1], tree)  # [n+1, V_d]
             self.cache.crop(-(len(tree) + 1))
             calls += 1
-            rows = torch.stack([self._fit_vocab(logits[node + 1]) for node, _ in level])  # [T, V]
-            probs = torch.softmax(rows.float() / temp, dim=-1)
-            top = torch.topk(probs, min(branch, probs.shape[-1]), dim=-1)
-            cands = [(score * pr, t, idx) for t, (_, score) in enumerate(level)
-                     for pr, idx in zip(top.values[t].tolist(), top.indices[t].tolist())]
-            keep = sorted(cands, key=lambda c: -c[0])[: min(per_level, max_nodes - len(tokens))]
-            keep.sort(key=lambda c: (c[1], -c[0]))  # siblings together, most likely first
-            prev, level = level, []
-            for score, t, tok in keep:
-                level.append((len(tokens), score))
-                tokens.append(int(tok))
-                parents.append(prev[t][0])
-            if len(tokens) >= max_nodes or not keep:
+            logits = torch.stack([self._fit_vocab(logits[node + 1]) for node, _ in level])  # [T, V]
+            probs = logits_to_probs(logits, params) if sample else torch.softmax(logits.float(), dim=-1)
+            kids = grow_level([sc for _, sc in level], probs, min(per_level, max_nodes - len(tokens)), branch,
+                              sample, generator)
+            for kid in kids:
+                parents.append(level[kid.slot][0])
+                tokens.append(kid.index)
+                if kid.row is not None:
+                    rows.append(kid.row)
+            level = [(len(tokens) - len(kids) + j, kid.score) for j, kid in enumerate(kids)]
+            if len(tokens) >= max_nodes or not kids:
                 break
-        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents)), info={"tree_nodes": len(tokens)},
+        draft_probs = torch.stack(rows).cpu() if sample and rows else None  # [n, V]
+        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents), draft_probs), info={"tree_nodes": len(tokens)},
                          forward_calls=calls)
 
     def accept(self, n_accepted: int, state: TargetState) -> None:

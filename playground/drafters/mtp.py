@@ -71,8 +71,9 @@ from torch import nn
 from torch.nn import functional as F
 
 from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
-from playground.sampling import SamplingParams, draw_draft_token
+from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.tree import ROOT, DraftTree
+from playground.tree_grow import grow_level
 
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "weights" / "gemma3-270m-mtp"
 
@@ -581,14 +582,12 @@ class MTPDrafter:
     def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
                      generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
         """A dynamic tree, built one depth at a time (EAGLE-2's rule): every node of the
-        current level is expanded in ONE batched head step; of all their children (each
-        node offers its ``branch`` most likely tokens), the ones with the highest path
-        probability under the head (the product of its softmax along the path) are kept,
-        ``ceil(max_nodes / max_depth)`` per level, until the budget is spent.
-
-        Children are deterministic (the head's top tokens), so every q row is one-hot and
-        verification is lossless at any temperature; the head's probabilities only decide
-        the shape.  Cost: one head step per level, however wide."""
+        current level is expanded in ONE batched head step, and ``ceil(max_nodes / max_depth)``
+        children per level go to the nodes with the highest path probability under the head
+        (``playground.tree_grow``: at most ``branch`` per node).  At temperature 0 (or with
+        ``argmax``) the children are the head's top tokens (one-hot q); when sampling they
+        are drawn without replacement from the same q a chain draft uses, each row the exact
+        law it was drawn from.  Cost: one head step per level, however wide."""
         committed = state.committed_ids
         if max_nodes <= 0 or max_depth <= 0 or not committed:
             return TreeDraft(tree=DraftTree((), ()), info=self._info(None, 0, 0))
@@ -605,10 +604,11 @@ class MTPDrafter:
         ctx_k, ctx_v = target_kv(state.target_cache, self.cfg.attn_layer, pos)
         if ctx_k is not None:
             ctx_k, ctx_v = ctx_k.to(self.dtype), ctx_v.to(self.dtype)
-        temp = params.temperature if params.temperature > 0 else 1.0
+        sample = not (params.greedy or self.argmax)
         per_level = max(1, math.ceil(max_nodes / max_depth))
         tokens: list[int] = []
         parents: list[int] = []
+        rows: list[torch.Tensor] = []  # q rows [V] of sampled nodes
         # the level being expanded: (node index, input token, path score); states [1, T, H]
         level = [(ROOT, int(committed[-1]), 1.0)]
         states = s0
@@ -620,25 +620,21 @@ class MTPDrafter:
             positions = torch.full((1, T), pos + depth, device=dev)
             states = self.head.step(emb, states, positions, ctx_k, ctx_v, None, own)  # [1, T, H]
             steps += 1
-            probs = torch.softmax(self.head.logits(states[0], self.cand_emb).float() / temp, dim=-1)  # [T, N]
-            top = torch.topk(probs, min(branch, probs.shape[-1]), dim=-1)
-            cands = []  # (score, parent slot in the level, token)
-            for t, (node, tok, score) in enumerate(level):
-                if tok in self.eos and node != ROOT:
-                    continue  # nothing follows an end of sequence
-                for pr, idx in zip(top.values[t].tolist(), top.indices[t].tolist()):
-                    cands.append((score * pr, t, int(self.candidates[idx])))
-            keep = sorted(cands, key=lambda c: -c[0])[: min(per_level, max_nodes - len(tokens))]
-            if not keep:
+            logits = self.head.logits(states[0], self.cand_emb)  # [T, N]
+            probs = logits_to_probs(logits, params) if sample else torch.softmax(logits.float(), dim=-1)
+            kids = grow_level([sc for _, _, sc in level], probs, min(per_level, max_nodes - len(tokens)), branch,
+                              sample, generator, expandable=[n == ROOT or tok not in self.eos for n, tok, _ in level])
+            if not kids:
                 break
-            keep.sort(key=lambda c: (c[1], -c[0]))  # siblings together, most likely first
-            slots = [t for _, t, _ in keep]
             new_level = []
-            for score, t, tok in keep:
-                new_level.append((len(tokens), tok, score))
+            for kid in kids:
+                tok = int(self.candidates[kid.index])
+                new_level.append((len(tokens), tok, kid.score))
                 tokens.append(tok)
-                parents.append(level[t][0])
-            index = torch.tensor(slots, device=dev)
+                parents.append(level[kid.slot][0])
+                if kid.row is not None:
+                    rows.append(self._scatter(kid.row.to(self.candidates.device)))
+            index = torch.tensor([kid.slot for kid in kids], device=dev)
             states = states.index_select(1, index)
             own = [([k.index_select(2, index) for k in ks], [v.index_select(2, index) for v in vs]) for ks, vs in own]
             level = new_level
@@ -648,7 +644,8 @@ class MTPDrafter:
         self.last_ms_per_token = ms / max(1, len(tokens))
         n_keys = 0 if ctx_k is None else int(ctx_k.shape[-2])
         info = {**self._info(hidden_from, n_keys, steps), "tree_nodes": len(tokens)}
-        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents)), info=info, forward_calls=steps)
+        draft_probs = torch.stack(rows).cpu() if sample and rows else None  # [n, V]
+        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents), draft_probs), info=info, forward_calls=steps)
 
     def _scatter(self, probs: torch.Tensor) -> torch.Tensor:
         """A candidate-set distribution [N] as a full-vocabulary row [V] (zeros elsewhere)."""
