@@ -111,7 +111,9 @@ def availability(preset: Preset) -> tuple[bool, str]:
         from playground import convert
 
         try:
-            convert.gguf_path(preset.target)
+            for key in (preset.target, preset.drafter_model):
+                if key:
+                    convert.gguf_path(key)
         except Exception as exc:
             return False, str(exc)
         if preset.drafter in ("mtp", "mtp+lookup") and preset.drafter_weights and not _weights_dir(preset).exists():
@@ -237,6 +239,10 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
 
         target, tok = convert.load_packaged(preset.target, dtype=tdtype, progress=progress)
         eos = tuple(convert.eos_token_ids(target, tok))
+        if preset.drafter_model:  # a second packaged model (its own tokenizer: the other-tokenizer drafter)
+            drafter_model, drafter_tok = convert.load_packaged(preset.drafter_model, dtype=tdtype, progress=progress)
+            if preset.drafter != "other-tokenizer":
+                drafter_tok = None
     else:
         if progress:
             progress(f"loading {preset.target} from the hub", 0.1)
