@@ -12,7 +12,9 @@ Methods, all on the same prompts and the same loaded models, in one process:
 * ``speculative``    our loop, per drafter x gamma;
 * ``hf_assisted``    transformers' assisted generation where it applies:
                      ``prompt_lookup_num_tokens=gamma``, ``assistant_model`` (two-model presets) and
-                     ``assistant_early_exit=k`` (the early-exit drafter's layer k).
+                     ``assistant_early_exit=k`` (the early-exit drafter's layer k) and universal
+                     assisted generation (``assistant_tokenizer``; the other-tokenizer drafter,
+                     when both tokenizers are transformers tokenizers).
 
 Runs are *interleaved*: for each repetition, each prompt, each temperature, every
 method runs once, in an order rotated between prompts, so machine drift (this
@@ -424,6 +426,8 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
             "assistant_confidence_threshold": 0.0,
         }
         kwargs["assistant_model"] = pair.drafter_model
+        if spec.drafter == "other-tokenizer":  # universal assisted generation: text through both tokenizers
+            kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.drafter_tokenizer)
     gc = _hf_generation_config(model, max_new_tokens, temperature, pair.eos_token_ids, pad, assisted)
     input_ids = torch.tensor([ids], device=model.device)
     mask = torch.ones_like(input_ids)
@@ -451,6 +455,13 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
             new = new[: i + 1]
             break
     return tuple(new), wall, counter.calls, prefill
+
+
+def _hf_tokenizers(pair) -> bool:
+    """Both tokenizers of a pair are transformers tokenizers (what universal assisted generation needs)."""
+    from transformers import PreTrainedTokenizerBase
+
+    return all(isinstance(t, PreTrainedTokenizerBase) for t in (pair.tokenizer, pair.drafter_tokenizer))
 
 
 @contextlib.contextmanager
@@ -548,7 +559,8 @@ def _drift(result) -> float | None:
 # ----------------------------------------------------------------------------- the benchmark
 
 
-def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool) -> list[Spec]:
+def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool, hf_uag: bool = False) -> list[Spec]:
+    """hf_uag: transformers' universal assisted generation can run (both tokenizers are HF tokenizers)."""
     traces = {"off": (False,), "on": (True,), "both": (False, True)}[opts.trace]
     out: list[Spec] = []
     for tr in traces:
@@ -572,6 +584,8 @@ def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool) ->
                     out.append(Spec("hf_assisted", "model", g))
                 if "early-exit" in drafters:
                     out.append(Spec("hf_assisted", "early-exit", g))
+                if hf_uag and "other-tokenizer" in drafters:
+                    out.append(Spec("hf_assisted", "other-tokenizer", g))
     return out
 
 
@@ -669,7 +683,8 @@ def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | B
     threads = torch.get_num_threads()
     usable = tuple(k for k in kinds if all(k in drafters[dt] for dt in dtypes))
     hf_assistant = all(pairs[dt].drafter_model is not None for dt in dtypes)
-    specs = _specs(opts, usable, hf_assistant)
+    hf_uag = hf_assistant and all(_hf_tokenizers(pairs[dt]) for dt in dtypes)
+    specs = _specs(opts, usable, hf_assistant, hf_uag)
     if not specs:
         raise BenchError("nothing to run: no method/drafter combination is available")
 

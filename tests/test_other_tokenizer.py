@@ -373,3 +373,17 @@ def test_step_view_shows_both_tokenizations(tiny_pair):
     assert f"{len(info['drafter_tokens'])} of its own tokens" in html_text
     assert f"{len(info['target_tokens'])} target tokens" in html_text
     assert len(info["target_tokens"]) > len(info["drafter_tokens"]) or len(info["target_tokens"]) == 3
+
+
+def test_bench_offers_transformers_universal_assisted_generation_only_with_hf_tokenizers(tiny_pair):
+    from playground import bench
+    from playground.models import ModelPair
+
+    opts = bench.BenchOptions(gammas=(3,), methods=("speculative", "hf_assisted"))
+    with_uag = bench._specs(opts, ("other-tokenizer",), hf_assistant=True, hf_uag=True)
+    assert bench.Spec("hf_assisted", "other-tokenizer", 3) in with_uag
+    assert all(s.method == "speculative" for s in bench._specs(opts, ("other-tokenizer",), True, hf_uag=False))
+    target, drafter, tok = tiny_pair
+    pair = ModelPair(target=target, tokenizer=tok, eos_token_ids=(EOS,), drafter_model=drafter,
+                     drafter_tokenizer=ByteTokenizer())
+    assert not bench._hf_tokenizers(pair)  # the tiny tokenizers are not transformers tokenizers
