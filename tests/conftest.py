@@ -3,7 +3,8 @@
 Tiny models run fastest on one thread (and the CI machine has two cores), so
 tests default to one torch thread; tests on the real packaged models raise it
 with the ``all_threads`` fixture.  ``server`` and ``tiny_default`` (the app
-launched in-process on tiny-random, module-scoped) come from ``tests/app_server.py``.
+launched in-process on tiny-random, module-scoped) come from ``tests/app_server.py``;
+``gemma_fp32`` is the packaged Gemma 3 270M in float32, loaded once for every real-model test.
 """
 
 import os
@@ -37,3 +38,17 @@ def tiny_pair():
     from playground.tiny import build_tiny_pair
 
     return build_tiny_pair()
+
+
+@pytest.fixture(scope="session")
+def gemma_fp32():
+    """(model, tokenizer, eos ids) of the packaged Gemma 3 270M in float32; skipped where absent.
+    Shared read-only: tests give every run its own cache."""
+    from playground import convert
+
+    try:
+        convert.gguf_path("gemma3-270m")
+    except convert.ModelUnavailable as exc:
+        pytest.skip(f"packaged Gemma 3 270M not installed: {exc}")
+    model, tok = convert.load_packaged("gemma3-270m", dtype=torch.float32)
+    return model, tok, convert.eos_token_ids(model, tok)

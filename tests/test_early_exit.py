@@ -309,18 +309,12 @@ def test_exit_scan_agreement_is_the_exit_models_own_greedy_agreement():
 
 
 @pytest.mark.real_model
-def test_gemma_greedy_with_the_preset_exit_equals_transformers(all_threads):
+def test_gemma_greedy_with_the_preset_exit_equals_transformers(all_threads, gemma_fp32):
     """The early-exit preset's layer on the packaged Gemma 3 270M, float32: token-identical to
     generate(), with drafts accepted (the layer was chosen because its exit agrees often)."""
-    from playground import convert
     from playground.config import load_config
 
-    try:
-        convert.gguf_path("gemma3-270m")
-    except convert.ModelUnavailable as exc:
-        pytest.skip(f"packaged Gemma 3 270M not installed: {exc}")
-    model, tok = convert.load_packaged("gemma3-270m", dtype=torch.float32)
-    eos = convert.eos_token_ids(model, tok)
+    model, tok, eos = gemma_fp32
     layer = load_config().preset("gemma3-270m-early-exit").exit_layer
     ids = tok("The capital of France is")["input_ids"]
     with torch.inference_mode():

@@ -29,13 +29,8 @@ NEW = 20
 
 
 @pytest.fixture(scope="module")
-def gemma():
-    try:
-        convert.gguf_path("gemma3-270m")
-    except convert.ModelUnavailable as exc:
-        pytest.skip(f"packaged Gemma 3 270M not installed: {exc}")
-    model, tok = convert.load_packaged("gemma3-270m", dtype=torch.float32)
-    eos = convert.eos_token_ids(model, tok)
+def gemma(gemma_fp32):
+    model, tok, eos = gemma_fp32
     refs = {}
     with torch.inference_mode():
         for p in PROMPTS:

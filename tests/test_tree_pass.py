@@ -96,15 +96,9 @@ def test_tree_pass_on_a_full_attention_model(tiny_pair):
 
 
 @pytest.mark.real_model
-def test_tree_pass_on_gemma3_270m_past_its_window(all_threads):
+def test_tree_pass_on_gemma3_270m_past_its_window(all_threads, gemma_fp32):
     """The real target: 600 committed tokens (window 512), a 16-node tree, float32."""
-    from playground import convert
-
-    try:
-        convert.gguf_path("gemma3-270m")
-    except convert.ModelUnavailable as exc:
-        pytest.skip(f"packaged Gemma 3 270M not installed: {exc}")
-    model, _ = convert.load_packaged("gemma3-270m", dtype=torch.float32)
+    model = gemma_fp32[0]
     rnd = random.Random(0)
     committed = [rnd.randrange(1000, 20000) for _ in range(600)]
     cache = prefill(model, committed[:-1])
