@@ -21,7 +21,24 @@ SPECIALS = {PAD: "<pad>", BOS: "<bos>", EOS: "<eos>", UNK: "<unk>"}
 _INDEX = {ch: i for i, ch in enumerate(CHARS)}
 
 
-class CharTokenizer:
+class TinyTokenizer:
+    """What every tiny tokenizer shares: ``len()`` is ``vocab_size``, and calling it returns
+    input ids (a [1, n] tensor with an attention mask for ``return_tensors="pt"``), as a
+    transformers tokenizer does.  Subclasses give ``vocab_size`` and ``encode``."""
+
+    vocab_size: int
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __call__(self, text: str, add_special_tokens: bool = True, return_tensors=None):
+        ids = self.encode(text, add_special_tokens)
+        if return_tensors == "pt":
+            return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
+        return {"input_ids": ids}
+
+
+class CharTokenizer(TinyTokenizer):
     """One token per printable ASCII character (others become <unk>); the HF tokenizer
     interface the playground uses: encode/decode/__call__/convert_ids_to_tokens."""
 
@@ -33,18 +50,9 @@ class CharTokenizer:
     name_or_path = "tiny-random-chars"
     all_special_ids = [PAD, BOS, EOS, UNK]
 
-    def __len__(self) -> int:
-        return VOCAB
-
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         ids = [_INDEX.get(ch, UNK) for ch in text]
         return ([BOS] + ids) if add_special_tokens else ids
-
-    def __call__(self, text: str, add_special_tokens: bool = True, return_tensors=None):
-        ids = self.encode(text, add_special_tokens)
-        if return_tensors == "pt":
-            return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
-        return {"input_ids": ids}
 
     def decode(self, ids, skip_special_tokens: bool = False, **_: object) -> str:
         if isinstance(ids, torch.Tensor):

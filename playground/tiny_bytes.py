@@ -22,13 +22,14 @@ from playground.tiny import BOS as CHAR_BOS
 from playground.tiny import CHARS
 from playground.tiny import EOS as CHAR_EOS
 from playground.tiny import PAD as CHAR_PAD
+from playground.tiny import TinyTokenizer
 
 BOS, EOS, PAD = 256, 257, 258
 VOCAB = 259
 SPECIALS = {BOS: "<bos>", EOS: "<eos>", PAD: "<pad>"}
 
 
-class ByteTokenizer:
+class ByteTokenizer(TinyTokenizer):
     """UTF-8 bytes as tokens plus <bos>/<eos>/<pad>; the slice of the HF tokenizer interface
     the playground uses (encode/decode/__call__/convert_ids_to_tokens)."""
 
@@ -40,18 +41,9 @@ class ByteTokenizer:
     name_or_path = "tiny-random-bytes"
     all_special_ids = [BOS, EOS, PAD]
 
-    def __len__(self) -> int:
-        return VOCAB
-
     def encode(self, text: str, add_special_tokens: bool = True) -> list[int]:
         ids = list(text.encode("utf-8"))
         return ([BOS] + ids) if add_special_tokens else ids
-
-    def __call__(self, text: str, add_special_tokens: bool = True, return_tensors=None):
-        ids = self.encode(text, add_special_tokens)
-        if return_tensors == "pt":
-            return {"input_ids": torch.tensor([ids]), "attention_mask": torch.ones(1, len(ids), dtype=torch.long)}
-        return {"input_ids": ids}
 
     def decode(self, ids, skip_special_tokens: bool = False, **_: object) -> str:
         if isinstance(ids, torch.Tensor):
