@@ -56,14 +56,22 @@ def tiny_target(vocab: int = VOCAB, seed: int = 0) -> Gemma3ForCausalLM:
     return Gemma3ForCausalLM(cfg).eval()
 
 
-def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, layers: int = 1) -> MTPHead:
-    cfg = MTPConfig.from_target(model.config, num_candidates=n_cand, num_layers=layers)
+def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, layers: int = 1, **cfg) -> MTPHead:
+    """A random-ish head (the target's layer plus noise); cfg: MTPConfig overrides, e.g.
+    num_clusters / clusters_per_step (the clusters then cover every non-candidate token)."""
+    from playground.mtp_clusters import balanced_clusters
+
+    cfg = MTPConfig.from_target(model.config, num_candidates=n_cand, num_layers=layers, **cfg)
     head = MTPHead(cfg)
     head.init_from_target(model)
     g = torch.Generator().manual_seed(seed)
     perm = torch.randperm(model.config.vocab_size, generator=g)
     cand = perm[perm != EOS][: n_cand - 1]
     head.candidates.copy_(torch.cat([torch.tensor([EOS]), cand]))
+    if cfg.num_clusters:
+        static = torch.zeros(model.config.vocab_size, dtype=torch.bool)
+        static[head.candidates] = True
+        head.token_cluster.copy_(balanced_clusters(model.model.embed_tokens.weight.detach(), static, cfg.num_clusters))
     with torch.no_grad():
         for p in head.parameters():
             p.add_(torch.randn(p.shape, generator=g) * noise)

@@ -71,6 +71,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
+from playground.mtp_clusters import cluster_members
 from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.tree import ROOT, DraftTree
 from playground.tree_grow import grow_level
@@ -96,6 +97,8 @@ class MTPConfig:
     rms_norm_eps: float = 1e-6
     query_pre_attn_scalar: float = 256.0
     num_candidates: int = 8192
+    num_clusters: int = 0  # 0: static candidates (+ context) only; else clusters cover the rest (mtp_clusters)
+    clusters_per_step: int = 8  # clusters whose tokens a draft step scores besides the static set
     vocab_size: int = 262144
     target: str = "gemma3-270m"
 
@@ -257,6 +260,11 @@ class MTPHead(nn.Module):
         self.post_proj = nn.Linear(H, H, bias=False)
         self.final_norm = RMSNorm(H, cfg.rms_norm_eps)
         self.register_buffer("candidates", torch.arange(cfg.num_candidates, dtype=torch.long))
+        if cfg.num_clusters:
+            # scores the clusters of the non-static vocabulary; token_cluster: cluster id per token (-1: static)
+            self.cluster_proj = nn.Linear(H, cfg.num_clusters, bias=False)
+            self.register_buffer("token_cluster", torch.full((cfg.vocab_size,), -1, dtype=torch.int16))
+            nn.init.normal_(self.cluster_proj.weight, std=0.02)
         nn.init.normal_(self.pre_proj.weight, std=0.02)
         nn.init.eye_(self.post_proj.weight)
 
@@ -348,19 +356,38 @@ def _text_model(target):
 MAX_SHARD_BYTES = 8_000_000
 
 
+INT8_MIN_NUMEL = 65_536  # matrices at least this large are stored as int8 rows when asked
+
+
+def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Symmetric int8 per output row: (q [out, in] int8, scale [out] bf16); w ~ q * scale."""
+    scale = (w.float().abs().amax(dim=1) / 127.0).clamp_min(1e-12).to(torch.bfloat16)
+    q = torch.round(w.float() / scale.float()[:, None]).clamp(-127, 127).to(torch.int8)
+    return q, scale
+
+
 def save_head(head: MTPHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16,
-              max_shard_bytes: int = MAX_SHARD_BYTES) -> Path:
+              max_shard_bytes: int = MAX_SHARD_BYTES, int8: bool = False) -> Path:
     """Write ``config.json`` and the weights as ``model-0000i-of-0000n.safetensors`` shards,
-    each under ``max_shard_bytes`` (one tensor larger than that gets a shard of its own)."""
+    each under ``max_shard_bytes`` (one tensor larger than that gets a shard of its own).
+
+    int8=True stores every matrix of at least ``INT8_MIN_NUMEL`` entries as int8 rows with
+    a bf16 scale per row (``NAME.q8`` + ``NAME.scale``), half the bytes of bf16; the drafter
+    then runs on the dequantised weights, and its acceptance is measured on those."""
     from safetensors.torch import save_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    shards: list[dict[str, torch.Tensor]] = [{}]
-    size = 0
+    tensors: dict[str, torch.Tensor] = {}
     for k, v in head.state_dict().items():
         v = v.detach().cpu().contiguous()
-        v = v if not v.is_floating_point() else v.to(dtype)
+        if int8 and v.is_floating_point() and v.dim() == 2 and v.numel() >= INT8_MIN_NUMEL:
+            tensors[k + ".q8"], tensors[k + ".scale"] = quantize_rows(v)
+        else:
+            tensors[k] = v if not v.is_floating_point() else v.to(dtype)
+    shards: list[dict[str, torch.Tensor]] = [{}]
+    size = 0
+    for k, v in tensors.items():
         nbytes = v.numel() * v.element_size()
         if shards[-1] and size + nbytes > max_shard_bytes:
             shards.append({})
@@ -405,6 +432,9 @@ def load_head(path: str | Path = DEFAULT_WEIGHTS, dtype: torch.dtype = torch.flo
     sd: dict[str, torch.Tensor] = {}
     for f in weight_files(path):
         sd.update(load_file(str(f)))
+    for k in [k for k in sd if k.endswith(".q8")]:  # int8 rows (save_head(int8=True))
+        name = k[: -len(".q8")]
+        sd[name] = sd.pop(k).float() * sd.pop(name + ".scale").float()[:, None]
     head.load_state_dict(sd)
     return head.to(dtype).eval()
 
@@ -464,6 +494,9 @@ class MTPDrafter:
         self.static_emb = weight.detach()[cand]  # [N, H] sparse output head (tied embedding rows)
         self.in_static = torch.zeros(self.vocab_size, dtype=torch.bool, device=weight.device)
         self.in_static[cand] = True
+        # clusters of the rest of the vocabulary: members [K, S] (-1 pads), scored per step
+        self.members = (cluster_members(head.token_cluster, cfg.num_clusters).to(weight.device)
+                        if cfg.num_clusters else None)
         self.context_candidates = context_candidates
         self._reset_context()
         self.eos = token_id_set(eos_token_ids)
@@ -494,6 +527,7 @@ class MTPDrafter:
         self._extra_set: set[int] = set()
         self.candidates = self.static_candidates
         self.cand_emb = self.static_emb
+        self.in_extra = torch.zeros_like(self.in_static)  # context tokens already among the candidates
 
     def _update_context(self, committed: list[int]) -> None:
         """Add the committed tokens outside the static set to the candidates: greedy text
@@ -514,8 +548,30 @@ class MTPDrafter:
                 add.append(t)
         if add:
             ids = torch.tensor(add, dtype=torch.long, device=self.static_emb.device)
+            self.in_extra[ids] = True
             self.candidates = torch.cat([self.candidates, ids])
             self.cand_emb = torch.cat([self.cand_emb, self.embed.weight.detach()[ids]])
+
+    def _score(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Logits and their token ids for T draft states [T, H]: both [T, C].
+
+        The columns are the static candidates and the context's other tokens (the same for
+        every row), then, with clusters, the tokens of each row's ``clusters_per_step``
+        best-scored clusters (a token already in the context part gets -inf there, so no
+        token has two columns).  A drafted token is ``ids[row, column]``."""
+        T = states.shape[0]
+        logits = self.head.logits(states, self.cand_emb)  # [T, N+X]
+        ids = self.candidates.expand(T, -1)
+        if self.members is None:
+            return logits, ids
+        best = self.head.cluster_proj(states).topk(self.cfg.clusters_per_step, dim=-1).indices  # [T, m]
+        mem = self.members[best].reshape(T, -1)  # [T, m*S]
+        ok = mem >= 0
+        mem = mem.clamp_min(0)
+        ok &= ~self.in_extra[mem]
+        rows = self.embed.weight.detach()[mem]  # [T, m*S, H]
+        more = torch.einsum("th,tch->tc", states, rows).masked_fill(~ok, float("-inf"))
+        return torch.cat([logits, more], dim=-1), torch.cat([ids, mem], dim=-1)
 
     # -- protocol --------------------------------------------------------------------
     def start(self, state: TargetState) -> None:
@@ -558,12 +614,12 @@ class MTPDrafter:
             emb = self.embed(torch.tensor([[tok]], device=dev))
             p = torch.tensor([[pos + j]], device=dev)
             s = self.head.step(emb, s, p, ctx_k, ctx_v, None, own)
-            logits = self.head.logits(s[0, 0], self.cand_emb)  # [N]
-            idx, probs = draw_draft_token(logits, params, self.argmax, generator)
-            tok = int(self.candidates[idx])
+            logits, ids = self._score(s[0])  # [1, C]
+            idx, probs = draw_draft_token(logits[0], params, self.argmax, generator)
+            tok = int(ids[0, idx])
             tokens.append(tok)
             if probs is not None:
-                rows.append(self._scatter(probs))
+                rows.append(self._scatter(probs, ids[0]))
             if tok in self.eos:
                 break
         ms = (time.perf_counter() - t0) * 1000.0
@@ -620,7 +676,7 @@ class MTPDrafter:
             positions = torch.full((1, T), pos + depth, device=dev)
             states = self.head.step(emb, states, positions, ctx_k, ctx_v, None, own)  # [1, T, H]
             steps += 1
-            logits = self.head.logits(states[0], self.cand_emb)  # [T, N]
+            logits, ids = self._score(states[0])  # [T, C]
             probs = logits_to_probs(logits, params) if sample else torch.softmax(logits.float(), dim=-1)
             kids = grow_level([sc for _, _, sc in level], probs, min(per_level, max_nodes - len(tokens)), branch,
                               sample, generator, expandable=[n == ROOT or tok not in self.eos for n, tok, _ in level])
@@ -628,12 +684,12 @@ class MTPDrafter:
                 break
             new_level = []
             for kid in kids:
-                tok = int(self.candidates[kid.index])
+                tok = int(ids[kid.slot, kid.index])
                 new_level.append((len(tokens), tok, kid.score))
                 tokens.append(tok)
                 parents.append(level[kid.slot][0])
                 if kid.row is not None:
-                    rows.append(self._scatter(kid.row.to(self.candidates.device)))
+                    rows.append(self._scatter(kid.row.to(ids.device), ids[kid.slot]))
             index = torch.tensor([kid.slot for kid in kids], device=dev)
             states = states.index_select(1, index)
             own = [([k.index_select(2, index) for k in ks], [v.index_select(2, index) for v in vs]) for ks, vs in own]
@@ -647,11 +703,13 @@ class MTPDrafter:
         draft_probs = torch.stack(rows).cpu() if sample and rows else None  # [n, V]
         return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents), draft_probs), info=info, forward_calls=steps)
 
-    def _scatter(self, probs: torch.Tensor) -> torch.Tensor:
-        """A candidate-set distribution [N] as a full-vocabulary row [V] (zeros elsewhere)."""
+    def _scatter(self, probs: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        """A distribution over the columns [C] as a full-vocabulary row [V] (zeros elsewhere).
+
+        index_add, not assignment: a masked column (a -inf logit, probability exactly 0)
+        may repeat an id, and adding 0 leaves the real column's probability untouched."""
         row = torch.zeros(self.vocab_size, dtype=torch.float32, device=probs.device)
-        row[self.candidates] = probs.float()
-        return row
+        return row.index_add_(0, ids.to(probs.device), probs.float())
 
     def _info(self, hidden_from, n_keys: int, n: int) -> dict[str, Any]:
         tcfg = getattr(self.target, "config", None)
@@ -666,7 +724,8 @@ class MTPDrafter:
             "target_kv_layer": layer,  # the target layer whose K/V the drafter attended to (0-based)
             "target_layers": n_layers,
             "hidden_from_position": hidden_from,
-            "candidates_scored": int(self.candidates.numel()),
+            "candidates_scored": int(self.candidates.numel()) + (
+                0 if self.members is None else self.cfg.clusters_per_step * int(self.members.shape[1])),
             "context_candidates": len(self._extra),
             "vocab_size": self.vocab_size,
             "target_kv_positions": n_keys,
