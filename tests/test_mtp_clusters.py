@@ -22,7 +22,7 @@ from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import EOS as CHAR_EOS, CharTokenizer
 from tests.test_distribution import gof_pvalue
 from tests.test_engine import hf_greedy
-from tests.test_mtp import EOS, VOCAB, prefix_state, rand_ids, tiny_head, tiny_target
+from tests.test_mtp import VOCAB, prefix_state, rand_ids, tiny_head, tiny_target
 
 K, M = 8, 2  # clusters, clusters scored per step
 
