@@ -58,7 +58,7 @@ TABS: list[tuple[str | None, object]] = [
 ]
 
 
-def build_demo(warmup=None, tabs=None) -> gr.Blocks:
+def build_demo(warmup=None) -> gr.Blocks:
     cfg = load_config()
     title = cfg.app.get("title", "Speculative Decoding Playground")
     # delete_cache: gradio's copies of uploads and served files older than an hour go, hourly
@@ -66,10 +66,7 @@ def build_demo(warmup=None, tabs=None) -> gr.Blocks:
         gr.Markdown(f"# {title}\n{INTRO}", elem_classes=["sd-intro"])
         wires = []
         with gr.Tabs():
-            for tab_title, builder in tabs or TABS:
-                if tab_title is None:  # the builder makes its own gr.Tab(s)
-                    wires.append(builder(cfg, warmup))
-                    continue
+            for tab_title, builder in TABS:
                 with gr.Tab(tab_title):
                     wires.append(builder(cfg, warmup))
         for wire in wires:

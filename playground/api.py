@@ -25,6 +25,7 @@ from playground.models import ModelPair, ModelUnavailable, load_pair
 from playground.records import GenerationResult, StepRecord
 from playground.trace_cache import TraceCache
 from playground.validate import temperature as check_temperature
+from playground.validate import whole_number
 
 __all__ = ["generate", "stream_generate", "resolve", "make_drafter", "encode_prompt", "ModelUnavailable"]
 
@@ -96,10 +97,7 @@ def _validate_numbers(gamma, temperature, top_k, top_p, seed, max_new_tokens) ->
     if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p):
         raise ValueError(f"top_p must be a finite number, got {top_p!r}")
     for name, v in (("gamma", gamma), ("top_k", top_k), ("seed", seed), ("max_new_tokens", max_new_tokens)):
-        if isinstance(v, float) and v.is_integer():
-            continue
-        if isinstance(v, bool) or not isinstance(v, int):
-            raise ValueError(f"{name} must be an integer, got {v!r}")
+        whole_number(name, v, -(2**63), 2**63 - 1)  # the type; each range has its own message below
     if not 1 <= gamma <= lim.max_gamma:
         raise ValueError(f"gamma must be between 1 and {lim.max_gamma}, got {gamma}")
     if not 0 <= top_k <= lim.max_top_k:

@@ -59,9 +59,6 @@ def cmd_presets(args) -> int:
     return 0
 
 
-MARKS = {"accepted": ("\x1b[32m", "\x1b[0m"), "rejected": ("\x1b[9;31m", "\x1b[0m"), "resample": ("\x1b[33m", "\x1b[0m"), "bonus": ("\x1b[36m", "\x1b[0m"), "target": ("", "")}
-
-
 def _plain_marks(step) -> str:
     """Text of one step with ASCII marks: [ok], [x rejected], {resampled}, <bonus>."""
     out = []

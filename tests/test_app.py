@@ -75,7 +75,7 @@ BAD = [
     (dict(prompt="hi", max_new_tokens=0), "max_new_tokens must be between 1 and 256"),
     (dict(prompt="hi", max_new_tokens=100000), "max_new_tokens must be between 1 and 256"),
     (dict(prompt="hi", seed=-1), "seed must be >= 0"),
-    (dict(prompt="hi", gamma="four"), "gamma must be an integer"),
+    (dict(prompt="hi", gamma="four"), "gamma must be a whole number"),
 ]
 
 

@@ -78,3 +78,38 @@ def test_gen_is_deterministic_and_greedy_variant_is_greedy(tmp_path, tiny_pair):
                                pad_token_id=tok.pad_token_id)[0, n:].tolist()
         got = ids[n:]
         assert got == want[: len(got)] and len(got) >= 1
+
+
+def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny_pair):
+    """gen -> features -> vocab -> clusters -> a few training steps -> int8 export -> held-out
+    style evaluation, end to end on the tiny pair: the same code paths as the real run."""
+    from playground import mtp_eval
+    from playground.drafters.mtp import _text_model, load_head, save_head
+
+    target, _, tok = tiny_pair
+    tok = _Tok(tok)
+    args = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=4, clusters_per_step=1, batch=2,
+                 max_steps=3, minutes=5.0, steps_ahead=2, intermediate=64)
+    train_drafter.stage_gen(args, target, tok, PROMPTS)
+    rows = train_drafter._load_rows(tmp_path)
+    feats = train_drafter.stage_features(args, target, rows)
+    assert feats["top_p"].shape[1] == 5 and bool((feats["top_p"][:, 0] >= feats["top_p"][:, 1]).all())
+    seqs = list(range(len(rows)))
+    E = _text_model(target).embed_tokens.weight.detach()
+    voc = train_drafter.stage_vocab(args, feats, seqs[2:], seqs[:2], E.shape[0], tok.eos_token_id)
+    tc = train_drafter.stage_clusters(args, voc["candidates"], E)
+    assert int((tc >= 0).sum()) == E.shape[0] - 20
+    head, tr = train_drafter.stage_train(args, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0,
+                                         token_cluster=tc)
+    assert tr["steps"] == 3 and all(torch.isfinite(torch.tensor([h[1] for h in tr["history"]] or [0.0])))
+    assert head.cluster_proj.weight.abs().sum() > 0 and torch.equal(head.token_cluster, tc)
+    save_head(head, tmp_path / "out", int8=True)
+    loaded = load_head(tmp_path / "out")
+    feats["meta"] = [{**m, "category": "tiny"} for m in feats["meta"]]
+    res = mtp_eval.acceptance(loaded, feats, E, 1.0, steps=3)
+    for key in ("t0", "t1"):
+        assert set(res[key]) == {"tiny", "all"}
+    t0 = res["t0"]["all"]
+    assert t0["chains"] > 0 and all(0.0 <= x <= 1.0 for x in t0["conditional"] if x == x)
+    assert all(0.0 <= a <= 1.0 for a in res["t1"]["all"]["alpha"] if a == a)
+    assert "| tiny |" in mtp_eval.format_report(res, "x")

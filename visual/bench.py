@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.bench import ROW_FIELDS, build_figures, markdown_table, table_columns
+from playground.bench import build_figures, table_columns
 from visual.charts import style
 
 TITLES = {
@@ -82,15 +82,6 @@ def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
             rec[h] = v
         data.append(rec)
     return pd.DataFrame(data, columns=[h for _, h in cols])
-
-
-def bench_frame(rows: Sequence[dict[str, Any]]) -> pd.DataFrame:
-    """Every field of every row (the CSV's shape)."""
-    return pd.DataFrame(list(rows), columns=list(ROW_FIELDS))
-
-
-def bench_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
-    return markdown_table(list(rows), meta)
 
 
 def summary_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:

@@ -88,22 +88,6 @@ def preset_info(choice: PresetChoice) -> str:
 # --------------------------------------------------------------------------- validation
 
 
-@dataclass
-class RunParams:
-    prompt: str
-    preset: str
-    drafter: str | None
-    gamma: int
-    temperature: float
-    top_k: int
-    top_p: float
-    seed: int
-    max_new_tokens: int
-    dtype: str | None
-    mode: str  # "speculative" | "race"
-    calibrate: bool = True
-
-
 def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 

@@ -40,7 +40,6 @@ class TargetState:
     committed_ids: list[int]
     hidden: torch.Tensor | None = None
     target_cache: Any = None
-    extras: dict[str, Any] = field(default_factory=dict)
 
 
 def token_id_set(ids) -> frozenset[int]:
