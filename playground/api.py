@@ -18,8 +18,7 @@ import torch
 
 from playground.config import Preset, load_config
 from playground.drafters.base import Drafter
-from playground.drafters.model import ModelDrafter
-from playground.drafters.prompt_lookup import PromptLookupDrafter
+from playground.drafters.registry import build_drafter
 from playground.engine import MAX_TREE_NODES, MODES, GenerationConfig, stream
 from playground.models import ModelPair, ModelUnavailable, load_pair
 from playground.records import GenerationResult, StepRecord
@@ -43,36 +42,7 @@ def resolve(preset: str | None, drafter: str | None) -> tuple[Preset, str]:
 
 
 def make_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = False) -> Drafter:
-    vocab = pair.target.config.get_text_config().vocab_size
-    if kind == "prompt-lookup":
-        return PromptLookupDrafter()
-    if kind == "model":
-        return ModelDrafter(pair.drafter_model, vocab, argmax=argmax)
-    if kind == "mtp":
-        from playground.drafters.mtp import load_mtp_drafter
-
-        return load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids)
-    if kind == "mtp+lookup":
-        from playground.drafters.hybrid import HybridDrafter
-        from playground.drafters.mtp import load_mtp_drafter
-
-        return HybridDrafter(load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids))
-    if kind == "gemma4-assistant":
-        from playground.drafters.gemma4_assistant import load_gemma4_assistant_drafter
-
-        return load_gemma4_assistant_drafter(pair.target, pair.drafter_model, argmax=argmax, eos_token_ids=pair.eos_token_ids)
-    if kind == "early-exit":
-        from playground.drafters.early_exit import EarlyExitDrafter, default_exit_layer
-
-        layer = preset.exit_layer if preset.exit_layer is not None else default_exit_layer(pair.target)
-        return EarlyExitDrafter(pair.target, layer, argmax=argmax)
-    if kind == "other-tokenizer":
-        from playground.drafters.other_tokenizer import OtherTokenizerDrafter
-
-        if pair.drafter_model is None or pair.drafter_tokenizer is None:
-            raise ValueError(f"preset {preset.name!r} has no drafter model with its own tokenizer")
-        return OtherTokenizerDrafter(pair.drafter_model, pair.drafter_tokenizer, pair.tokenizer, pair.eos_token_ids)
-    raise ValueError(f"unknown drafter {kind!r}")
+    return build_drafter(kind, pair, preset, argmax)
 
 
 def encode_prompt(prompt: str, tokenizer, max_chars: int, max_tokens: int) -> list[int]:

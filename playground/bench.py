@@ -61,6 +61,7 @@ from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
+from playground.drafters.registry import KINDS as DRAFTER_KINDS
 from playground.validate import temperature as check_temperature
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent / "data" / "bench_prompts.json"
@@ -68,7 +69,7 @@ METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
 RULES = ("lossless", "exact-match", "typical")  # verification rules worth timing
 LOSSLESS_RULES = ("lossless", "exact-match")
 TRACE_MODES = ("off", "on", "both")
-BRANCHING = ("prompt-lookup", "mtp", "mtp+lookup", "model", "gemma4-assistant", "early-exit")  # drafters with propose_tree
+BRANCHING = tuple(k.name for k in DRAFTER_KINDS.values() if k.branches)  # drafters with propose_tree
 
 ROW_FIELDS = (
     "method",

@@ -14,9 +14,11 @@ from typing import Any
 
 import yaml
 
+from playground.drafters.registry import KINDS, NAMES
+
 CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
 SOURCES = ("packaged", "builtin", "hub")
-DRAFTER_KINDS = ("model", "prompt-lookup", "mtp", "mtp+lookup", "gemma4-assistant", "early-exit", "other-tokenizer")
+DRAFTER_KINDS = NAMES  # playground.drafters.registry: one table of drafter kinds
 SELF_DRAFTING = ("early-exit",)  # kinds drafted by the target itself: every preset whose target can exit early
 DTYPES = ("float32", "bfloat16")
 
@@ -44,7 +46,7 @@ class Preset:
             raise ValueError(f"preset {self.name}: drafter must be one of {DRAFTER_KINDS}")
         if self.dtype not in DTYPES:
             raise ValueError(f"preset {self.name}: dtype must be one of {DTYPES}")
-        if self.drafter in ("model", "gemma4-assistant", "other-tokenizer") and not self.drafter_model:
+        if KINDS[self.drafter].needs_drafter_model and not self.drafter_model:
             raise ValueError(f"preset {self.name}: drafter {self.drafter!r} needs drafter_model")
         if self.exit_layer is not None and (isinstance(self.exit_layer, bool) or not isinstance(self.exit_layer, int)
                                             or self.exit_layer < 1):

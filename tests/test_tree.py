@@ -227,3 +227,20 @@ def test_kept_residuals_are_the_residual_each_rejection_left_and_change_nothing(
         assert torch.equal(a.residual_after, b.residual_before)
     assert torch.equal(rejected[-1].residual_after, kept.correction_dist)  # and the resample drew from it
     assert all(d.residual_after is None for d in plain.decisions)
+
+
+def test_the_registry_says_which_drafters_branch():
+    """Every kind the registry marks as branching has propose_tree, and the others do not."""
+    import importlib
+
+    from playground.drafters.registry import KINDS
+
+    classes = {"model": "model.ModelDrafter", "prompt-lookup": "prompt_lookup.PromptLookupDrafter",
+               "mtp": "mtp.MTPDrafter", "mtp+lookup": "hybrid.HybridDrafter",
+               "gemma4-assistant": "gemma4_assistant.Gemma4AssistantDrafter", "early-exit": "early_exit.EarlyExitDrafter",
+               "other-tokenizer": "other_tokenizer.OtherTokenizerDrafter"}
+    assert set(classes) == set(KINDS)
+    for name, path in classes.items():
+        module, cls = path.rsplit(".", 1)
+        drafter = getattr(importlib.import_module(f"playground.drafters.{module}"), cls)
+        assert hasattr(drafter, "propose_tree") == KINDS[name].branches, name

@@ -25,6 +25,7 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from playground.drafters.registry import KINDS as DRAFTER_KINDS
 from playground.records import Correction, DraftDecision, StepRecord
 from visual.bars import bars as _bars
 from visual.fmt import count, esc, num, ms, pct, quoted, token_html, token_plain
@@ -50,9 +51,7 @@ LEGEND = (
     ("bonus", "bonus", "all drafts accepted: one more token drawn from p at position \u03b3+1"),
     ("target", "target only", "no draft this step: the target produced the token"),
 )
-DRAFTER_NAMES = {"model": "the drafter model", "prompt-lookup": "prompt lookup", "mtp": "the MTP head", "gemma4-assistant": "the Gemma 4 MTP assistant",
-                 "mtp+lookup": "the MTP head or prompt lookup", "early-exit": "the target's first layers (early exit)",
-                 "other-tokenizer": "the drafter with another tokenizer"}
+DRAFTER_NAMES = {k.name: k.label for k in DRAFTER_KINDS.values()}
 CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
 PROMPT_TAIL_CHARS = 600
 
