@@ -36,7 +36,7 @@ from playground.sampling import (
     acceptance_prob,
     is_accepted,
     logits_to_probs,
-    one_hot,  # noqa: F401  (not used here: tests/test_bench.py builds dense rows with engine.one_hot)
+    one_hot,  # noqa: F401  (re-exported: tests build dense rows with engine.one_hot)
     residual_distribution,
     sample,
 )

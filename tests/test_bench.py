@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import time
+
 import pytest
 import torch
 
@@ -432,7 +434,7 @@ def test_a_wall_time_budget_stops_between_complete_rounds(monkeypatch):
     """A live benchmark on real models stops after limits.lab_wall_s and says so; every spec
     has the same prompts in what it reports (only complete rounds are kept)."""
     clock = iter(range(0, 10_000, 10))  # each reading of the clock is 10 s later
-    monkeypatch.setattr(bench.time, "perf_counter", lambda: float(next(clock)))
+    monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))  # the module every bench file reads
     opts = bench.BenchOptions(preset="tiny-random", max_new_tokens=4, gammas=(2,), drafters=("prompt-lookup",),
                               methods=("autoregressive", "speculative"), repeats=3, warmup=False, cost_reps=1,
                               wall_s=25.0)

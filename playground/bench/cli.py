@@ -1,0 +1,160 @@
+"""``python -m playground bench``: argument parsing and the command's exit codes.
+
+This module parses and prints; the benchmark itself is ``run``.
+"""
+
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+
+from playground.bench.options import BenchError, BenchOptions, METHODS, Progress, TRACE_MODES, load_prompts
+from playground.bench.report import markdown_table, write_outputs
+from playground.bench.run import _validate, iter_bench
+
+
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        raise BenchError(message)
+
+
+def _int_list(s: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in s.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
+    if not vals:
+        raise argparse.ArgumentTypeError("expected at least one integer")
+    return vals
+
+
+def _float_list(s: str) -> tuple[float, ...]:
+    try:
+        vals = tuple(float(x) for x in s.split(",") if x.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {s!r}") from None
+    if not vals:
+        raise argparse.ArgumentTypeError("expected at least one number")
+    return vals
+
+
+def _str_list(s: str) -> tuple[str, ...]:
+    vals = tuple(x.strip() for x in s.split(",") if x.strip())
+    if not vals:
+        raise argparse.ArgumentTypeError("expected at least one name")
+    return vals
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="python -m playground bench", description="Benchmark our loop against transformers on this machine.")
+    p.add_argument("--preset", default=None, help="preset name (default: the default preset)")
+    p.add_argument("--prompts", default=None, help='JSON file {"prompts": [...]} (default: playground/data/bench_prompts.json)')
+    p.add_argument("--kinds", type=_str_list, default=None, help="only prompts of these kinds (e.g. grounded,general)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--gammas", type=_int_list, default=(2, 4, 8))
+    p.add_argument("--tree-nodes", type=_int_list, default=(1,),
+                   help="1 = chain drafts; larger values add draft-tree rows with that node budget (e.g. 1,4,8,16,32)")
+    p.add_argument("--temperatures", type=_float_list, default=(0.0,))
+    p.add_argument("--drafters", type=_str_list, default=None)
+    p.add_argument("--dtype", type=_str_list, default=None, help="float32, bfloat16 or both (comma-separated)")
+    p.add_argument("--methods", type=_str_list, default=METHODS)
+    p.add_argument("--repeats", type=int, default=2)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--trace", choices=TRACE_MODES, default="off", help="run our loop with full tracing off, on, or both")
+    p.add_argument("--rules", type=_str_list, default=("lossless",))
+    p.add_argument("--cost-reps", type=int, default=5)
+    p.add_argument("--threads", type=int, default=None, help="torch threads (default: every core)")
+    p.add_argument("--no-warmup", action="store_true")
+    p.add_argument("--json", action="store_true", help='print {"rows": [...], "meta": {...}} on stdout')
+    p.add_argument("--out", default="bench_results", help="directory for bench.{json,csv,md,html} ('' to skip)")
+    p.add_argument("--no-progress", action="store_true")
+    return p
+
+
+def options_from_args(args) -> BenchOptions:
+    prompts = load_prompts(args.prompts) if args.prompts or args.kinds else None
+    if args.kinds:
+        prompts = tuple(p for p in prompts if p.kind in args.kinds)
+        if not prompts:
+            raise BenchError(f"no prompts of kind {', '.join(args.kinds)}")
+    if args.seed < 0:
+        raise BenchError("--seed must be >= 0")
+    if args.threads is not None and not 1 <= args.threads <= 256:
+        raise BenchError("--threads must be between 1 and 256")
+    if not 1 <= args.cost_reps <= 100:
+        raise BenchError("--cost-reps must be between 1 and 100")
+    return BenchOptions(
+        preset=args.preset,
+        prompts=prompts,
+        max_new_tokens=args.max_new_tokens,
+        gammas=tuple(dict.fromkeys(args.gammas)),
+        tree_nodes=tuple(dict.fromkeys(args.tree_nodes)),
+        temperatures=tuple(dict.fromkeys(args.temperatures)),
+        drafters=tuple(dict.fromkeys(args.drafters)) if args.drafters else None,
+        dtypes=tuple(dict.fromkeys(args.dtype)) if args.dtype else None,
+        methods=tuple(dict.fromkeys(args.methods)),
+        repeats=args.repeats,
+        seed=args.seed,
+        trace=args.trace,
+        rules=tuple(dict.fromkeys(args.rules)),
+        cost_reps=args.cost_reps,
+        warmup=not args.no_warmup,
+        threads=args.threads,
+    )
+
+
+def main(argv: list[str] | None = None) -> int:
+    from playground.models import ModelUnavailable
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+        opts = options_from_args(args)
+        _validate(opts)
+    except BenchError as exc:
+        sys.stderr.write(f"python -m playground bench: error: {exc}\n")
+        return 2
+    bar = None
+    try:
+        report = None
+        for item in iter_bench(opts):
+            if isinstance(item, Progress):
+                if bar is None and not args.no_progress:
+                    from tqdm import tqdm
+
+                    bar = tqdm(total=item.total, file=sys.stderr, unit="run", dynamic_ncols=True, leave=True)
+                if bar is not None:
+                    bar.n = item.done
+                    bar.set_description_str(item.label[:60])
+                    bar.refresh()
+            else:
+                report = item
+    except BenchError as exc:
+        if bar is not None:
+            bar.close()
+        sys.stderr.write(f"python -m playground bench: error: {exc}\n")
+        return 2
+    except ModelUnavailable as exc:
+        if bar is not None:
+            bar.close()
+        sys.stderr.write(f"python -m playground bench: error: {exc}\n")
+        return 2
+    if bar is not None:
+        bar.close()
+    assert report is not None
+    paths = write_outputs(report, args.out) if args.out else {}
+    report.meta["outputs"] = paths
+    for note in report.meta.get("notes", []):
+        sys.stderr.write(f"note: {note}\n")
+    if args.json:
+        print(json.dumps(report.to_json(), ensure_ascii=False))
+    else:
+        print(markdown_table(report.rows, report.meta))
+        if paths:
+            print("wrote " + ", ".join(paths.values()))
+    return 0

@@ -1,0 +1,278 @@
+"""The benchmark: which runs, interleaved in what order, and the report they make.
+
+This module schedules and collects; it does not time a run itself (``measure``) or render (``report``).
+"""
+
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+
+from playground.validate import temperature as check_temperature
+from playground.bench.aggregate import aggregate, machine_info
+from playground.bench.measure import _drift, _hf_run, _hf_tokenizers, _our_run, _peak_rss_mb, _reset_peak_rss, measure_costs
+from playground.bench.options import BRANCHING, BenchError, BenchOptions, BenchReport, Costs, METHODS, Progress, RULES, Run, Spec, TRACE_MODES, load_prompts
+
+
+
+
+def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool, hf_uag: bool = False) -> list[Spec]:
+    """hf_uag: transformers' universal assisted generation can run (both tokenizers are HF tokenizers)."""
+    traces = {"off": (False,), "on": (True,), "both": (False, True)}[opts.trace]
+    out: list[Spec] = []
+    for tr in traces:
+        if "hf_generate" in opts.methods and not tr:
+            out.append(Spec("hf_generate"))
+        if "autoregressive" in opts.methods:
+            out.append(Spec("autoregressive", trace=tr))
+        if "speculative" in opts.methods:
+            for kind in drafters:
+                for g in opts.gammas:
+                    for rule in opts.rules:
+                        for n in opts.tree_nodes:
+                            if n > 1 and (kind not in BRANCHING or rule != "lossless"):
+                                continue
+                            out.append(Spec("speculative", kind, g, trace=tr, rule=rule, tree_nodes=n))
+        if "hf_assisted" in opts.methods and not tr:
+            for g in opts.gammas:
+                if "prompt-lookup" in drafters:
+                    out.append(Spec("hf_assisted", "prompt-lookup", g))
+                if hf_assistant and "model" in drafters:
+                    out.append(Spec("hf_assisted", "model", g))
+                if "early-exit" in drafters:
+                    out.append(Spec("hf_assisted", "early-exit", g))
+                if hf_uag and "other-tokenizer" in drafters:
+                    out.append(Spec("hf_assisted", "other-tokenizer", g))
+    return out
+
+
+def _validate(opts: BenchOptions) -> None:
+    from playground.config import load_config
+
+    lim = load_config().limits
+    if not 1 <= opts.max_new_tokens <= lim.max_new_tokens:
+        raise BenchError(f"--max-new-tokens must be between 1 and {lim.max_new_tokens}, got {opts.max_new_tokens}")
+    if not opts.gammas:
+        raise BenchError("--gammas needs at least one value")
+    from playground.engine import MAX_TREE_NODES
+
+    if not opts.tree_nodes or any(not 1 <= n <= MAX_TREE_NODES for n in opts.tree_nodes):
+        raise BenchError(f"--tree-nodes must be between 1 and {MAX_TREE_NODES}")
+    for g in opts.gammas:
+        if not 1 <= g <= lim.max_gamma:
+            raise BenchError(f"gamma must be between 1 and {lim.max_gamma}, got {g}")
+    if not opts.temperatures:
+        raise BenchError("--temperatures needs at least one value")
+    for t in opts.temperatures:
+        try:
+            check_temperature(t, lim.max_temperature)
+        except ValueError as exc:
+            raise BenchError(str(exc)) from None
+    if not opts.methods or any(m not in METHODS for m in opts.methods):
+        raise BenchError(f"--methods must be a subset of {','.join(METHODS)}")
+    if not 1 <= opts.repeats <= 100:
+        raise BenchError(f"--repeats must be between 1 and 100, got {opts.repeats}")
+    if opts.trace not in TRACE_MODES:
+        raise BenchError(f"--trace must be one of {', '.join(TRACE_MODES)}")
+    if not opts.rules or any(r not in RULES for r in opts.rules):
+        raise BenchError(f"--rules must be a subset of {','.join(RULES)}")
+    if opts.dtypes is not None:
+        for d in opts.dtypes:
+            if d not in ("float32", "bfloat16"):
+                raise BenchError(f"dtype must be float32 or bfloat16, got {d!r}")
+
+
+def _build_drafters(pair, preset, kinds: Iterable[str], notes: list[str]) -> dict[str, Any]:
+    from playground.api import make_drafter
+
+    out = {}
+    for kind in kinds:
+        try:
+            out[kind] = make_drafter(kind, pair, preset)
+        except Exception as exc:  # e.g. MTP weights not trained yet
+            notes.append(f"drafter {kind!r} skipped: {type(exc).__name__}: {exc}".splitlines()[0])
+    return out
+
+
+def iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | BenchReport]:
+    """Run the benchmark; yield Progress events, then one BenchReport.
+
+    Raises BenchError for bad options and ModelUnavailable when the preset cannot load.
+    ``opts.threads`` sets torch's thread count for the run; it is restored afterwards."""
+    before = torch.get_num_threads()
+    try:
+        yield from _iter_bench(opts, load_progress)
+    finally:
+        torch.set_num_threads(before)
+
+
+def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | BenchReport]:
+    from playground.api import encode_prompt, resolve
+    from playground.config import load_config
+    from playground.models import load_pair
+
+    t_begin = time.perf_counter()
+    _validate(opts)
+    try:
+        preset, _ = resolve(opts.preset, None)
+    except ValueError as exc:
+        raise BenchError(str(exc)) from None
+    kinds = opts.drafters if opts.drafters is not None else preset.drafters
+    for k in kinds:
+        if k not in preset.drafters:
+            raise BenchError(f"preset {preset.name!r} has no {k!r} drafter; choose from: {', '.join(preset.drafters)}")
+    prompts = opts.prompts if opts.prompts is not None else load_prompts()
+    dtypes = opts.dtypes or (preset.dtype,)
+    lim = load_config().limits
+    notes: list[str] = []
+
+    pairs, drafters, encoded = {}, {}, {}
+    for dt in dtypes:
+        pairs[dt] = pair = load_pair(preset, dt, progress=load_progress)
+        drafters[dt] = _build_drafters(pair, preset, kinds, notes)
+        for p in prompts:
+            try:
+                encoded[(dt, p.id)] = encode_prompt(p.text, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
+            except ValueError as exc:
+                raise BenchError(f"prompt {p.id!r}: {exc}") from None
+    if opts.threads:
+        torch.set_num_threads(opts.threads)
+    threads = torch.get_num_threads()
+    usable = tuple(k for k in kinds if all(k in drafters[dt] for dt in dtypes))
+    hf_assistant = all(pairs[dt].drafter_model is not None for dt in dtypes)
+    hf_uag = hf_assistant and all(_hf_tokenizers(pairs[dt]) for dt in dtypes)
+    specs = _specs(opts, usable, hf_assistant, hf_uag)
+    if not specs:
+        raise BenchError("nothing to run: no method/drafter combination is available")
+
+    # ---- costs: v_gamma directly, same cache length, every dtype ----
+    needs_hidden = any(getattr(d, "needs_target_hidden", False) for dt in dtypes for d in drafters[dt].values())
+    sizes = {1, 2} | {g + 1 for g in opts.gammas} | {n + 1 for n in opts.tree_nodes if n > 1}
+    total = len(specs) * len(prompts) * len(opts.temperatures) * len(dtypes) * opts.repeats
+    done = 0
+    costs: dict[str, Costs] = {}
+    for dt in dtypes:
+        yield Progress(done, total, f"measuring target pass cost ({dt})")
+        base = list(encoded[(dt, prompts[0].id)])
+        lens = sorted(len(encoded[(dt, p.id)]) for p in prompts)
+        want = lens[len(lens) // 2] + opts.max_new_tokens // 2 + max(sizes)
+        ids = (base * (want // len(base) + 1))[:want]
+        costs[dt] = measure_costs(pairs[dt].target, ids, sizes, reps=opts.cost_reps, hidden=needs_hidden)
+
+    # ---- warm-up: one short unrecorded run per method ----
+    if opts.warmup:
+        for dt in dtypes:
+            yield Progress(done, total, f"warming up ({dt})")
+            ids = encoded[(dt, prompts[0].id)]
+            for spec in specs:
+                _run_one(pairs[dt], drafters[dt], spec, ids, min(8, opts.max_new_tokens), opts.temperatures[0], opts.seed)
+
+    # ---- interleaved measured runs (a round: every spec once on one prompt/temperature/dtype) ----
+    runs: list[Run] = []
+    partial = None
+    for rep in range(opts.repeats):
+        for pi, p in enumerate(prompts):
+            for temperature in opts.temperatures:
+                for dt in dtypes:
+                    shift = (rep * len(prompts) + pi) % len(specs)
+                    order = specs[shift:] + specs[:shift]
+                    if opts.wall_s is not None and runs and time.perf_counter() - t_begin > opts.wall_s:
+                        partial = (f"stopped after {opts.wall_s:g} s of wall time: {len(runs)} of {total} runs "
+                                   f"({len(runs) // len(specs)} complete round(s) of every method)")
+                        break
+                    for spec in order:
+                        yield Progress(done, total, f"{spec.label} · {p.id} · T={temperature:g} · {dt}")
+                        seed = opts.seed + rep
+                        run = _run_one(
+                            pairs[dt], drafters[dt], spec, encoded[(dt, p.id)], opts.max_new_tokens, temperature, seed
+                        )
+                        runs.append(
+                            replace(run, dtype=dt, prompt_id=p.id, kind=p.kind, temperature=temperature, rep=rep)
+                        )
+                        done += 1
+                if partial:
+                    break
+            if partial:
+                break
+        if partial:
+            break
+    yield Progress(done, total, "done" if not partial else partial)
+    rows = aggregate(runs, costs)
+    meta = {
+        "preset": preset.name,
+        "target": preset.target,
+        "dtypes": list(dtypes),
+        "drafters": list(usable),
+        "gammas": list(opts.gammas),
+        "tree_nodes": list(opts.tree_nodes),
+        "partial": partial,
+        "temperatures": list(opts.temperatures),
+        "max_new_tokens": opts.max_new_tokens,
+        "repeats": opts.repeats,
+        "prompts": [{"id": p.id, "kind": p.kind, "tokens": len(encoded[(dtypes[0], p.id)])} for p in prompts],
+        "costs": {dt: {"cache_len": c.cache_len, "ms_by_tokens": {str(k): v for k, v in c.ms_by_tokens.items()}} for dt, c in costs.items()},
+        "machine": machine_info(threads),
+        "notes": notes,
+    }
+    yield BenchReport(rows=rows, meta=meta, runs=runs)
+
+
+def run_bench(opts: BenchOptions, on_progress: Callable[[Progress], None] | None = None) -> BenchReport:
+    report = None
+    for item in iter_bench(opts):
+        if isinstance(item, Progress):
+            if on_progress:
+                on_progress(item)
+        else:
+            report = item
+    assert report is not None
+    return report
+
+
+def _run_one(pair, drafters: dict, spec: Spec, ids: list[int], max_new: int, temperature: float, seed: int) -> Run:
+    _reset_peak_rss()
+    if spec.method in ("hf_generate", "hf_assisted"):
+        exit_layer = getattr(drafters.get("early-exit"), "exit_layer", None)
+        tokens, wall, calls, prefill = _hf_run(pair, ids, max_new, temperature, seed, spec, exit_layer)
+        return Run(
+            spec=spec, dtype="", prompt_id="", kind="", temperature=temperature, rep=0, token_ids=tokens,
+            wall_ms=wall, prefill_ms=prefill, prefill_emits=1 if prefill is not None else 0,
+            decode_calls=max(calls - 1, 0), peak_rss_mb=_peak_rss_mb(),
+        )  # fmt: skip
+    drafter = drafters.get(spec.drafter) if spec.method == "speculative" else None
+    result, wall, prefill = _our_run(pair, drafter, ids, spec, max_new, temperature, seed)
+    s = result.stats
+    judged_at = [0] * spec.gamma
+    accepted_at = [0] * spec.gamma
+    for step in result.steps:
+        for d in step.drafted:
+            if d.judged:
+                judged_at[d.position - 1] += 1
+                accepted_at[d.position - 1] += int(d.accepted)
+    return Run(
+        spec=spec,
+        dtype="",
+        prompt_id="",
+        kind="",
+        temperature=temperature,
+        rep=0,
+        token_ids=tuple(result.token_ids),
+        wall_ms=wall,
+        prefill_ms=prefill,
+        draft_ms=s.draft_ms,
+        verify_ms=s.verify_ms,
+        decode_calls=s.target_calls - (1 if s.prefill_ms else 0),
+        steps=s.steps,
+        drafted=s.drafted_tokens,
+        judged=s.judged_tokens,
+        accepted=s.accepted_tokens,
+        judged_at=judged_at,
+        accepted_at=accepted_at,
+        hist=list(s.accepted_length_hist),
+        drift_sum=_drift(result) if spec.method == "speculative" else 0.0,
+        peak_rss_mb=_peak_rss_mb(),
+    )
