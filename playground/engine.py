@@ -23,8 +23,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass
-from typing import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from transformers import DynamicCache
@@ -249,6 +249,211 @@ def verify(
     return Verdict(n_acc, tuple(accepted), tuple(us), rejected_at, False, kind, row, dist, int(token))
 
 
+@dataclass
+class _Step:
+    """What one loop step decided (steps 1-4), before it is committed and recorded."""
+
+    decisions: list[DraftDecision]
+    correction: Correction | None
+    emitted: list[int]
+    n_accepted: int
+    drafted: int  # draft tokens (tree nodes) proposed
+    judged: list[tuple[int, bool]]  # (depth, accepted) of every judged draft
+    draft_ms: float
+    verify_ms: float
+    forward_calls: int  # drafter forward passes
+    info: dict
+    hidden: torch.Tensor | None  # [H] the target's state that produced the newest token
+
+
+def _tree_step(target, drafter, state, committed, config, k_max, params, generator, texts, eos, want_hidden) -> _Step:
+    """Steps 1-4 with a tree: one pass over every node, walk, compact (``playground.tree_step``)."""
+    ts = tree_step(target, drafter, state, committed, config.tree_nodes, k_max, params, generator, texts, eos,
+                   config.top_n, want_hidden)
+    return _Step(list(ts.decisions), ts.correction, ts.emitted, ts.n_accepted, len(ts.tree), list(ts.judged_depths),
+                 ts.draft_ms, ts.verify_ms, ts.forward_calls, ts.info, ts.hidden)
+
+
+def _draft(drafter, state, k_max, config, params, generator, eos, vocab) -> tuple[Draft, list[int], Any, bool, float]:
+    """Step 1: (draft, its tokens cut at EOS, the q rows [k, V] to verify against, whether
+    those rows are point masses, ms)."""
+    draft = Draft(token_ids=[], draft_probs=None)
+    draft_ms = 0.0
+    if k_max > 0:
+        t0 = time.perf_counter()
+        draft = drafter.propose(state, k_max, params, generator)
+        draft_ms = (time.perf_counter() - t0) * 1000.0
+    drafts = [int(t) for t in draft.token_ids[:k_max]]
+    for i, tok in enumerate(drafts):  # stop drafting at EOS
+        if tok in eos:
+            drafts = drafts[: i + 1]
+            break
+    k = len(drafts)
+    one_hot_drafts = draft.draft_probs is None  # q rows are point masses on the drafts
+    if draft.draft_probs is not None:
+        draft_probs = draft.draft_probs[:k].float().cpu()  # [k, V]
+    else:
+        draft_probs = PointRows(drafts, vocab) if k else None  # one-hot rows, made on demand
+    if config.rule == "softmax-q" and draft.soft_probs is not None and k:
+        draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
+        one_hot_drafts = False
+    return draft, drafts, draft_probs, one_hot_drafts, draft_ms
+
+
+def _target_rows(logits: torch.Tensor, params: SamplingParams):
+    """Step 2's distributions: (target_probs [k+1, V], the argmax per row at T=0 else None)."""
+    if params.greedy:
+        # = logits_to_probs (a point mass on the first maximum), but max() on the raw
+        # logits is 3-4x faster than float().argmax() over a 262k vocabulary here.
+        argmax = logits.max(dim=-1).indices.tolist()  # [k+1]
+        return PointRows(argmax, logits.shape[-1]), argmax
+    return logits_to_probs(logits.cpu(), params), None  # [k+1, V], on the CPU with the generator
+
+
+def _chain_step(target, drafter, state, committed, config, k_max, params, generator, texts, eos, vocab,
+                want_hidden, speculative) -> _Step:
+    """Steps 1-4 with a chain (and the autoregressive step: no drafter, k = 0)."""
+    # ---- 1. Draft (never past the budget: a step emits up to k+1 tokens) ----
+    if speculative:
+        draft, drafts, draft_probs, one_hot_drafts, draft_ms = _draft(drafter, state, k_max, config, params,
+                                                                      generator, eos, vocab)
+    else:
+        draft, drafts, draft_probs, one_hot_drafts, draft_ms = Draft(token_ids=[], draft_probs=None), [], None, True, 0.0
+    k = len(drafts)
+
+    # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
+    out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
+    target_probs, target_argmax = _target_rows(out.logits, params)
+    # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
+    t_points = target_argmax if target_argmax is not None else [None] * (k + 1)
+    d_points = drafts if one_hot_drafts else [None] * k
+
+    # ---- 3 + 4. Accept left to right, then one more token ----
+    verdict = verify(
+        drafts,
+        draft_probs,
+        target_probs,
+        rule=config.rule,
+        eos=eos,
+        uniform=lambda: float(torch.rand((), generator=generator)),
+        draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
+    )
+    n_acc = verdict.n_accepted
+    decisions: list[DraftDecision] = []
+    for j, tok in enumerate(drafts):
+        p, q = float(target_probs[j, tok]), float(draft_probs[j, tok])
+        judged = j < len(verdict.accepted)
+        decisions.append(
+            DraftDecision(
+                position=j + 1,
+                token_id=tok,
+                text=texts.in_context(committed + drafts[:j], tok) if texts else "",
+                draft_prob=q,
+                target_prob=p,
+                ratio=(p / q) if q > 0 else None,
+                accept_prob=acceptance_prob(p, q),
+                u=verdict.us[j] if judged else None,
+                judged=judged,
+                accepted=judged and verdict.accepted[j],
+                target_top=_row_top(target_probs, j, config.top_n, texts, t_points[j]),
+                draft_top=_row_top(draft_probs, j, config.top_n, texts, d_points[j]),
+            )
+        )
+
+    correction: Correction | None = None
+    emitted = drafts[:n_acc]
+    if verdict.correction_token is not None:
+        i, dist, tok, kind = verdict.correction_row, verdict.correction_dist, verdict.correction_token, verdict.correction_kind
+        correction = Correction(
+            kind=kind,
+            position=i + 1,
+            token_id=tok,
+            text=texts.in_context(committed + emitted, tok) if texts else "",
+            prob=float(dist[tok]),
+            target_prob=float(target_probs[i, tok]),
+            # greedy: p is one-hot, so the residual (any q), p itself and the
+            # teaching variants are all the point mass on the target's argmax.
+            distribution_top=_top(dist, config.top_n, texts, t_points[i]),
+            target_top=_row_top(target_probs, i, config.top_n, texts, t_points[i]) if kind == "resample" else (),
+            draft_top=_row_top(draft_probs, i, config.top_n, texts, d_points[i]) if kind == "resample" else (),
+        )
+        emitted = emitted + [tok]
+
+    # ---- Roll back: keep x_last + accepted drafts in the target cache ----
+    target.crop(k - n_acc)
+    judged = [(j + 1, ok) for j, ok in enumerate(verdict.accepted)]
+    return _Step(decisions, correction, emitted, n_acc, k, judged, draft_ms, out.ms, draft.forward_calls,
+                 dict(draft.info), out.hidden[n_acc] if want_hidden else None)
+
+
+@dataclass
+class _Tally:
+    """Running totals over the steps of one run, and the RunStats they make."""
+
+    gamma: int
+    draft_ms: float = 0.0
+    verify_ms: float = 0.0
+    drafted: int = 0
+    judged: int = 0
+    accepted: int = 0
+    drafter_calls: int = 0
+    judged_at: list[int] = field(default_factory=list)
+    accepted_at: list[int] = field(default_factory=list)
+    hist: list[int] = field(default_factory=list)  # accepted length -> steps
+
+    def __post_init__(self) -> None:
+        self.judged_at = [0] * self.gamma
+        self.accepted_at = [0] * self.gamma
+        self.hist = [0] * (self.gamma + 1)
+
+    def add(self, step: _Step, speculative: bool) -> None:
+        self.draft_ms += step.draft_ms
+        self.verify_ms += step.verify_ms
+        self.drafted += step.drafted
+        self.judged += len(step.judged)
+        self.accepted += step.n_accepted
+        self.drafter_calls += step.forward_calls
+        for depth, ok in step.judged:
+            self.judged_at[depth - 1] += 1
+            self.accepted_at[depth - 1] += int(ok)
+        if speculative:
+            self.hist[step.n_accepted] += 1
+
+    def stats(self, config, drafter_name, new_tokens: int, steps: int, target: Target, prefill_ms: float,
+              wall_ms: float, stopped: str) -> RunStats:
+        decode_calls = target.calls - (1 if prefill_ms else 0)
+        hist = self.hist
+        return RunStats(
+            mode=config.mode,
+            drafter=drafter_name,
+            gamma=self.gamma,
+            new_tokens=new_tokens,
+            steps=steps,
+            target_calls=target.calls,
+            drafter_calls=self.drafter_calls,
+            drafted_tokens=self.drafted,
+            judged_tokens=self.judged,
+            accepted_tokens=self.accepted,
+            acceptance_rate=(self.accepted / self.judged) if self.judged else None,
+            draft_efficiency=(self.accepted / self.drafted) if self.drafted else None,
+            acceptance_by_position=tuple((a / j) if j else None for a, j in zip(self.accepted_at, self.judged_at)),
+            accepted_length_hist=tuple(hist),
+            mean_accepted_length=(sum(n * c for n, c in enumerate(hist)) / sum(hist)) if sum(hist) else None,
+            tokens_per_target_call=new_tokens / max(decode_calls, 1),
+            prefill_ms=prefill_ms,
+            draft_ms=self.draft_ms,
+            verify_ms=self.verify_ms,
+            wall_ms=wall_ms,
+            tokens_per_s=new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else float("nan"),
+            draft_ms_per_token=(self.draft_ms / self.drafted) if self.drafted else None,
+            verify_ms_per_call=(self.verify_ms / max(decode_calls, 1)),
+            single_token_ms=(sum(target.single_token_ms) / len(target.single_token_ms))
+            if target.single_token_ms
+            else None,
+            stopped=stopped,
+        )
+
+
 def stream(
     model,
     tokenizer,
@@ -259,7 +464,10 @@ def stream(
     generator: torch.Generator | None = None,
     prompt: str = "",
 ) -> Iterator[StepRecord | GenerationResult]:
-    """Run one generation, yielding a StepRecord per target pass, then the GenerationResult."""
+    """Run one generation, yielding a StepRecord per target pass, then the GenerationResult.
+
+    Prefill, then per step: draft + verify + accept + correct (``_chain_step`` or
+    ``_tree_step``), commit the emitted tokens, tell the drafter, record."""
     prompt_ids = [int(i) for i in prompt_ids]
     if not prompt_ids:
         raise ValueError("the prompt is empty: type at least one character")
@@ -275,6 +483,7 @@ def stream(
     committed_text = IncrementalText(tokenizer)
     want_hidden = bool(speculative and drafter.needs_target_hidden)
     use_tree = bool(speculative and config.tree_nodes > 1 and hasattr(drafter, "propose_tree"))
+    drafter_name = drafter.name if speculative else None
 
     t_start = time.perf_counter()
     target = Target(model, rollback=speculative)
@@ -292,160 +501,46 @@ def stream(
 
     steps: list[StepRecord] = []
     new_ids: list[int] = []
-    draft_ms_total = verify_ms_total = 0.0
-    drafted_total = judged_total = accepted_total = drafter_calls = 0
     gamma = config.gamma if speculative else 0
-    judged_at = [0] * gamma
-    accepted_at = [0] * gamma
-    hist = [0] * (gamma + 1)
+    tally = _Tally(gamma)
     stopped = "max_new_tokens"
 
     while len(new_ids) < config.max_new_tokens:
         t_step = time.perf_counter()
-        remaining = config.max_new_tokens - len(new_ids)
-        # ---- 1. Draft (never past the budget: a step emits up to k+1 tokens) ----
-        k_max = min(gamma, remaining - 1)
+        k_max = min(gamma, config.max_new_tokens - len(new_ids) - 1)
         if use_tree and k_max > 0:
-            # ---- 1-4 with a tree: one pass over every node, walk, compact (playground.tree_step) ----
-            ts = tree_step(target, drafter, state, committed, config.tree_nodes, k_max, params, generator, texts, eos,
-                          config.top_n, want_hidden)
-            decisions, correction, emitted, n_acc = list(ts.decisions), ts.correction, ts.emitted, ts.n_accepted
-            k, n_judged, draft_ms, verify_ms, info = len(ts.tree), len(ts.judged_depths), ts.draft_ms, ts.verify_ms, ts.info
-            drafter_calls += ts.forward_calls
-            for depth, ok in ts.judged_depths:
-                judged_at[depth - 1] += 1
-                accepted_at[depth - 1] += int(ok)
-            hidden_next = ts.hidden
+            step = _tree_step(target, drafter, state, committed, config, k_max, params, generator, texts, eos, want_hidden)
         else:
-            draft = Draft(token_ids=[], draft_probs=None)
-            draft_ms = 0.0
-            if speculative and k_max > 0:
-                t0 = time.perf_counter()
-                draft = drafter.propose(state, k_max, params, generator)
-                draft_ms = (time.perf_counter() - t0) * 1000.0
-                drafter_calls += draft.forward_calls
-            drafts = [int(t) for t in draft.token_ids[:k_max]]
-            for i, tok in enumerate(drafts):  # stop drafting at EOS
-                if tok in eos:
-                    drafts = drafts[: i + 1]
-                    break
-            k = len(drafts)
-            one_hot_drafts = draft.draft_probs is None  # q rows are point masses on the drafts
-            if draft.draft_probs is not None:
-                draft_probs = draft.draft_probs[:k].float().cpu()  # [k, V]
-            else:
-                draft_probs = PointRows(drafts, vocab) if k else None  # one-hot rows, made on demand
-            if config.rule == "softmax-q" and draft.soft_probs is not None and k:
-                draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
-                one_hot_drafts = False
-
-            # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
-            out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
-            if params.greedy:
-                # = logits_to_probs (a point mass on the first maximum), but max() on the raw
-                # logits is 3-4x faster than float().argmax() over a 262k vocabulary here.
-                target_argmax = out.logits.max(dim=-1).indices.tolist()  # [k+1]
-                target_probs = PointRows(target_argmax, out.logits.shape[-1])
-            else:
-                target_argmax = None
-                target_probs = logits_to_probs(out.logits.cpu(), params)  # [k+1, V], on the CPU with the generator
-            verify_ms = out.ms
-            # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
-            t_points = target_argmax if target_argmax is not None else [None] * (k + 1)
-            d_points = drafts if one_hot_drafts else [None] * k
-
-            # ---- 3 + 4. Accept left to right, then one more token ----
-            verdict = verify(
-                drafts,
-                draft_probs,
-                target_probs,
-                rule=config.rule,
-                eos=eos,
-                uniform=lambda: float(torch.rand((), generator=generator)),
-                draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
-            )
-            n_acc = verdict.n_accepted
-            decisions: list[DraftDecision] = []
-            for j, tok in enumerate(drafts):
-                p, q = float(target_probs[j, tok]), float(draft_probs[j, tok])
-                judged = j < len(verdict.accepted)
-                decisions.append(
-                    DraftDecision(
-                        position=j + 1,
-                        token_id=tok,
-                        text=texts.in_context(committed + drafts[:j], tok) if texts else "",
-                        draft_prob=q,
-                        target_prob=p,
-                        ratio=(p / q) if q > 0 else None,
-                        accept_prob=acceptance_prob(p, q),
-                        u=verdict.us[j] if judged else None,
-                        judged=judged,
-                        accepted=judged and verdict.accepted[j],
-                        target_top=_row_top(target_probs, j, config.top_n, texts, t_points[j]),
-                        draft_top=_row_top(draft_probs, j, config.top_n, texts, d_points[j]),
-                    )
-                )
-                if judged:
-                    judged_at[j] += 1
-                    accepted_at[j] += int(verdict.accepted[j])
-
-            correction: Correction | None = None
-            emitted = drafts[:n_acc]
-            if verdict.correction_token is not None:
-                i, dist, tok, kind = verdict.correction_row, verdict.correction_dist, verdict.correction_token, verdict.correction_kind
-                correction = Correction(
-                    kind=kind,
-                    position=i + 1,
-                    token_id=tok,
-                    text=texts.in_context(committed + emitted, tok) if texts else "",
-                    prob=float(dist[tok]),
-                    target_prob=float(target_probs[i, tok]),
-                    # greedy: p is one-hot, so the residual (any q), p itself and the
-                    # teaching variants are all the point mass on the target's argmax.
-                    distribution_top=_top(dist, config.top_n, texts, t_points[i]),
-                    target_top=_row_top(target_probs, i, config.top_n, texts, t_points[i]) if kind == "resample" else (),
-                    draft_top=_row_top(draft_probs, i, config.top_n, texts, d_points[i]) if kind == "resample" else (),
-                )
-                emitted = emitted + [tok]
-
-            # ---- Roll back: keep x_last + accepted drafts in the target cache ----
-            target.crop(k - n_acc)
-            n_judged, info = len(verdict.accepted), dict(draft.info)
-            hidden_next = out.hidden[n_acc] if want_hidden else None  # [H], produced the newest token
-        committed.extend(emitted)
-        new_ids.extend(emitted)
-        hit_eos = any(t in eos for t in emitted)
-        state.hidden = hidden_next
+            step = _chain_step(target, drafter, state, committed, config, k_max, params, generator, texts, eos, vocab,
+                               want_hidden, speculative)
+        # ---- Commit, and tell the drafter what survived ----
+        committed.extend(step.emitted)
+        new_ids.extend(step.emitted)
+        hit_eos = any(t in eos for t in step.emitted)
+        state.hidden = step.hidden
         if speculative and not hit_eos:
-            drafter.accept(n_acc, state)
-
-        draft_ms_total += draft_ms
-        verify_ms_total += verify_ms
-        drafted_total += k
-        judged_total += n_judged
-        accepted_total += n_acc
-        if speculative:
-            hist[n_acc] += 1
+            drafter.accept(step.n_accepted, state)
+        tally.add(step, speculative)
         now = time.perf_counter()
         record = StepRecord(
             index=len(steps),
             mode=config.mode,
-            drafter=drafter.name if speculative else None,
+            drafter=drafter_name,
             gamma=k_max if speculative else 0,
-            drafted=tuple(decisions),
-            n_accepted=n_acc,
-            correction=correction,
-            emitted_ids=tuple(emitted),
-            emitted_text=committed_text.extend(emitted),
-            draft_ms=draft_ms,
-            verify_ms=verify_ms,
+            drafted=tuple(step.decisions),
+            n_accepted=step.n_accepted,
+            correction=step.correction,
+            emitted_ids=tuple(step.emitted),
+            emitted_text=committed_text.extend(step.emitted),
+            draft_ms=step.draft_ms,
+            verify_ms=step.verify_ms,
             step_ms=(now - t_step) * 1000.0,
             elapsed_ms=(now - t_start) * 1000.0,
             committed_tokens=len(new_ids),
             target_cache_len=len(target),
             drafter_cache_len=drafter.cache_len() if speculative else None,
             eos=hit_eos,
-            drafter_info=info,
+            drafter_info=step.info,
         )
         steps.append(record)
         yield record
@@ -454,45 +549,14 @@ def stream(
             break
 
     wall_ms = (time.perf_counter() - t_start) * 1000.0
-    decode_calls = target.calls - (1 if prefill_ms else 0)
-    stats = RunStats(
-        mode=config.mode,
-        drafter=drafter.name if speculative else None,
-        gamma=gamma,
-        new_tokens=len(new_ids),
-        steps=len(steps),
-        target_calls=target.calls,
-        drafter_calls=drafter_calls,
-        drafted_tokens=drafted_total,
-        judged_tokens=judged_total,
-        accepted_tokens=accepted_total,
-        acceptance_rate=(accepted_total / judged_total) if judged_total else None,
-        draft_efficiency=(accepted_total / drafted_total) if drafted_total else None,
-        acceptance_by_position=tuple((a / j) if j else None for a, j in zip(accepted_at, judged_at)),
-        accepted_length_hist=tuple(hist),
-        mean_accepted_length=(sum(n * c for n, c in enumerate(hist)) / sum(hist)) if sum(hist) else None,
-        tokens_per_target_call=len(new_ids) / max(decode_calls, 1),
-        prefill_ms=prefill_ms,
-        draft_ms=draft_ms_total,
-        verify_ms=verify_ms_total,
-        wall_ms=wall_ms,
-        tokens_per_s=len(new_ids) / (wall_ms / 1000.0) if wall_ms > 0 else float("nan"),
-        draft_ms_per_token=(draft_ms_total / drafted_total) if drafted_total else None,
-        verify_ms_per_call=(verify_ms_total / max(decode_calls, 1)),
-        single_token_ms=(sum(target.single_token_ms) / len(target.single_token_ms))
-        if target.single_token_ms
-        else None,
-        stopped=stopped,
-    )
-    text = committed_text.text
     yield GenerationResult(
         prompt=prompt,
         prompt_ids=tuple(prompt_ids),
         token_ids=tuple(new_ids),
-        text=text,
+        text=committed_text.text,
         steps=tuple(steps),
-        stats=stats,
-        config={**asdict(config), "drafter": drafter.name if speculative else None},
+        stats=tally.stats(config, drafter_name, len(new_ids), len(steps), target, prefill_ms, wall_ms, stopped),
+        config={**asdict(config), "drafter": drafter_name},
     )
 
 
