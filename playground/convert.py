@@ -113,7 +113,7 @@ FORMAT_VERSION = 1
 #: Attention kernel used by ``load_packaged``.  Measured for Gemma 3 270M, one
 #: new token on a 128-token ``DynamicCache``, 100 interleaved repetitions, on
 #: the 2-core machine while other jobs kept its load average at 6-8 (so the
-#: absolute numbers are ~3-5x the uncontended ones in DESIGN.md section 4):
+#: absolute numbers are ~3-5x the uncontended ones; README, "Design notes"):
 #:   float32:  sdpa median 582 ms (CPU time 297 ms)  vs eager 697 ms (328 ms)
 #:   bfloat16: sdpa median 1005 ms (CPU time 431 ms) vs eager 1328 ms (539 ms)
 #: sdpa was as fast or faster in every run (the step is dominated by the

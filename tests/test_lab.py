@@ -143,7 +143,7 @@ def test_theory_curve_known_values():
     c = theory_curve(0.8, 0.07, 1.4, gammas=range(1, 17))
     six = next(p for p in c.points if p.gamma == 6)
     assert six.expected_tokens == pytest.approx((1 - 0.8**7) / 0.2)
-    assert six.speedup == pytest.approx(2.17, abs=0.01)  # DESIGN §4: α = 0.8, γ = 6, c = 0.07, v = 1.4 → ≈ 2.2
+    assert six.speedup == pytest.approx(2.17, abs=0.01)  # the cost model: α = 0.8, γ = 6, c = 0.07, v = 1.4 → ≈ 2.2
     assert c.best_speedup == max(p.speedup for p in c.points) and c.pays_off
     zero = theory_curve(0.0, 0.5, 1.0)
     assert all(p.expected_tokens == pytest.approx(1.0) for p in zero.points)

@@ -115,7 +115,7 @@ def test_expected_tokens_and_speedup_formulas():
     assert expected_tokens_per_step(0.0, 4) == 1.0
     assert expected_tokens_per_step(1.0, 4) == 5.0
     assert expected_tokens_per_step(0.5, 2) == pytest.approx(1 + 0.5 + 0.25)
-    # DESIGN.md §4 example: α=0.8, γ=6, c=0.07, v=1.4 -> S ≈ 2.2
+    # a worked example of the cost model: α=0.8, γ=6, c=0.07, v=1.4 -> S ≈ 2.2
     assert predicted_speedup(0.8, 6, 0.07, 1.4) == pytest.approx(2.18, abs=0.01)
     pmf = accepted_length_pmf(0.6, 3)
     assert sum(pmf) == pytest.approx(1.0)
