@@ -55,7 +55,7 @@ processes with a lock file.
 
 What this module does not do: it never downloads anything (no hub access), it
 does not keep loaded models in memory (callers cache them), it does not print
-(progress goes only to the optional ``progress(message, fraction)`` callback;
+(progress goes only to the optional ``progress(fraction, message)`` callback;
 transformers' progress bars are silenced while it runs), and it never imports
 gradio or plotly.
 """
@@ -80,6 +80,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from playground.progress import Progress
+
 from playground.errors import ModelUnavailable
 
 try:  # POSIX only; elsewhere conversions are serialised per process only.
@@ -103,7 +105,6 @@ __all__ = [
     "load_packaged",
 ]
 
-Progress = Callable[[str, float], None]
 
 CACHE_ENV_VAR = "SPECPLAY_CACHE"
 MARKER_NAME = "converted.json"
@@ -410,9 +411,9 @@ def _conversion_lock(key: str) -> Iterator[None]:
 
 
 def _reporter(progress: Progress | None, lo: float = 0.0, hi: float = 1.0) -> Progress:
-    def report(message: str, fraction: float) -> None:
+    def report(fraction: float, message: str) -> None:
         if progress is not None:
-            progress(message, lo + (hi - lo) * min(1.0, max(0.0, float(fraction))))
+            progress(lo + (hi - lo) * min(1.0, max(0.0, float(fraction))), message)
 
     return report
 
@@ -492,9 +493,9 @@ def _convert(model_info: PackagedModel, report: Progress) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
 
     key = model_info.key
-    report(f"Locating the {model_info.display_name} GGUF file", 0.0)
+    report(0.0, f"Locating the {model_info.display_name} GGUF file")
     path = model_info.locate(model_info)
-    report(f"Hashing {path.name}", 0.02)
+    report(0.02, f"Hashing {path.name}")
     stat = path.stat()
     sha = _sha256_file(path)
 
@@ -505,17 +506,17 @@ def _convert(model_info: PackagedModel, report: Progress) -> None:
     try:
 
         def on_tensor(done: int, total: int) -> None:
-            report(f"Dequantising GGUF tensors ({done}/{total})", 0.40 + 0.30 * done / max(total, 1))
+            report(0.40 + 0.30 * done / max(total, 1), f"Dequantising GGUF tensors ({done}/{total})")
 
         with _quiet_transformers(on_tensor):
-            report("Building the tokenizer from the GGUF vocabulary", 0.05)
+            report(0.05, "Building the tokenizer from the GGUF vocabulary")
             tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-            report("Reading the GGUF model", 0.35)
+            report(0.35, "Reading the GGUF model")
             gguf_model = AutoModelForCausalLM.from_pretrained(
                 str(path.parent), gguf_file=path.name, dtype=torch.float32
             )
 
-            report("Rebuilding an unquantised model", 0.72)
+            report(0.72, "Rebuilding an unquantised model")
             config = copy.deepcopy(gguf_model.config)
             if "quantization_config" in config.__dict__:
                 delattr(config, "quantization_config")
@@ -546,7 +547,7 @@ def _convert(model_info: PackagedModel, report: Progress) -> None:
             model.generation_config = gen
             del gguf_model, state
 
-            report("Saving safetensors, tokenizer and generation config", 0.80)
+            report(0.80, "Saving safetensors, tokenizer and generation config")
             model.save_pretrained(str(tmp))
             tokenizer.save_pretrained(str(tmp))
         del model
@@ -567,7 +568,7 @@ def _convert(model_info: PackagedModel, report: Progress) -> None:
         }
         # The marker is written last: a directory without it is never "converted".
         (tmp / MARKER_NAME).write_text(json.dumps(marker, indent=2) + "\n")
-        report("Finalising", 0.98)
+        report(0.98, "Finalising")
         _install(tmp, root / key)
     finally:
         if tmp.exists():
@@ -583,7 +584,7 @@ def _transformers_version() -> str:
 def ensure_converted(key: str, progress: Progress | None = None) -> Path:
     """Convert ``key``'s GGUF into ``converted_dir(key)`` unless done; return the directory.
 
-    ``progress(message, fraction)`` (optional) is called at each phase with a
+    ``progress(fraction, message)`` (optional) is called at each phase with a
     fraction in [0, 1].  Raises ``ModelUnavailable`` if the package is missing
     and there is no usable conversion.
     """
@@ -593,7 +594,7 @@ def ensure_converted(key: str, progress: Progress | None = None) -> Path:
         with _conversion_lock(key):
             if not is_converted(key):  # another thread/process may have finished it
                 _convert(model_info, report)
-    report(f"{model_info.display_name} is converted", 1.0)
+    report(1.0, f"{model_info.display_name} is converted")
     return converted_dir(key)
 
 
@@ -620,7 +621,7 @@ def load_packaged(
     model_info = _model(key)
     directory = ensure_converted(key, progress=_reporter(progress, 0.0, 0.9))
     report = _reporter(progress)
-    report(f"Loading {model_info.display_name} ({str(dtype).replace('torch.', '')})", 0.9)
+    report(0.9, f"Loading {model_info.display_name} ({str(dtype).replace('torch.', '')})")
     with _quiet_transformers():
         model = AutoModelForCausalLM.from_pretrained(
             str(directory), dtype=dtype, attn_implementation=ATTN_IMPLEMENTATION
@@ -628,5 +629,5 @@ def load_packaged(
         tokenizer = AutoTokenizer.from_pretrained(str(directory))
     model.eval()
     model.generation_config.eos_token_id = eos_token_ids(model, tokenizer)
-    report(f"{model_info.display_name} ready", 1.0)
+    report(1.0, f"{model_info.display_name} ready")
     return model, tokenizer

@@ -30,6 +30,7 @@ import torch
 from transformers import DynamicCache
 
 from playground.drafters.base import Draft, Drafter, TargetState
+from playground.hf_calls import logits_to_keep_arg
 from playground.records import Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 from playground.sampling import (
     SamplingParams,
@@ -98,20 +99,6 @@ class GenerationConfig:
     @property
     def sampling(self) -> SamplingParams:
         return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
-
-
-def logits_to_keep_arg(n_tokens: int, keep: int, device=None):
-    """The ``logits_to_keep`` argument for keeping the last ``keep`` of ``n_tokens`` rows.
-
-    Keeping fewer rows than the pass computes (a prefill): give the rows as positions,
-    not a count.  transformers then gathers them into a contiguous tensor; a count
-    slices a strided view, for which torch.matmul copies the whole transposed LM head
-    (262k x 640 for Gemma 3) in bfloat16: 1-7 s per prefill on this CPU instead of
-    ~0.1 s.  Same rows, same logits.
-    """
-    if keep >= n_tokens:
-        return keep
-    return torch.arange(n_tokens - keep, n_tokens, device=device)
 
 
 @dataclass

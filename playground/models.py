@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -28,8 +28,9 @@ from playground.config import Preset, load_config
 from playground.device import pick_device
 from playground.errors import ModelUnavailable
 from playground.pair_cache import BudgetedCache
+from playground.progress import Progress as _Progress
 
-Progress = Callable[[str, float], None] | None
+Progress = _Progress | None  # playground.progress: progress(fraction, message)
 
 _DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
 _BYTES = {"float32": 4, "bfloat16": 2}
@@ -215,7 +216,7 @@ def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = Non
         configure_threads()
         pair = _load(preset, dtype, progress)
         if progress:
-            progress("models ready", 1.0)
+            progress(1.0, "models ready")
         return pair
 
     return cache.get(key, load, lambda pair: model_bytes(pair.target, pair.drafter_model),
@@ -245,11 +246,11 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
                 drafter_tok = None
     else:
         if progress:
-            progress(f"loading {preset.target} from the hub", 0.1)
+            progress(0.1, f"loading {preset.target} from the hub")
         target, tok = _load_hub(preset.target, tdtype)
         if preset.drafter_model:
             if progress:
-                progress(f"loading drafter {preset.drafter_model}", 0.6)
+                progress(0.6, f"loading drafter {preset.drafter_model}")
             # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
             drafter_model, drafter_tok = _load_hub(preset.drafter_model, tdtype,
                                                    tokenizer=preset.drafter in ("model", "other-tokenizer"))

@@ -240,9 +240,9 @@ def target_topk(h: torch.Tensor, E: torch.Tensor, k: int) -> tuple[torch.Tensor,
 def _prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
     from transformers import DynamicCache
 
-    from playground.drafters.mtp import _text_model
+    from playground.drafters.mtp import text_model
 
-    base = _text_model(model)
+    base = text_model(model)
     E = base.embed_tokens.weight  # [V, H] bf16 (tied output head)
     lens = [len(r["ids"]) for r in rows]
     offsets = [0]
@@ -796,9 +796,9 @@ def main(argv: list[str] | None = None) -> int:
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     t_all = time.perf_counter()
     model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
-    from playground.drafters.mtp import _text_model, save_head, weight_files
+    from playground.drafters.mtp import text_model, save_head, weight_files
 
-    base = _text_model(model)
+    base = text_model(model)
     embed_weight = base.embed_tokens.weight.detach()
     scale = float(getattr(base.embed_tokens, "embed_scale", 1.0))
     eos = tok.eos_token_id

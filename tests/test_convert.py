@@ -287,18 +287,18 @@ def test_ensure_converted_skips_when_converted(fake_model, monkeypatch):
 
     monkeypatch.setattr(C, "_convert", boom)
     calls = []
-    assert C.ensure_converted("fake", progress=lambda m, f: calls.append(f)) == d
+    assert C.ensure_converted("fake", progress=lambda f, m: calls.append(f)) == d
     assert calls and calls[-1] == 1.0
 
 
 def test_ensure_converted_runs_conversion_and_reports(fake_model, monkeypatch):
     def stub(model_info, report):
-        report("working", 0.5)
+        report(0.5, "working")
         _write_converted(model_info.key, fake_model.gguf)
 
     monkeypatch.setattr(C, "_convert", stub)
     seen = []
-    d = C.ensure_converted("fake", progress=lambda m, f: seen.append((m, f)))
+    d = C.ensure_converted("fake", progress=lambda f, m: seen.append((m, f)))
     assert C.is_converted("fake") and d == C.converted_dir("fake")
     fractions = [f for _, f in seen]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0

@@ -84,7 +84,7 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     """gen -> features -> vocab -> clusters -> a few training steps -> int8 export -> held-out
     style evaluation, end to end on the tiny pair: the same code paths as the real run."""
     from playground import mtp_eval
-    from playground.drafters.mtp import _text_model, load_head, save_head
+    from playground.drafters.mtp import text_model, load_head, save_head
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
@@ -95,7 +95,7 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     feats = train_drafter.stage_features(args, target, rows)
     assert feats["top_p"].shape[1] == 5 and bool((feats["top_p"][:, 0] >= feats["top_p"][:, 1]).all())
     seqs = list(range(len(rows)))
-    E = _text_model(target).embed_tokens.weight.detach()
+    E = text_model(target).embed_tokens.weight.detach()
     voc = train_drafter.stage_vocab(args, feats, seqs[2:], seqs[:2], E.shape[0], tok.eos_token_id)
     tc = train_drafter.stage_clusters(args, voc["candidates"], E)
     assert int((tc >= 0).sum()) == E.shape[0] - 20

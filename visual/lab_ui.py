@@ -51,7 +51,7 @@ from visual import lab as vlab
 from visual import replay
 from visual.classroom import classroom_presets
 from visual.fmt import pct, token_plain
-from visual.playground_tab import preset_choices
+from visual.presets import preset_choices
 from visual.share import PREFILL_KEYS, Prefill, prefill_from_query, share_query, share_url
 
 DTYPE_DEFAULT = "preset default"
@@ -350,18 +350,12 @@ def _question_outputs(state: dict):
     return vlab.question_html(q, len(order) - pos - 1), gr.update(choices=choices, value=[])
 
 
-def _load_progress(progress):
-    """api.generate reports model loading as progress(message, fraction)."""
-    report = _progress_adapter(progress)
-    return (lambda msg, frac: report(frac, msg)) if report else None
-
-
 def new_round(preset, prompt, gamma, temperature, seed, max_new_tokens, rate_guess, progress=gr.Progress()):
     from playground.api import generate
 
     res = _run_errors(
         generate, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature), seed=_int(seed, "seed"),
-        max_new_tokens=_int(max_new_tokens, "tokens"), progress=_load_progress(progress),
+        max_new_tokens=_int(max_new_tokens, "tokens"), progress=_progress_adapter(progress),
     )
     order = question_steps(res)
     state = {**_empty_round(), "result": res, "order": order, "rate_guess": float(rate_guess) / 100.0}
@@ -427,7 +421,7 @@ def run_for_replay(preset, prompt, gamma, temperature, seed, max_new_tokens, pro
 
     res = _run_errors(
         generate, prompt, preset=preset, gamma=_int(gamma, "γ"), temperature=float(temperature), seed=_int(seed, "seed"),
-        max_new_tokens=_int(max_new_tokens, "tokens"), progress=_load_progress(progress),
+        max_new_tokens=_int(max_new_tokens, "tokens"), progress=_progress_adapter(progress),
     )
     s, h, summ = _replay_outputs(res, 1, "Fresh run:")
     return res, s, h, summ, "Generated. Step through it with ◀ ▶ or the slider."

@@ -26,8 +26,8 @@ from typing import Any, Callable
 
 import gradio as gr
 
-from playground.config import AppConfig, Preset, load_config
-from playground.models import ModelUnavailable, availability
+from playground.config import AppConfig, load_config
+from playground.models import ModelUnavailable
 from playground.device import gpu_entry, on_zero_gpu
 from playground.engine import MAX_TREE_NODES
 from playground.records import StepRecord
@@ -35,6 +35,7 @@ from playground.trace_cache import TraceCache, describe_replay
 from playground.validate import temperature as check_temperature
 from visual import charts, replay, stats, tables, tokens
 from visual.fmt import esc
+from visual.presets import PresetChoice, default_preset, preset_choices, preset_info  # noqa: F401  (tests use them from here)
 
 MODES = {"Speculative": "speculative", "Race": "race"}
 DTYPE_DEFAULT = "preset default"
@@ -42,47 +43,6 @@ CALIBRATION_TOKENS = 8
 CHART_EVERY_S = 1.0  # throttle for live chart updates during generation
 WAIT_POLL_S = 0.25  # replay timer interval while no step has arrived yet
 YIELD_EVERY_S = 0.3  # throttle for streaming the trace: fast models would otherwise flood the page
-
-
-# --------------------------------------------------------------------------- presets
-
-
-@dataclass(frozen=True)
-class PresetChoice:
-    preset: Preset
-    available: bool
-    reason: str
-
-    @property
-    def label(self) -> str:
-        return self.preset.label if self.available else f"{self.preset.label} \u2014 unavailable"
-
-
-def preset_choices(cfg: AppConfig) -> list[PresetChoice]:
-    out = []
-    for p in cfg.presets:
-        try:
-            ok, reason = availability(p)
-        except Exception as exc:  # never let a broken preset break the page
-            ok, reason = False, f"{type(exc).__name__}: {exc}"
-        out.append(PresetChoice(p, ok, reason))
-    return out
-
-
-def default_preset(cfg: AppConfig, choices: list[PresetChoice]) -> str:
-    by_name = {c.preset.name: c for c in choices}
-    if by_name.get(cfg.default_preset) and by_name[cfg.default_preset].available:
-        return cfg.default_preset
-    return next((c.preset.name for c in choices if c.available), cfg.default_preset)
-
-
-def preset_info(choice: PresetChoice) -> str:
-    p = choice.preset
-    lines = [f"**{p.label}** \u2014 {p.description}"]
-    lines.append(f"target `{p.target}` \u00b7 drafter `{p.drafter_model or p.drafter}` \u00b7 {p.dtype} \u00b7 \u03b3 = {p.gamma}")
-    if not choice.available:
-        lines.append(f"\u26d4 **Unavailable here:** {choice.reason}")
-    return "  \n".join(lines)
 
 
 # --------------------------------------------------------------------------- validation
@@ -366,7 +326,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None, s
                     f"[speculative]\n{tr['spec'].text}\n\n[autoregressive]\n{tr['ar'].text}")
             return (dict(tr), _status(tr), *figs, _stats_html(tr), table, json_dl, csv_dl, text)
 
-        def report(msg, frac):
+        def report(frac, msg):
             try:
                 progress(float(frac), desc=str(msg))
             except Exception:
@@ -375,7 +335,7 @@ def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None, s
         try:
             if warmup is not None:
                 for msg, frac in warmup.wait(preset):
-                    report(msg, frac)
+                    report(frac, msg)
             last_chart[0] = time.perf_counter()  # first steps go out fast; charts follow within CHART_EVERY_S
             yield out()
             tr["phase"] = "speculative"

@@ -31,15 +31,15 @@ class Warmup:
         self._thread.start()
         return self
 
-    def _progress(self, message: str, fraction: float) -> None:
+    def _progress(self, fraction: float, message: str) -> None:
         self.message, self.fraction = str(message), float(fraction)
 
     def _run(self) -> None:
         t0 = time.perf_counter()
         try:
-            self._progress(f"loading preset {self.preset}", 0.0)
+            self._progress(0.0, f"loading preset {self.preset}")
             load_pair(load_config().preset(self.preset), self.dtype, progress=self._progress)
-            self._progress("models ready", 1.0)
+            self._progress(1.0, "models ready")
         except Exception as exc:  # reported to users when they press Run
             self.error = f"{type(exc).__name__}: {exc}"
         finally:

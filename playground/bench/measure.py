@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterable
 
 import torch
 
+from playground.hf_calls import quiet_warnings
 from playground.bench.options import BenchError, Costs, Spec
 
 
@@ -175,7 +176,7 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
         try:
             torch.manual_seed(seed)
             with _CallCounter(model, _early_exit_pass(model) if "assistant_early_exit" in assisted else None) as counter, \
-                    torch.inference_mode(), _quiet_transformers():
+                    torch.inference_mode(), quiet_warnings():
                 t0 = time.perf_counter()
                 out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, **kwargs)
                 wall = (time.perf_counter() - t0) * 1000.0
@@ -225,22 +226,6 @@ def _early_exit_pass(model) -> Callable[[], bool]:
     base = getattr(model, model.base_model_prefix)
     full = base.config.num_hidden_layers
     return lambda: base.config.num_hidden_layers < full
-
-
-class _quiet_transformers:
-    """Silence transformers' warnings (deprecation chatter of assisted generation) for a block."""
-
-    def __enter__(self):
-        from transformers.utils import logging as hf_logging
-
-        self._level = hf_logging.get_verbosity()
-        hf_logging.set_verbosity_error()
-        return self
-
-    def __exit__(self, *exc):
-        from transformers.utils import logging as hf_logging
-
-        hf_logging.set_verbosity(self._level)
 
 
 def _our_run(pair, drafter, ids: list[int], spec: Spec, max_new_tokens: int, temperature: float, seed: int):

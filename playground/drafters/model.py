@@ -19,7 +19,7 @@ import torch
 from transformers import DynamicCache
 
 from playground.drafters.base import Draft, TargetState, TreeDraft
-from playground.engine import logits_to_keep_arg
+from playground.hf_calls import logits_to_keep_arg
 from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.tree import ROOT, DraftTree
 from playground.tree_grow import grow_level

@@ -271,7 +271,7 @@ class MTPHead(nn.Module):
     def init_from_target(self, target) -> None:
         """Copy the target's last full-attention layer into every drafter layer and the
         target's final norm into ``final_norm`` (a warm start, not a requirement)."""
-        base = _text_model(target)
+        base = text_model(target)
         src = base.layers[self.cfg.attn_layer]
         with torch.no_grad():
             for layer in self.layers:
@@ -339,7 +339,7 @@ def unrolled_states(head: MTPHead, emb, hidden, ctx_k, ctx_v, steps: int) -> lis
     return out
 
 
-def _text_model(target):
+def text_model(target):
     """The decoder stack (``.layers``, ``.norm``, ``.embed_tokens``) of a causal LM."""
     m = target.model if hasattr(target, "model") else target
     if hasattr(m, "language_model"):
@@ -479,7 +479,7 @@ class MTPDrafter:
         assistant), default samples from q."""
         self.target = target
         self.argmax = argmax
-        base = _text_model(target)
+        base = text_model(target)
         self.embed = base.embed_tokens  # scaled embedding (Gemma multiplies by sqrt(H))
         weight = self.embed.weight
         self.dtype = weight.dtype

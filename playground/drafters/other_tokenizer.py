@@ -32,7 +32,7 @@ import torch
 from transformers import DynamicCache
 
 from playground.drafters.base import Draft, TargetState, token_id_set
-from playground.engine import logits_to_keep_arg
+from playground.hf_calls import logits_to_keep_arg
 from playground.sampling import SamplingParams
 
 

@@ -17,8 +17,9 @@ import time
 from typing import Any, Callable
 
 from playground.config import AppConfig, load_config
+from playground.progress import Progress as _Progress
 
-Progress = Callable[[float, str], None] | None  # progress(fraction done in [0, 1], what is happening)
+Progress = _Progress | None  # playground.progress: progress(fraction, message)
 
 
 class LabCancelled(RuntimeError):

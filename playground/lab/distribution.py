@@ -21,7 +21,8 @@ from typing import Any, Iterable, Sequence
 import torch
 
 from playground.config import load_config
-from playground.engine import MAX_GAMMA, GenerationConfig, logits_to_keep_arg
+from playground.engine import MAX_GAMMA, GenerationConfig
+from playground.hf_calls import logits_to_keep_arg
 from playground.engine import run as engine_run
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext

@@ -15,7 +15,7 @@ from typing import Sequence
 
 import torch
 
-from playground.engine import logits_to_keep_arg
+from playground.hf_calls import logits_to_keep_arg
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.runs import STOPPED_TIME, run_within

@@ -1,0 +1,50 @@
+"""Which presets this machine can run, as the tabs list them: available or not, and why.
+
+Shared by the Playground and the Classroom lab tabs.  This module asks ``playground.models``
+whether a preset's models can be had here; it loads nothing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from playground.config import AppConfig, Preset
+from playground.models import availability
+
+
+@dataclass(frozen=True)
+class PresetChoice:
+    preset: Preset
+    available: bool
+    reason: str
+
+    @property
+    def label(self) -> str:
+        return self.preset.label if self.available else f"{self.preset.label} \u2014 unavailable"
+
+
+def preset_choices(cfg: AppConfig) -> list[PresetChoice]:
+    out = []
+    for p in cfg.presets:
+        try:
+            ok, reason = availability(p)
+        except Exception as exc:  # never let a broken preset break the page
+            ok, reason = False, f"{type(exc).__name__}: {exc}"
+        out.append(PresetChoice(p, ok, reason))
+    return out
+
+
+def default_preset(cfg: AppConfig, choices: list[PresetChoice]) -> str:
+    by_name = {c.preset.name: c for c in choices}
+    if by_name.get(cfg.default_preset) and by_name[cfg.default_preset].available:
+        return cfg.default_preset
+    return next((c.preset.name for c in choices if c.available), cfg.default_preset)
+
+
+def preset_info(choice: PresetChoice) -> str:
+    p = choice.preset
+    lines = [f"**{p.label}** \u2014 {p.description}"]
+    lines.append(f"target `{p.target}` \u00b7 drafter `{p.drafter_model or p.drafter}` \u00b7 {p.dtype} \u00b7 \u03b3 = {p.gamma}")
+    if not choice.available:
+        lines.append(f"\u26d4 **Unavailable here:** {choice.reason}")
+    return "  \n".join(lines)
