@@ -330,12 +330,12 @@ def test_install_replaces_atomically_and_cleans(tmp_path):
 
 def test_reporter_scales_and_clamps():
     seen = []
-    r = C._reporter(lambda m, f: seen.append(f), 0.0, 0.9)
-    r("a", 0.0)
-    r("b", 1.0)
-    r("c", 2.0)
+    r = C._reporter(lambda f, m: seen.append(f), 0.0, 0.9)
+    r(0.0, "a")
+    r(1.0, "b")
+    r(2.0, "c")
     assert seen == [0.0, 0.9, 0.9]
-    C._reporter(None)("silent", 0.5)  # no callback: nothing happens
+    C._reporter(None)(0.5, "silent")  # no callback: nothing happens
 
 
 def test_quiet_transformers_restores_state():
