@@ -18,8 +18,10 @@ from playground.bench.run import _validate, iter_bench
 
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2
+class _RaisingParser(argparse.ArgumentParser):
+    """Argument errors become BenchError, so the app's Benchmark tab can show them too."""
+
+    def error(self, message: str):
         raise BenchError(message)
 
 
@@ -51,7 +53,7 @@ def _str_list(s: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="python -m playground bench", description="Benchmark our loop against transformers on this machine.")
+    p = _RaisingParser(prog="python -m playground bench", description="Benchmark our loop against transformers on this machine.")
     p.add_argument("--preset", default=None, help="preset name (default: the default preset)")
     p.add_argument("--prompts", default=None, help='JSON file {"prompts": [...]} (default: playground/data/bench_prompts.json)')
     p.add_argument("--kinds", type=_str_list, default=None, help="only prompts of these kinds (e.g. grounded,general)")
