@@ -241,3 +241,16 @@ def test_residuals_round_trip_through_trace_import():
     data["steps"][where[0]]["drafted"][where[1]]["residual_top"][0]["prob"] = 7.0
     with pytest.raises(TraceImportError, match="residual_top"):
         parse_trace(json.dumps(data))
+
+
+def test_a_tree_resample_is_explained_as_the_remainder_after_every_rejected_child():
+    """Below a tree step the final panel speaks of what is left of p after the rejected
+    children, not of one chain residual norm(max(0, p - q)); a chain resample keeps its words."""
+    from visual.tokens import distribution_panel
+
+    html = distribution_panel(hand_tree_step(resample=True))
+    assert "what is left of p after every rejected child" in html and "Every child tried at this node" in html
+    assert "norm(max(0, p" not in html and "target p at depth 2" in html
+    assert ">1<" in html  # the remainder's numbers: only “ d” is left
+    bonus = distribution_panel(hand_tree_step())
+    assert "bonus" in bonus.lower() and "rejected child" not in bonus

@@ -264,7 +264,19 @@ def distribution_panel(step: StepRecord) -> str:
     if c is None:
         return ""
     pick = (c.token_id, c.text, c.prob)
-    if c.kind == "resample":
+    if c.kind == "resample" and is_tree_step(step):
+        parts = [
+            _bars(f"target p at depth {c.position}", c.target_top, c.token_id, "resampled", None,
+                  (c.token_id, c.text, c.target_prob)),
+            _bars("what is left of p after every rejected child", c.distribution_top, c.token_id, "resampled", None,
+                  pick),
+        ]
+        note = (
+            "Every child tried at this node was rejected. Each rejection removed that child's q from what was left "
+            "of p (the bars at the branching point above show it sibling by sibling); the target draws from the "
+            "remainder, renormalised. This is what keeps the output distribution exactly p with several siblings."
+        )
+    elif c.kind == "resample":
         rejected = next((d for d in step.drafted if d.judged and not d.accepted), None)
         rej_id = rejected.token_id if rejected else None
         parts = [
