@@ -428,6 +428,14 @@ def test_tree_rows_report_nodes_per_pass_and_stay_identical():
     # tree columns appear only when some row drafts a tree
     assert "| tree nodes | nodes / pass |" in bench.markdown_table(rows)
     assert "tree nodes" not in bench.markdown_table([r for r in rows if r["tree_nodes"] == 1])
+    # the charts draw a drafter's chain and its tree as separate lines, never one line through both
+    figs = bench.build_figures(rows)
+    names = [t.name.split(" · ")[0] for t in figs["throughput"].data]  # " · kind · T · dtype" follows
+    assert "ours model" in names and "ours model tree 6" in names
+    speed = [t.name.split(" · ")[0] for t in figs["speedup"].data]
+    assert "model tree 6 measured" in speed and not any("tree 6 predicted" in n for n in speed)
+    for t in figs["throughput"].data:
+        assert len(t.x) == len(set(t.x)), t.name  # one point per γ on every line
 
 
 def test_a_wall_time_budget_stops_between_complete_rounds(monkeypatch):

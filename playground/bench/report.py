@@ -126,17 +126,23 @@ def build_figures(rows: list[dict[str, Any]], template: str | None = None) -> di
     def suffix(key) -> str:
         return f" · {key[1]} · T={key[2]:g} · {key[0]}" if multi else ""
 
+    def tree(r) -> int:
+        return int(r.get("tree_nodes") or 1)
+
+    def label(drafter, nodes: int) -> str:  # chain and tree rows of one drafter are separate lines
+        return f"{drafter} tree {nodes}" if nodes > 1 else str(drafter)
+
     fig = go.Figure()
     for key in keys:
         rs = [r for r in rows if (r["dtype"], r["prompts"], r["temperature"]) == key]
         lines: dict[tuple, list[dict]] = {}
         for r in rs:
             if r["method"] in ("speculative", "hf_assisted"):
-                lines.setdefault((r["method"], r["drafter"], r["rule"]), []).append(r)
+                lines.setdefault((r["method"], r["drafter"], r["rule"], tree(r)), []).append(r)
         gammas = sorted({r["gamma"] for r in rs if r["gamma"]}) or [1]
-        for (method, drafter, rule), pts in lines.items():
+        for (method, drafter, rule, nodes), pts in lines.items():
             pts.sort(key=lambda r: r["gamma"])
-            name = ("ours " if method == "speculative" else "HF assisted ") + str(drafter)
+            name = ("ours " if method == "speculative" else "HF assisted ") + label(drafter, nodes)
             if rule != "lossless":
                 name += f" ({rule})"
             fig.add_trace(
@@ -160,13 +166,16 @@ def build_figures(rows: list[dict[str, Any]], template: str | None = None) -> di
     fig = go.Figure()
     for key in keys:
         rs = [r for r in rows if (r["dtype"], r["prompts"], r["temperature"]) == key and r["method"] == "speculative"]
-        for drafter in sorted({r["drafter"] for r in rs}):
-            pts = sorted((r for r in rs if r["drafter"] == drafter and r["rule"] == "lossless"), key=lambda r: r["gamma"])
+        for drafter, nodes in sorted({(r["drafter"], tree(r)) for r in rs}):
+            pts = sorted((r for r in rs if r["drafter"] == drafter and tree(r) == nodes and r["rule"] == "lossless"),
+                         key=lambda r: r["gamma"])
             if not pts:
                 continue
-            fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["decode_speedup_vs_autoregressive"] for r in pts], mode="lines+markers", name=f"{drafter} measured{suffix(key)}"))
-            fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["predicted_speedup"] for r in pts], mode="lines", line={"dash": "dot"}, name=f"{drafter} predicted E/(γc+v){suffix(key)}"))
-            fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["predicted_speedup_steps"] for r in pts], mode="lines", line={"dash": "dash"}, name=f"{drafter} predicted from step mix{suffix(key)}"))
+            name = label(drafter, nodes)
+            fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["decode_speedup_vs_autoregressive"] for r in pts], mode="lines+markers", name=f"{name} measured{suffix(key)}"))
+            if nodes == 1:  # the chain cost model; a tree row has no predicted speedup
+                fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["predicted_speedup"] for r in pts], mode="lines", line={"dash": "dot"}, name=f"{name} predicted E/(γc+v){suffix(key)}"))
+                fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["predicted_speedup_steps"] for r in pts], mode="lines", line={"dash": "dash"}, name=f"{name} predicted from step mix{suffix(key)}"))
     fig.add_hline(y=1.0, line={"dash": "dash", "width": 1}, annotation_text="autoregressive")
     fig.update_layout(title="Decode speedup over our autoregressive loop: measured vs predicted", xaxis_title="block size γ", yaxis_title="speedup (×)")
     figs["speedup"] = fig
@@ -177,13 +186,14 @@ def build_figures(rows: list[dict[str, Any]], template: str | None = None) -> di
             if (r["dtype"], r["prompts"], r["temperature"]) != key or r["method"] != "speculative" or not r["acceptance_by_position"]:
                 continue
             ys = r["acceptance_by_position"]
-            fig.add_trace(go.Scatter(x=list(range(1, len(ys) + 1)), y=ys, mode="lines+markers", name=f"{r['drafter']} γ={r['gamma']}{suffix(key)}"))
+            fig.add_trace(go.Scatter(x=list(range(1, len(ys) + 1)), y=ys, mode="lines+markers", name=f"{label(r['drafter'], tree(r))} γ={r['gamma']}{suffix(key)}"))
     fig.update_layout(title="Acceptance by draft position (P(accept | judged))", xaxis_title="draft position", yaxis_title="acceptance", yaxis_range=[0, 1.02])
     figs["acceptance"] = fig
 
     fig = go.Figure()
     for key in keys:
-        rs = [r for r in rows if (r["dtype"], r["prompts"], r["temperature"]) == key and r["method"] == "speculative" and r["rule"] == "lossless"]
+        rs = [r for r in rows if (r["dtype"], r["prompts"], r["temperature"]) == key and r["method"] == "speculative"
+              and r["rule"] == "lossless" and tree(r) == 1]  # chain costs: a tree pass is v(nodes), not v_γ
         vs = sorted({(r["gamma"], r["v"]) for r in rs if r["v"] is not None})
         if vs:
             fig.add_trace(go.Scatter(x=[g for g, _ in vs], y=[v for _, v in vs], mode="lines+markers", name=f"v_γ (target pass over γ+1 tokens){suffix(key)}"))
