@@ -435,7 +435,8 @@ def test_tree_rows_report_nodes_per_pass_and_stay_identical():
     speed = [t.name.split(" · ")[0] for t in figs["speedup"].data]
     assert "model tree 6 measured" in speed and not any("tree 6 predicted" in n for n in speed)
     for t in figs["throughput"].data:
-        assert len(t.x) == len(set(t.x)), t.name  # one point per γ on every line
+        if t.mode == "lines+markers":  # a drafter's line (the baselines are flat lines)
+            assert len(t.x) == len(set(t.x)), t.name  # one point per γ
 
 
 def test_a_wall_time_budget_stops_between_complete_rounds(monkeypatch):
