@@ -32,7 +32,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import gradio as gr
 
@@ -496,185 +496,184 @@ class LabTabs:
     on_load: Any = None
 
 
-def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool = True) -> LabTabs:
-    """Build the lab's sub-tabs inside the current Blocks context (e.g. inside ``gr.Tab("Classroom lab")``).
+class _Setup(NamedTuple):
+    """What every lab tab starts from: the limits, the preset choices and the defaults."""
 
-    With ``wire_query`` (default) the URL prefill is registered on the enclosing Blocks' load
-    event; otherwise wire ``tabs.on_load`` yourself: ``demo.load(tabs.on_load, None, tabs.load_outputs)``.
-    """
-    cfg = cfg or load_config()
-    lim = cfg.limits
-    choices = _choices(cfg)
-    preset_opts = [(c.label, c.name) for c in choices]
-    start = _pick(choices, cfg.default_preset)
-    fast = _pick(choices, "tiny-random")
-    gamma0 = next((c.gamma for c in choices if c.name == start), 4)
-    ex_prompt = cfg.examples[0]["prompt"] if cfg.examples else "The capital of France is"
-    try:
-        classroom = classroom_presets(cfg)
-    except ValueError:
-        classroom = []
-    c: dict[str, Any] = {}
+    lim: Any
+    preset_opts: list
+    start: str
+    fast: str
+    gamma0: int
+    ex_prompt: str
+    classroom: list
 
-    trace_state = gr.State(None)  # GenerationResult shown in Replay (and usable by the theory bench)
-    dist_state = gr.State([])  # this session's distribution checks, newest first
-    point_state = gr.State(None)  # MeasuredPoint for "you are here"
-    round_state = gr.State(_empty_round())
-    board_state = gr.State(Scoreboard())
 
-    # HTML, not Markdown: the note is about a link someone else wrote, and Markdown would turn
-    # "[sign in](https://…)" in it into a real link.  vlab.prefill_note_html escapes everything.
-    c["prefill_note"] = gr.HTML("", elem_id="lab-prefill-note")
-    with gr.Tabs():
-        # ---------------------------------------------------------------- 1. equality
-        with gr.Tab("Equality check (greedy)"):
-            gr.Markdown(
-                "At temperature 0 speculative decoding must reproduce the target's own greedy output **token for "
-                "token**. Run both and compare. In float32 they are identical; in bfloat16 a 1-token pass and a "
-                "multi-token verify pass can round a near-tie differently, and the first such flip is shown with "
-                "both tokens' logits."
-            )
-            with gr.Row():
-                c["eq_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
-                c["eq_dtype"] = gr.Dropdown([DTYPE_DEFAULT, "float32", "bfloat16"], value=DTYPE_DEFAULT, label="dtype")
-                c["eq_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
-                c["eq_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
-            c["eq_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
-            with gr.Row():
-                c["eq_run"] = gr.Button("Run both ▸", variant="primary")
-                c["eq_stop"] = gr.Button("■ Stop", variant="stop")
-            c["eq_out"] = gr.HTML(vlab.equality_html(None))
+def _equality_tab(c: dict[str, Any], s: _Setup) -> None:
+    """1. Speculative vs the target's own greedy output, token for token."""
+    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
+    with gr.Tab("Equality check (greedy)"):
+        gr.Markdown(
+            "At temperature 0 speculative decoding must reproduce the target's own greedy output **token for "
+            "token**. Run both and compare. In float32 they are identical; in bfloat16 a 1-token pass and a "
+            "multi-token verify pass can round a near-tie differently, and the first such flip is shown with "
+            "both tokens' logits."
+        )
+        with gr.Row():
+            c["eq_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+            c["eq_dtype"] = gr.Dropdown([DTYPE_DEFAULT, "float32", "bfloat16"], value=DTYPE_DEFAULT, label="dtype")
+            c["eq_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
+            c["eq_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
+        c["eq_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+        with gr.Row():
+            c["eq_run"] = gr.Button("Run both ▸", variant="primary")
+            c["eq_stop"] = gr.Button("■ Stop", variant="stop")
+        c["eq_out"] = gr.HTML(vlab.equality_html(None))
 
-        # ---------------------------------------------------------------- 2-4. distribution & rules
-        with gr.Tab("Distribution check & wrong rules"):
-            gr.Markdown(
-                "Draw **N** short continuations with speculative sampling and with the target alone, and compare "
-                "the histograms. The correct rule matches the target up to noise; the rules marked ✗ WRONG are bugs "
-                "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance (its edge "
-                "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
-                "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
-                f"continuation on a CPU and allow N ≤ {MAX_SAMPLES_SLOW:,}; on them a check stops after "
-                f"{lim.lab_wall_s:g} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
-            )
-            with gr.Row():
-                with gr.Column(scale=1, min_width=300):
-                    c["d_rule"] = gr.Radio(rule_choices(), value=DEFAULT_RULE, label="Verification rule",
-                                           info="The correct rule is the default; the others are labelled.")
-                    c["d_preset"] = gr.Dropdown(preset_opts, value=fast, label="Preset")
-                    c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=5000, step=100, label="N continuations per side")
-                    c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label="Tokens per continuation")
-                    c["d_temp"] = gr.Slider(0.05, lim.max_temperature, value=1.0, step=0.05, label="Temperature")
-                    with gr.Row():
-                        c["d_gamma"] = gr.Slider(1, lim.max_gamma, value=4, step=1, label="γ")
-                        c["d_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-                with gr.Column(scale=3):
-                    c["d_prompt"] = gr.Textbox(value="Once upon a time", label="Prompt", lines=1)
-                    with gr.Row():
-                        c["d_run"] = gr.Button("Run check ▸", variant="primary")
-                        c["d_all"] = gr.Button("Compare all rules")
-                        c["d_stop"] = gr.Button("■ Stop", variant="stop")
-                    c["d_status"] = gr.Markdown("")
-                    c["d_plot"] = gr.Plot(vlab.distribution_figure(None), show_label=False)
-                    c["d_html"] = gr.HTML(vlab.distribution_html(None))
-                    c["d_table"] = gr.Dataframe(vlab.rules_table([]), interactive=False, wrap=True,
-                                                label="Rules checked this session (newest first)")
-            gr.Markdown(
-                "**TV distance** = ½ Σ |f_spec(x) − f_target(x)|: 0 = identical histograms, 1 = no overlap; two "
-                "samples of the same distribution still differ by about the *noise level* shown. **p-value**: how "
-                "often a difference at least this large would appear if both came from the same distribution "
-                "(chi-square test, rare outcomes pooled). **p vs exact**: the speculative sample against the "
-                "target's exact probabilities (computed from its logits). **Acceptance** = accepted ÷ judged drafts."
-            )
 
-        # ---------------------------------------------------------------- 5. theory
-        with gr.Tab("Theory bench"):
-            gr.Markdown(vlab.FORMULAS_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True}])
-            with gr.Row():
-                c["t_alpha"] = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="α: acceptance probability")
-                c["t_gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: drafts per step")
-                c["t_c"] = gr.Slider(0.0, 2.0, value=0.1, step=0.01, label="c: draft cost ÷ target cost")
-                c["t_v"] = gr.Slider(0.5, 4.0, value=1.3, step=0.05, label="v_γ: verify-pass cost ÷ 1-token cost")
-            curve0 = theory_curve(0.7, 0.1, 1.3)
-            c["t_plot"] = gr.Plot(vlab.theory_figure(curve0), show_label=False)
-            c["t_html"] = gr.HTML(vlab.theory_html(curve0, 4))
-            with gr.Accordion("You are here: measure a real run", open=True):
+def _distribution_tab(c: dict[str, Any], s: _Setup) -> None:
+    """2-4. Histograms of speculative vs target-only sampling, under each verification rule."""
+    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
+    with gr.Tab("Distribution check & wrong rules"):
+        gr.Markdown(
+            "Draw **N** short continuations with speculative sampling and with the target alone, and compare "
+            "the histograms. The correct rule matches the target up to noise; the rules marked ✗ WRONG are bugs "
+            "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance (its edge "
+            "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
+            "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
+            f"continuation on a CPU and allow N ≤ {MAX_SAMPLES_SLOW:,}; on them a check stops after "
+            f"{lim.lab_wall_s:g} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
+        )
+        with gr.Row():
+            with gr.Column(scale=1, min_width=300):
+                c["d_rule"] = gr.Radio(rule_choices(), value=DEFAULT_RULE, label="Verification rule",
+                                       info="The correct rule is the default; the others are labelled.")
+                c["d_preset"] = gr.Dropdown(preset_opts, value=fast, label="Preset")
+                c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=5000, step=100, label="N continuations per side")
+                c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label="Tokens per continuation")
+                c["d_temp"] = gr.Slider(0.05, lim.max_temperature, value=1.0, step=0.05, label="Temperature")
                 with gr.Row():
-                    c["t_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
-                    c["t_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
-                    c["t_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-                c["t_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+                    c["d_gamma"] = gr.Slider(1, lim.max_gamma, value=4, step=1, label="γ")
+                    c["d_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+            with gr.Column(scale=3):
+                c["d_prompt"] = gr.Textbox(value="Once upon a time", label="Prompt", lines=1)
                 with gr.Row():
-                    c["t_measure"] = gr.Button("Measure (target alone + speculative, γ from the slider) ▸",
-                                               variant="primary")
-                    c["t_stop"] = gr.Button("■ Stop", variant="stop")
-                    c["t_from_trace"] = gr.Button("Use the trace from Replay & share")
+                    c["d_run"] = gr.Button("Run check ▸", variant="primary")
+                    c["d_all"] = gr.Button("Compare all rules")
+                    c["d_stop"] = gr.Button("■ Stop", variant="stop")
+                c["d_status"] = gr.Markdown("")
+                c["d_plot"] = gr.Plot(vlab.distribution_figure(None), show_label=False)
+                c["d_html"] = gr.HTML(vlab.distribution_html(None))
+                c["d_table"] = gr.Dataframe(vlab.rules_table([]), interactive=False, wrap=True,
+                                            label="Rules checked this session (newest first)")
+        gr.Markdown(
+            "**TV distance** = ½ Σ |f_spec(x) − f_target(x)|: 0 = identical histograms, 1 = no overlap; two "
+            "samples of the same distribution still differ by about the *noise level* shown. **p-value**: how "
+            "often a difference at least this large would appear if both came from the same distribution "
+            "(chi-square test, rare outcomes pooled). **p vs exact**: the speculative sample against the "
+            "target's exact probabilities (computed from its logits). **Acceptance** = accepted ÷ judged drafts."
+        )
 
-        # ---------------------------------------------------------------- 6. predict
-        with gr.Tab("Predict, then reveal"):
-            gr.Markdown(
-                "Guess before you look. **Before the run**, guess its acceptance rate. **At each step**, the drafts "
-                "are shown with the drafter's confidence q: tick the ones the target will accept, then reveal p, "
-                "min(1, p/q), the random u and the verdict. Your score is kept for this session."
-            )
-            with gr.Row():
-                c["p_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
-                c["p_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
-                c["p_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
-                c["p_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-                c["p_tokens"] = gr.Slider(8, min(96, lim.max_new_tokens), value=32, step=1, label="New tokens")
-            c["p_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
-            with gr.Row():
-                c["p_rate"] = gr.Slider(0, 100, value=50, step=1, label="Your guess: acceptance rate of the run (%)")
-                c["p_new"] = gr.Button("New round ▸", variant="primary")
-            c["p_note"] = gr.Markdown("")
-            c["p_question"] = gr.HTML(vlab.question_html(None))
-            c["p_guess"] = gr.CheckboxGroup(choices=[], value=[], label="Which drafts will the target accept?")
-            with gr.Row():
-                c["p_reveal"] = gr.Button("Reveal", variant="primary")
-                c["p_next"] = gr.Button("Next step ›")
-                c["p_rate_reveal"] = gr.Button("Reveal the run's acceptance rate")
-            c["p_answer"] = gr.HTML("")
-            c["p_score"] = gr.HTML(vlab.score_card(Scoreboard()))
 
-        # ---------------------------------------------------------------- 7. replay & share
-        with gr.Tab("Replay & share"):
-            gr.Markdown(
-                "Step backwards and forwards through a recorded run, import a trace JSON exported earlier "
-                "(checked: size, JSON, schema, values — nothing in it is executed), and hand out a link that "
-                "pre-fills the settings."
-            )
-            if classroom:
-                with gr.Row():
-                    c["r_class"] = gr.Dropdown([(cp.label, cp.slug) for cp in classroom], value=classroom[0].slug,
-                                               label="Classroom presets")
-                    c["r_apply"] = gr.Button("Apply preset")
-                c["r_class_md"] = gr.Markdown(vlab.classroom_md(classroom[0]))
+def _theory_tab(c: dict[str, Any], s: _Setup) -> None:
+    """5. The cost model as sliders, and a measured point on it."""
+    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
+    with gr.Tab("Theory bench"):
+        gr.Markdown(vlab.FORMULAS_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True}])
+        with gr.Row():
+            c["t_alpha"] = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="α: acceptance probability")
+            c["t_gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: drafts per step")
+            c["t_c"] = gr.Slider(0.0, 2.0, value=0.1, step=0.01, label="c: draft cost ÷ target cost")
+            c["t_v"] = gr.Slider(0.5, 4.0, value=1.3, step=0.05, label="v_γ: verify-pass cost ÷ 1-token cost")
+        curve0 = theory_curve(0.7, 0.1, 1.3)
+        c["t_plot"] = gr.Plot(vlab.theory_figure(curve0), show_label=False)
+        c["t_html"] = gr.HTML(vlab.theory_html(curve0, 4))
+        with gr.Accordion("You are here: measure a real run", open=True):
             with gr.Row():
-                c["r_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
-                c["r_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
-                c["r_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
-                c["r_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-                c["r_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
-            c["r_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+                c["t_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+                c["t_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+                c["t_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+            c["t_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
             with gr.Row():
-                c["r_run"] = gr.Button("Run ▸", variant="primary")
-                c["r_file"] = gr.File(label=f"Import a trace JSON (≤ {lim.max_trace_bytes // 1_000_000} MB)",
-                                      file_types=[".json"], type="filepath", file_count="single")
-            c["r_status"] = gr.Markdown("")
-            with gr.Row():
-                c["r_back"] = gr.Button("◀ Back")
-                c["r_frame"] = gr.Slider(0, 1, value=0, step=1, label="Frame")
-                c["r_fwd"] = gr.Button("Step ▶")
-            c["r_view"] = gr.HTML(vlab.replay_html(None, 0))
-            c["r_summary"] = gr.HTML("")
-            with gr.Row():
-                c["r_export"] = gr.DownloadButton("⬇ Export this trace (JSON)")
-                c["r_share_btn"] = gr.Button("Make a share link")
-            c["r_share"] = gr.Textbox(label="Share link (settings above)", interactive=False, buttons=["copy"])
+                c["t_measure"] = gr.Button("Measure (target alone + speculative, γ from the slider) ▸",
+                                           variant="primary")
+                c["t_stop"] = gr.Button("■ Stop", variant="stop")
+                c["t_from_trace"] = gr.Button("Use the trace from Replay & share")
 
-    # ------------------------------------------------------------------- events
-    # Heavy events and their Stop buttons: Stop cancels the event (gradio) and tells the running
-    # loop (STOPS), which gradio cannot interrupt by itself.
+
+def _predict_tab(c: dict[str, Any], s: _Setup) -> None:
+    """6. Guess which drafts the target accepts, then reveal."""
+    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
+    with gr.Tab("Predict, then reveal"):
+        gr.Markdown(
+            "Guess before you look. **Before the run**, guess its acceptance rate. **At each step**, the drafts "
+            "are shown with the drafter's confidence q: tick the ones the target will accept, then reveal p, "
+            "min(1, p/q), the random u and the verdict. Your score is kept for this session."
+        )
+        with gr.Row():
+            c["p_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+            c["p_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
+            c["p_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+            c["p_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+            c["p_tokens"] = gr.Slider(8, min(96, lim.max_new_tokens), value=32, step=1, label="New tokens")
+        c["p_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+        with gr.Row():
+            c["p_rate"] = gr.Slider(0, 100, value=50, step=1, label="Your guess: acceptance rate of the run (%)")
+            c["p_new"] = gr.Button("New round ▸", variant="primary")
+        c["p_note"] = gr.Markdown("")
+        c["p_question"] = gr.HTML(vlab.question_html(None))
+        c["p_guess"] = gr.CheckboxGroup(choices=[], value=[], label="Which drafts will the target accept?")
+        with gr.Row():
+            c["p_reveal"] = gr.Button("Reveal", variant="primary")
+            c["p_next"] = gr.Button("Next step ›")
+            c["p_rate_reveal"] = gr.Button("Reveal the run's acceptance rate")
+        c["p_answer"] = gr.HTML("")
+        c["p_score"] = gr.HTML(vlab.score_card(Scoreboard()))
+
+
+def _replay_tab(c: dict[str, Any], s: _Setup) -> None:
+    """7. Step through a recorded or imported run; share links and classroom presets."""
+    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
+    with gr.Tab("Replay & share"):
+        gr.Markdown(
+            "Step backwards and forwards through a recorded run, import a trace JSON exported earlier "
+            "(checked: size, JSON, schema, values — nothing in it is executed), and hand out a link that "
+            "pre-fills the settings."
+        )
+        if classroom:
+            with gr.Row():
+                c["r_class"] = gr.Dropdown([(cp.label, cp.slug) for cp in classroom], value=classroom[0].slug,
+                                           label="Classroom presets")
+                c["r_apply"] = gr.Button("Apply preset")
+            c["r_class_md"] = gr.Markdown(vlab.classroom_md(classroom[0]))
+        with gr.Row():
+            c["r_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+            c["r_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
+            c["r_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+            c["r_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+            c["r_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
+        c["r_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+        with gr.Row():
+            c["r_run"] = gr.Button("Run ▸", variant="primary")
+            c["r_file"] = gr.File(label=f"Import a trace JSON (≤ {lim.max_trace_bytes // 1_000_000} MB)",
+                                  file_types=[".json"], type="filepath", file_count="single")
+        c["r_status"] = gr.Markdown("")
+        with gr.Row():
+            c["r_back"] = gr.Button("◀ Back")
+            c["r_frame"] = gr.Slider(0, 1, value=0, step=1, label="Frame")
+            c["r_fwd"] = gr.Button("Step ▶")
+        c["r_view"] = gr.HTML(vlab.replay_html(None, 0))
+        c["r_summary"] = gr.HTML("")
+        with gr.Row():
+            c["r_export"] = gr.DownloadButton("⬇ Export this trace (JSON)")
+            c["r_share_btn"] = gr.Button("Make a share link")
+        c["r_share"] = gr.Textbox(label="Share link (settings above)", interactive=False, buttons=["copy"])
+
+
+def _wire_events(c: dict[str, Any], states: dict[str, Any]) -> None:
+    """The lab's events.  Heavy events and their Stop buttons: Stop cancels the event (gradio) and
+    tells the running loop (STOPS), which gradio cannot interrupt by itself."""
+    trace_state, dist_state, point_state, round_state, board_state = (
+        states[k] for k in ("trace_state", "dist_state", "point_state", "round_state", "board_state"))
     heavy: dict[str, list] = {}
     heavy["eq_stop"] = [c["eq_run"].click(
         run_equality, [c["eq_prompt"], c["eq_preset"], c["eq_gamma"], c["eq_tokens"], c["eq_dtype"]], c["eq_out"],
@@ -727,6 +726,9 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
     c["r_share_btn"].click(share_link, [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"]],
                            c["r_share"], **LIGHT_EVENT)
 
+
+def _prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple[list[Any], Callable]:
+    """URL prefill and classroom presets: (the components they set, on_load(request))."""
     run_targets = [  # (preset, prompt, gamma, temperature, seed) per tab; None = not applied there
         (c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"]),
         (c["p_preset"], c["p_prompt"], c["p_gamma"], c["p_temp"], c["p_seed"]),
@@ -770,11 +772,47 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool =
             out.append(gr.update(value=pf.classroom) if pf.classroom in by_classroom else gr.skip())
         return out
 
+    return load_outputs, on_load
+
+
+def build_lab_tabs(cfg: AppConfig | None = None, warmup=None, wire_query: bool = True) -> LabTabs:
+    """Build the lab's sub-tabs inside the current Blocks context (e.g. inside ``gr.Tab("Classroom lab")``).
+
+    With ``wire_query`` (default) the URL prefill is registered on the enclosing Blocks' load
+    event; otherwise wire ``tabs.on_load`` yourself: ``demo.load(tabs.on_load, None, tabs.load_outputs)``.
+    """
+    cfg = cfg or load_config()
+    choices = _choices(cfg)
+    start = _pick(choices, cfg.default_preset)
+    try:
+        classroom = classroom_presets(cfg)
+    except ValueError:
+        classroom = []
+    setup = _Setup(
+        cfg.limits, [(c.label, c.name) for c in choices], start, _pick(choices, "tiny-random"),
+        next((c.gamma for c in choices if c.name == start), 4),
+        cfg.examples[0]["prompt"] if cfg.examples else "The capital of France is", classroom,
+    )
+    c: dict[str, Any] = {}
+    states = dict(
+        trace_state=gr.State(None),  # GenerationResult shown in Replay (and usable by the theory bench)
+        dist_state=gr.State([]),  # this session's distribution checks, newest first
+        point_state=gr.State(None),  # MeasuredPoint for "you are here"
+        round_state=gr.State(_empty_round()),
+        board_state=gr.State(Scoreboard()),
+    )
+    # HTML, not Markdown: the note is about a link someone else wrote, and Markdown would turn
+    # "[sign in](https://…)" in it into a real link.  vlab.prefill_note_html escapes everything.
+    c["prefill_note"] = gr.HTML("", elem_id="lab-prefill-note")
+    with gr.Tabs():
+        for build_tab in (_equality_tab, _distribution_tab, _theory_tab, _predict_tab, _replay_tab):
+            build_tab(c, setup)
+    _wire_events(c, states)
+    load_outputs, on_load = _prefill(c, cfg, choices, classroom)
     extra = [c["r_class"]] if classroom else []
     tabs = LabTabs(components=c, load_outputs=[c["prefill_note"], *load_outputs, *extra], on_load=on_load)
     root = getattr(gr.context.Context, "root_block", None)
     if wire_query and root is not None:
         root.load(on_load, None, tabs.load_outputs, **LIGHT_EVENT)
-    c.update(trace_state=trace_state, dist_state=dist_state, point_state=point_state, round_state=round_state,
-             board_state=board_state)
+    c.update(states)
     return tabs
