@@ -777,7 +777,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="only evaluate on playground/data/heldout_prompts.json (acceptance by category, T=0 and T=1)")
     p.add_argument("--eval-weights", default=None, help="comma-separated weight directories to evaluate (default: --out)")
     p.add_argument("--eval-bench", default="mtp:4",
-                   help="also one bench run on the held-out prompts, DRAFTERS:GAMMAS ('' to skip), e.g. mtp,mtp+lookup:3,5")
+                   help="also one bench run on the held-out prompts, DRAFTERS:GAMMAS[:TREE_NODES] ('' to skip), "
+                        "e.g. mtp,mtp+lookup:3,5:1,16")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)")
     return p
@@ -890,10 +891,12 @@ def eval_only(args, model, tok, embed_weight, scale) -> int:
         stats_path.write_text(json.dumps(stats, indent=1))
         write_model_card(Path(args.out), stats, args)
     if args.eval_bench:
-        drafters, _, gammas = args.eval_bench.partition(":")
+        drafters, _, rest = args.eval_bench.partition(":")
+        gammas, _, trees = rest.partition(":")
         prompts = mtp_eval.write_bench_prompts(out / "bench_prompts.json")
         cmd = [sys.executable, "-m", "playground", "bench", "--preset", "gemma3-270m-mtp", "--prompts", str(prompts),
-               "--drafters", drafters, "--gammas", gammas or "4", "--temperatures", "0", "--dtype", "bfloat16",
+               "--drafters", drafters, "--gammas", gammas or "4", "--tree-nodes", trees or "1", "--temperatures", "0",
+               "--dtype", "bfloat16",
                "--max-new-tokens", str(mtp_eval.NEW_TOKENS), "--methods", "autoregressive,speculative",
                "--repeats", "1", "--out", str(out / "bench"), "--no-progress"]
         print("bench:", " ".join(cmd[1:]), flush=True)
