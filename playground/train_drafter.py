@@ -545,6 +545,8 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
         head.load_state_dict(st["head"])
         opt.load_state_dict(st["opt"])
         step, history, elapsed_before = st["step"], st["history"], st["elapsed"]
+        if auto and st.get("planned_steps"):  # the schedule fixed by the run that wrote the checkpoint
+            total_steps, auto = st["planned_steps"], False
         print(f"train: resumed {ckpt.name} at step {step}")
     weights = [0.8 ** (j - 1) for j in range(1, args.steps_ahead + 1)]
     hid_ms = float(feats["hidden"][:20000].float().pow(2).mean())  # scale of the regression target
@@ -558,7 +560,8 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
         tmp = ckpt.with_suffix(".tmp")
         torch.save(
             {"head": head.state_dict(), "opt": opt.state_dict(), "step": step, "history": history,
-             "elapsed": elapsed_before + time.perf_counter() - t0, "config": mcfg.to_dict()},
+             "elapsed": elapsed_before + time.perf_counter() - t0, "config": mcfg.to_dict(),
+             "planned_steps": None if auto else total_steps},
             tmp,
         )
         os.replace(tmp, ckpt)
@@ -849,7 +852,9 @@ def main(argv: list[str] | None = None) -> int:
             stats["train"].update({"batch": args.batch, "lr": args.lr, "steps_ahead": args.steps_ahead,
                                    "layers": args.layers, "attend": args.attend, "seed": args.seed})
             stats["args"] = {k: v for k, v in vars(args).items() if k not in ("stages", "work", "out", "target_dir")}
-        if head is not None and "eval" in stages:
+        if head is not None and "eval" in stages and head.cfg.num_clusters:
+            print("eval: a clustered head is measured by --eval-only (playground/mtp_eval.py scores its clusters)")
+        elif head is not None and "eval" in stages:
             ev = greedy_acceptance(head, feats, hold_seqs, cand, embed_weight, scale, steps=max(6, args.steps_ahead), greedy_only=False)
             stats["eval_heldout_greedy"] = ev
             print("held-out greedy acceptance by position:", " ".join(f"{x:.3f}" for x in ev["conditional_by_position"]))
