@@ -309,6 +309,8 @@ def stage_vocab(args, feats: dict, train_seqs: list[int], hold_seqs: list[int], 
     inset[cand] = True
 
     def coverage(seqs):
+        if not seqs:
+            return float("nan"), float("nan")
         top1 = torch.cat([feats["top_ids"][int(offs[i]) : int(offs[i + 1]), 0] for i in seqs]).long()
         ids = torch.cat([feats["top_ids"][int(offs[i]) : int(offs[i + 1])] for i in seqs]).long()
         p = torch.cat([feats["top_p"][int(offs[i]) : int(offs[i + 1])] for i in seqs]).float()
