@@ -403,6 +403,9 @@ def _shift(x: torch.Tensor, j: int, fill=0):
     return torch.cat([x[:, j:], pad], dim=1)
 
 
+CLUSTER_TOPK = 8  # the target's top entries that join the training table through the clusters (cost: table width)
+
+
 def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed_weight,
                      clustered: bool = False) -> dict:
     """The candidate set of chain n, as at inference: the N static tokens plus every token of
@@ -419,7 +422,7 @@ def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed
     ext_ids = torch.unique(tok[is_ext])
     topk_ext = torch.empty(0, dtype=torch.long)
     if clustered:
-        tid = batch["tid"][valid]
+        tid = batch["tid"][valid][:, :CLUSTER_TOPK]
         topk_ext = torch.unique(tid[static_lut[tid] < 0])
         ext_ids = torch.unique(torch.cat([ext_ids, topk_ext]))
     X = int(ext_ids.numel())
