@@ -818,7 +818,9 @@ def main(argv: list[str] | None = None) -> int:
     if "corpus" in stages:
         from playground import mtp_corpus
 
+        t_co = time.perf_counter()
         stats["corpus"] = mtp_corpus.write_shards(tok, work / "gen", args.seed)
+        stats["corpus_seconds"] = time.perf_counter() - t_co
     t = time.perf_counter()
     need_rows = "gen" in stages or stages & {"features", "vocab", "train", "eval", "export"}
     if "gen" in stages and args.gen_procs > 1 and args.gen_worker == "0/1":
@@ -846,7 +848,9 @@ def main(argv: list[str] | None = None) -> int:
                           "train_sequences": len(train_seqs), "heldout_sequences": len(hold_seqs),
                           "train_positions": sum(int(feats["offsets"][i + 1] - feats["offsets"][i]) for i in train_seqs)}
         cand = voc["candidates"]
+        t_cl = time.perf_counter()
         token_cluster = stage_clusters(args, cand, embed_weight)
+        stats.setdefault("clusters", {})["seconds"] = stats.get("clusters", {}).get("seconds") or time.perf_counter() - t_cl
         head = None
         if "train" in stages:
             head, tr = stage_train(args, feats, train_seqs, hold_seqs, cand, model.config, embed_weight, scale,
@@ -1045,6 +1049,11 @@ def write_model_card(out: Path, stats: dict, args) -> None:
         "|| drafter) + CE(target argmax) + "
         f"{getattr(args, 'reg_weight', 1.0):g} x MSE(state, target final hidden) / mean(h^2)"
         + (" + CE(cluster scores, target mass per cluster)" if clusters else "") + "], the drafter fed its own states",
+        "- wall time of each stage on the 2-core CPU: "
+        + ", ".join(f"{name} {sec / 60:.1f} min" for name, sec in (
+            ("corpus", stats.get("corpus_seconds")), ("generation", stats.get("gen", {}).get("seconds_this_run")),
+            ("features", stats.get("features", {}).get("seconds")), ("clusters", stats.get("clusters", {}).get("seconds")),
+            ("training", tr.get("train_seconds"))) if sec),
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
         f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on the 2-core CPU, seed {args.seed}",
         f"- candidate coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}"
