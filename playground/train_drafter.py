@@ -787,6 +787,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-bench", default="mtp:4",
                    help="also one bench run on the held-out prompts, DRAFTERS:GAMMAS[:TREE_NODES] ('' to skip), "
                         "e.g. mtp,mtp+lookup:3,5:1,16")
+    p.add_argument("--eval-bench-prompts", type=int, default=2, help="held-out prompts per category in that bench run")
     p.add_argument("--threads", type=int, default=1,
                    help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)")
     return p
@@ -907,7 +908,7 @@ def eval_only(args, model, tok, embed_weight, scale) -> int:
     if args.eval_bench:
         drafters, _, rest = args.eval_bench.partition(":")
         gammas, _, trees = rest.partition(":")
-        prompts = mtp_eval.write_bench_prompts(out / "bench_prompts.json")
+        prompts = mtp_eval.write_bench_prompts(out / "bench_prompts.json", args.eval_bench_prompts)
         cmd = [sys.executable, "-m", "playground", "bench", "--preset", "gemma3-270m-mtp", "--prompts", str(prompts),
                "--drafters", drafters, "--gammas", gammas or "4", "--tree-nodes", trees or "1", "--temperatures", "0",
                "--dtype", "bfloat16",
