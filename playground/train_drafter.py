@@ -404,6 +404,9 @@ def _shift(x: torch.Tensor, j: int, fill=0):
 
 
 CLUSTER_TOPK = 8  # the target's top entries that join the training table through the clusters (cost: table width)
+# at most this many of them per batch (by target mass): a batch of Chinese or code text otherwise made a
+# table of ~30k columns whose float32 logits for 4 draft steps ran this 24 GB machine out of memory
+CLUSTER_TABLE_CAP = 8192
 
 
 def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed_weight,
@@ -423,7 +426,11 @@ def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed
     topk_ext = torch.empty(0, dtype=torch.long)
     if clustered:
         tid = batch["tid"][valid][:, :CLUSTER_TOPK]
-        topk_ext = torch.unique(tid[static_lut[tid] < 0])
+        out = static_lut[tid] < 0
+        topk_ext, inv = torch.unique(tid[out], return_inverse=True)
+        if topk_ext.numel() > CLUSTER_TABLE_CAP:  # keep the tokens with the most target mass in the batch
+            mass = torch.zeros(topk_ext.numel()).scatter_add_(0, inv, batch["tp"][valid][:, :CLUSTER_TOPK][out])
+            topk_ext = topk_ext[torch.argsort(-mass, stable=True)[:CLUSTER_TABLE_CAP]].sort().values
         ext_ids = torch.unique(torch.cat([ext_ids, topk_ext]))
     X = int(ext_ids.numel())
     lut = static_lut.clone()
@@ -579,6 +586,7 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
             total_steps = step + int((budget - elapsed_before - spent) / (spent / AUTO_AFTER))
             bar.total = total_steps
             bar.write(f"train: {spent / AUTO_AFTER:.2f} s/step -> {total_steps} steps in {args.minutes} min")
+            auto = False  # planned: checkpoints keep this schedule
         if elapsed_before + time.perf_counter() - t0 > budget:
             bar.write(f"train: time budget ({args.minutes} min) reached at step {step}")
             break
