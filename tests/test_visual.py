@@ -508,6 +508,12 @@ def test_stats_card_shows_mtp_cost_and_vocabulary_narrowing():
     # without t₁ the draft cost is still compared with the target's verify pass
     card = stats.stats_card(stats.compute_metrics(steps, 3))
     assert "2.6% of a target verify pass (96 ms)" in card and "c = " not in card
+    # mtp+lookup: the run's draft cost mixes in prompt-lookup steps, and the tile says so
+    from dataclasses import replace
+
+    hybrid = [replace(s, drafter="mtp+lookup") for s in steps]
+    card = stats.stats_card(stats.compute_metrics(hybrid, 3, result=syn.result(hybrid), calibration=cal))
+    assert "MTP draft cost per token" not in card and "MTP and prompt-lookup drafts together" in card
 
 
 def test_stats_card_has_no_mtp_rows_for_other_drafters():
