@@ -510,7 +510,6 @@ class _Setup(NamedTuple):
 
 def _equality_tab(c: dict[str, Any], s: _Setup) -> None:
     """1. Speculative vs the target's own greedy output, token for token."""
-    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
     with gr.Tab("Equality check (greedy)"):
         gr.Markdown(
             "At temperature 0 speculative decoding must reproduce the target's own greedy output **token for "
@@ -519,11 +518,11 @@ def _equality_tab(c: dict[str, Any], s: _Setup) -> None:
             "both tokens' logits."
         )
         with gr.Row():
-            c["eq_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
+            c["eq_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
             c["eq_dtype"] = gr.Dropdown([DTYPE_DEFAULT, "float32", "bfloat16"], value=DTYPE_DEFAULT, label="dtype")
-            c["eq_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
-            c["eq_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
-        c["eq_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+            c["eq_gamma"] = gr.Slider(1, s.lim.max_gamma, value=s.gamma0, step=1, label="γ")
+            c["eq_tokens"] = gr.Slider(4, min(128, s.lim.max_new_tokens), value=32, step=1, label="New tokens")
+        c["eq_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
         with gr.Row():
             c["eq_run"] = gr.Button("Run both ▸", variant="primary")
             c["eq_stop"] = gr.Button("■ Stop", variant="stop")
@@ -532,7 +531,6 @@ def _equality_tab(c: dict[str, Any], s: _Setup) -> None:
 
 def _distribution_tab(c: dict[str, Any], s: _Setup) -> None:
     """2-4. Histograms of speculative vs target-only sampling, under each verification rule."""
-    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
     with gr.Tab("Distribution check & wrong rules"):
         gr.Markdown(
             "Draw **N** short continuations with speculative sampling and with the target alone, and compare "
@@ -541,18 +539,18 @@ def _distribution_tab(c: dict[str, Any], s: _Setup) -> None:
             "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
             "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
             f"continuation on a CPU and allow N ≤ {MAX_SAMPLES_SLOW:,}; on them a check stops after "
-            f"{lim.lab_wall_s:g} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
+            f"{s.lim.lab_wall_s:g} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
         )
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c["d_rule"] = gr.Radio(rule_choices(), value=DEFAULT_RULE, label="Verification rule",
                                        info="The correct rule is the default; the others are labelled.")
-                c["d_preset"] = gr.Dropdown(preset_opts, value=fast, label="Preset")
+                c["d_preset"] = gr.Dropdown(s.preset_opts, value=s.fast, label="Preset")
                 c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=5000, step=100, label="N continuations per side")
                 c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label="Tokens per continuation")
-                c["d_temp"] = gr.Slider(0.05, lim.max_temperature, value=1.0, step=0.05, label="Temperature")
+                c["d_temp"] = gr.Slider(0.05, s.lim.max_temperature, value=1.0, step=0.05, label="Temperature")
                 with gr.Row():
-                    c["d_gamma"] = gr.Slider(1, lim.max_gamma, value=4, step=1, label="γ")
+                    c["d_gamma"] = gr.Slider(1, s.lim.max_gamma, value=4, step=1, label="γ")
                     c["d_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
             with gr.Column(scale=3):
                 c["d_prompt"] = gr.Textbox(value="Once upon a time", label="Prompt", lines=1)
@@ -576,7 +574,6 @@ def _distribution_tab(c: dict[str, Any], s: _Setup) -> None:
 
 def _theory_tab(c: dict[str, Any], s: _Setup) -> None:
     """5. The cost model as sliders, and a measured point on it."""
-    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
     with gr.Tab("Theory bench"):
         gr.Markdown(vlab.FORMULAS_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True}])
         with gr.Row():
@@ -589,10 +586,10 @@ def _theory_tab(c: dict[str, Any], s: _Setup) -> None:
         c["t_html"] = gr.HTML(vlab.theory_html(curve0, 4))
         with gr.Accordion("You are here: measure a real run", open=True):
             with gr.Row():
-                c["t_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
-                c["t_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+                c["t_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
+                c["t_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label="Temperature")
                 c["t_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-            c["t_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+            c["t_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
             with gr.Row():
                 c["t_measure"] = gr.Button("Measure (target alone + speculative, γ from the slider) ▸",
                                            variant="primary")
@@ -602,7 +599,6 @@ def _theory_tab(c: dict[str, Any], s: _Setup) -> None:
 
 def _predict_tab(c: dict[str, Any], s: _Setup) -> None:
     """6. Guess which drafts the target accepts, then reveal."""
-    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
     with gr.Tab("Predict, then reveal"):
         gr.Markdown(
             "Guess before you look. **Before the run**, guess its acceptance rate. **At each step**, the drafts "
@@ -610,12 +606,12 @@ def _predict_tab(c: dict[str, Any], s: _Setup) -> None:
             "min(1, p/q), the random u and the verdict. Your score is kept for this session."
         )
         with gr.Row():
-            c["p_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
-            c["p_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
-            c["p_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+            c["p_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
+            c["p_gamma"] = gr.Slider(1, s.lim.max_gamma, value=s.gamma0, step=1, label="γ")
+            c["p_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label="Temperature")
             c["p_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-            c["p_tokens"] = gr.Slider(8, min(96, lim.max_new_tokens), value=32, step=1, label="New tokens")
-        c["p_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+            c["p_tokens"] = gr.Slider(8, min(96, s.lim.max_new_tokens), value=32, step=1, label="New tokens")
+        c["p_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
         with gr.Row():
             c["p_rate"] = gr.Slider(0, 100, value=50, step=1, label="Your guess: acceptance rate of the run (%)")
             c["p_new"] = gr.Button("New round ▸", variant="primary")
@@ -632,29 +628,28 @@ def _predict_tab(c: dict[str, Any], s: _Setup) -> None:
 
 def _replay_tab(c: dict[str, Any], s: _Setup) -> None:
     """7. Step through a recorded or imported run; share links and classroom presets."""
-    lim, preset_opts, start, fast, gamma0, ex_prompt, classroom = s
     with gr.Tab("Replay & share"):
         gr.Markdown(
             "Step backwards and forwards through a recorded run, import a trace JSON exported earlier "
             "(checked: size, JSON, schema, values — nothing in it is executed), and hand out a link that "
             "pre-fills the settings."
         )
-        if classroom:
+        if s.classroom:
             with gr.Row():
-                c["r_class"] = gr.Dropdown([(cp.label, cp.slug) for cp in classroom], value=classroom[0].slug,
+                c["r_class"] = gr.Dropdown([(cp.label, cp.slug) for cp in s.classroom], value=s.classroom[0].slug,
                                            label="Classroom presets")
                 c["r_apply"] = gr.Button("Apply preset")
-            c["r_class_md"] = gr.Markdown(vlab.classroom_md(classroom[0]))
+            c["r_class_md"] = gr.Markdown(vlab.classroom_md(s.classroom[0]))
         with gr.Row():
-            c["r_preset"] = gr.Dropdown(preset_opts, value=start, label="Preset")
-            c["r_gamma"] = gr.Slider(1, lim.max_gamma, value=gamma0, step=1, label="γ")
-            c["r_temp"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+            c["r_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
+            c["r_gamma"] = gr.Slider(1, s.lim.max_gamma, value=s.gamma0, step=1, label="γ")
+            c["r_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label="Temperature")
             c["r_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-            c["r_tokens"] = gr.Slider(4, min(128, lim.max_new_tokens), value=32, step=1, label="New tokens")
-        c["r_prompt"] = gr.Textbox(value=ex_prompt, label="Prompt", lines=2)
+            c["r_tokens"] = gr.Slider(4, min(128, s.lim.max_new_tokens), value=32, step=1, label="New tokens")
+        c["r_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
         with gr.Row():
             c["r_run"] = gr.Button("Run ▸", variant="primary")
-            c["r_file"] = gr.File(label=f"Import a trace JSON (≤ {lim.max_trace_bytes // 1_000_000} MB)",
+            c["r_file"] = gr.File(label=f"Import a trace JSON (≤ {s.lim.max_trace_bytes // 1_000_000} MB)",
                                   file_types=[".json"], type="filepath", file_count="single")
         c["r_status"] = gr.Markdown("")
         with gr.Row():
