@@ -98,8 +98,7 @@ def _support(head, states, first, n_idx, in_static, members):
     newest committed position."""
     sup = in_static[None, :] | (first[None, :] <= n_idx[:, None])
     if members is not None:
-        best = head.cluster_proj(states.to(head.cluster_proj.weight.dtype)).topk(head.cfg.clusters_per_step, -1).indices
-        mem = members[best].reshape(states.shape[0], -1)
+        mem = head.cluster_tokens(states.to(head.cluster_proj.weight.dtype), members)  # as MTPDrafter._score
         rows = torch.arange(states.shape[0])[:, None].expand_as(mem)
         ok = mem >= 0
         sup[rows[ok], mem[ok]] = True

@@ -99,6 +99,19 @@ def prefix_state(model, ids: list[int]) -> TargetState:
     return TargetState(committed_ids=list(ids), hidden=hidden, target_cache=cache)
 
 
+@torch.no_grad()
+def first_draft_state(model, head, ids: list[int]) -> torch.Tensor:
+    """The head's state for draft 1 after committing ``ids`` [H], recomputed independently of
+    MTPDrafter: one full forward for the hidden states, one cached pass for the keys."""
+    seq = torch.tensor([ids])
+    out = model(input_ids=seq, output_hidden_states=True)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=seq, cache=cache, use_cache=True)
+    lay = cache.layers[head.cfg.attn_layer]
+    return unrolled_states(head, model.model.embed_tokens(seq),
+                           out.hidden_states[-1], lay.keys, lay.values, 1)[0][0, -1]
+
+
 def rand_ids(n: int, seed: int = 0) -> list[int]:
     g = torch.Generator().manual_seed(seed)
     return torch.randint(3, VOCAB, (n,), generator=g).tolist()
@@ -182,13 +195,7 @@ def test_q_rows_exact(target, head, params):
     # row 1 is logits_to_probs of the candidate logits, recomputed independently
     cand_emb = target.model.embed_tokens.weight[d.candidates]
     with torch.no_grad():
-        seq = torch.tensor([state.committed_ids])
-        out = target(input_ids=seq, output_hidden_states=True)
-        cache = DynamicCache(config=target.config)
-        target(input_ids=seq, cache=cache, use_cache=True)
-        lay = cache.layers[head.cfg.attn_layer]
-        s1 = unrolled_states(head, target.model.embed_tokens(seq), out.hidden_states[-1], lay.keys, lay.values, 1)[0]
-        expected = logits_to_probs(head.logits(s1[0, -1], cand_emb), params)
+        expected = logits_to_probs(head.logits(first_draft_state(target, head, state.committed_ids), cand_emb), params)
     torch.testing.assert_close(q[0, d.candidates], expected, rtol=1e-5, atol=1e-6)
 
 

@@ -13,16 +13,15 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import DynamicCache
 
-from playground.drafters.mtp import MTPDrafter, load_head, save_head, unrolled_states
+from playground.drafters.mtp import MTPDrafter, load_head, save_head
 from playground.engine import GenerationConfig, run
 from playground.mtp_clusters import balanced_clusters, cluster_members
 from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import EOS as CHAR_EOS, CharTokenizer
 from tests.test_distribution import gof_pvalue
 from tests.test_engine import hf_greedy
-from tests.test_mtp import VOCAB, prefix_state, rand_ids, tiny_head, tiny_target
+from tests.test_mtp import VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
 
 K, M = 8, 2  # clusters, clusters scored per step
 
@@ -75,13 +74,7 @@ def _expected_first_row(target, head, state, params):
     """q of draft 1 recomputed from scratch: full-vocabulary logits s1 @ E^T restricted to
     static ∪ context ∪ the tokens of the M best clusters of s1, then temperature/top-k/top-p."""
     with torch.no_grad():
-        seq = torch.tensor([state.committed_ids])
-        out = target(input_ids=seq, output_hidden_states=True)
-        cache = DynamicCache(config=target.config)
-        target(input_ids=seq, cache=cache, use_cache=True)
-        lay = cache.layers[head.cfg.attn_layer]
-        s1 = unrolled_states(head, target.model.embed_tokens(seq), out.hidden_states[-1], lay.keys, lay.values, 1)[0]
-        s = s1[0, -1]
+        s = first_draft_state(target, head, state.committed_ids)
         support = torch.zeros(VOCAB, dtype=torch.bool)
         support[head.candidates] = True
         support[torch.tensor(state.committed_ids)] = True

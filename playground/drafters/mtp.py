@@ -304,6 +304,12 @@ class MTPHead(nn.Module):
             x = layer(x, cos, sin, ctx_k if use_ctx else None, ctx_v if use_ctx else None, ctx_mask, ok, ov)
         return self.final_norm(self.post_proj(x))
 
+    def cluster_tokens(self, states: torch.Tensor, members: torch.Tensor) -> torch.Tensor:
+        """Token ids [T, m*S] of the ``clusters_per_step`` best clusters of each state [T, H]
+        (-1 pads short clusters); members: ``mtp_clusters.cluster_members`` of this head."""
+        best = self.cluster_proj(states).topk(self.cfg.clusters_per_step, dim=-1).indices  # [T, m]
+        return members[best].reshape(states.shape[0], -1)
+
     def logits(self, state: torch.Tensor, cand_emb: torch.Tensor) -> torch.Tensor:
         """Candidate logits [..., N] from a state [..., H] and E[candidates] [N, H] (tied head)."""
         return state @ cand_emb.t()
@@ -564,8 +570,7 @@ class MTPDrafter:
         ids = self.candidates.expand(T, -1)
         if self.members is None:
             return logits, ids
-        best = self.head.cluster_proj(states).topk(self.cfg.clusters_per_step, dim=-1).indices  # [T, m]
-        mem = self.members[best].reshape(T, -1)  # [T, m*S]
+        mem = self.head.cluster_tokens(states, self.members)  # [T, m*S]
         ok = mem >= 0
         mem = mem.clamp_min(0)
         ok &= ~self.in_extra[mem]
