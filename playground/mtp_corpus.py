@@ -80,6 +80,9 @@ class _Text(HTMLParser):
             self.parts.append(data)
 
 
+OPENING_TOKENS = 40  # a corpus opening long enough to set the kind of text
+
+
 def html_text(page: str) -> str:
     p = _Text()
     p.feed(page)
@@ -153,3 +156,17 @@ def write_shards(tok, gen_dir: Path, seed: int, only: set[str] | None = None) ->
                            "from": src.pattern}
         print(f"corpus: {src.name}: {stats[src.name]['chunks']} chunks, {stats[src.name]['tokens']} tokens")
     return stats
+
+
+def openings(tok, gen_dir: Path, per_source: int, seed: int, n_tokens: int = OPENING_TOKENS) -> list[str]:
+    """Prompts for the gen stage: the first ``n_tokens`` tokens (as text) of ``per_source``
+    seeded chunks of every corpus shard in ``gen_dir``, so the target also writes its own
+    continuations of code, documentation and Chinese text (write_shards runs first)."""
+    out: list[str] = []
+    for i, path in enumerate(sorted(gen_dir.glob("corpus_*.json"))):
+        rows = json.loads(path.read_text())
+        picks = random.Random(seed * 7919 + i).sample(range(len(rows)), min(per_source, len(rows)))
+        for r in picks:
+            ids = [t for t in rows[r]["ids"] if t != tok.bos_token_id][:n_tokens]
+            out.append(tok.decode(ids))
+    return out

@@ -395,6 +395,16 @@ class _Data:
         return dict(tok=tok, emb=emb, hid=hid, K=K, V=Vv, tid=tid, tp=tp, valid=valid, cidx=self.lut[tid])
 
 
+def pick_batch(rng: random.Random, generated: list[int], other: list[int], batch: int, gen_share: float) -> list[int]:
+    """Sequence indices for one optimiser step: uniform over all training sequences, or
+    (gen_share > 0) round(gen_share * batch) of them from the target's generated text."""
+    if gen_share <= 0 or not generated or not other:
+        pool = generated + other
+        return rng.sample(pool, min(batch, len(pool)))
+    n_gen = min(len(generated), max(1, round(gen_share * batch)))
+    return rng.sample(generated, n_gen) + rng.sample(other, min(batch - n_gen, len(other)))
+
+
 def _shift(x: torch.Tensor, j: int, fill=0):
     """x[:, t + j] at t (fill past the end)."""
     if j == 0:
@@ -510,7 +520,7 @@ AUTO_AFTER = 20  # steps timed before an automatic schedule is fixed
 
 
 def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weight, scale, init_from=None,
-                token_cluster=None):
+                token_cluster=None, init_head=None):
     from tqdm import tqdm
 
     from playground.drafters.mtp import MTPConfig, MTPHead
@@ -525,6 +535,14 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
     head = MTPHead(mcfg)
     if init_from is not None:
         head.init_from_target(init_from)
+    if init_head:
+        from playground.drafters.mtp import load_head
+
+        start = {k: v for k, v in load_head(init_head).state_dict().items() if k not in ("candidates", "token_cluster")}
+        missing, unexpected = head.load_state_dict(start, strict=False)
+        if unexpected:
+            raise SystemExit(f"--init-head {init_head}: parameters this head lacks: {unexpected}")
+        print(f"train: started from {init_head}; fresh: {[k for k in missing if k not in ('candidates', 'token_cluster')]}")
     head.candidates.copy_(cand)
     if token_cluster is not None:
         head.token_cluster.copy_(token_cluster)
@@ -547,7 +565,10 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
         return args.lr * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * prog)))
 
     tc_long = None if token_cluster is None else token_cluster.long()
-    tag = f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_I{mcfg.intermediate_size}_C{mcfg.num_clusters}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{'auto' if auto else total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}"
+    generated = [i for i in train_seqs if feats["meta"][i].get("source", "generated") == "generated"]
+    other = [i for i in train_seqs if feats["meta"][i].get("source", "generated") != "generated"]
+    tag = f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_I{mcfg.intermediate_size}_C{mcfg.num_clusters}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{'auto' if auto else total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}" + (
+        f"_h{Path(init_head).name}_g{args.gen_share:g}" if init_head or args.gen_share else "")
     ckpt = work / f"ckpt_{tag}.pt"
     step = 0
     history = []
@@ -591,7 +612,7 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
             bar.write(f"train: time budget ({args.minutes} min) reached at step {step}")
             break
         rng = random.Random(args.seed * 1_000_003 + step)
-        which = rng.sample(train_seqs, min(args.batch, len(train_seqs)))
+        which = pick_batch(rng, generated, other, args.batch, args.gen_share)
         for g in opt.param_groups:
             g["lr"] = lr_at(step)
         batch = data.batch(which, args.steps_ahead)
@@ -781,6 +802,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clusters-per-step", type=int, default=8, help="clusters scored per draft step")
     p.add_argument("--int8", type=int, default=1, help="export large matrices as int8 rows (1/0)")
     p.add_argument("--reg-weight", type=float, default=1.0, help="weight of the hidden-state regression loss")
+    p.add_argument("--corpus-prompts", type=int, default=0,
+                   help="gen stage: also continue this many corpus-chunk openings per source (the target's own "
+                        "text on every kind of training text; always in the training split)")
+    p.add_argument("--init-head", default=None,
+                   help="start from these drafter weights (and keep their candidate vocabulary); "
+                        "parameters they lack, e.g. cluster scores, start fresh")
+    p.add_argument("--gen-share", type=float, default=0.0,
+                   help="fraction of each batch drawn from generated text (0: uniform over all sequences)")
     p.add_argument("--init-from-target", type=int, default=0,
                    help="1: copy the target's last full-attention layer into the drafter (measured: learns far slower)")
     p.add_argument("--attend", default="target", choices=("target", "none"), help="drafter attention source")
@@ -814,7 +843,7 @@ def main(argv: list[str] | None = None) -> int:
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     t_all = time.perf_counter()
     model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
-    from playground.drafters.mtp import text_model, save_head, weight_files
+    from playground.drafters.mtp import load_head, save_head, text_model, weight_files
 
     base = text_model(model)
     embed_weight = base.embed_tokens.weight.detach()
@@ -830,6 +859,11 @@ def main(argv: list[str] | None = None) -> int:
         t_co = time.perf_counter()
         stats["corpus"] = mtp_corpus.write_shards(tok, work / "gen", args.seed)
         stats["corpus_seconds"] = time.perf_counter() - t_co
+    n_listed = len(prompts)  # the split is over these; corpus openings always train
+    if args.corpus_prompts:
+        from playground import mtp_corpus
+
+        prompts = prompts + mtp_corpus.openings(tok, work / "gen", args.corpus_prompts, args.seed)
     t = time.perf_counter()
     need_rows = "gen" in stages or stages & {"features", "vocab", "train", "eval", "export"}
     if "gen" in stages and args.gen_procs > 1 and args.gen_worker == "0/1":
@@ -847,7 +881,7 @@ def main(argv: list[str] | None = None) -> int:
         feats = stage_features(args, model, rows)
         stats["features"] = {"seconds": feats["seconds"], "positions": int(feats["offsets"][-1])}
         stats["data"] = data_by_source(feats)
-        train_p, hold_p = split_prompts(prompts, args.seed, args.holdout)
+        train_p, hold_p = split_prompts(prompts[:n_listed], args.seed, args.holdout)
         hold_set = set(hold_p)
         train_seqs = [i for i, m in enumerate(feats["meta"]) if m["prompt"] not in hold_set]
         hold_seqs = [i for i, m in enumerate(feats["meta"]) if m["prompt"] in hold_set]
@@ -857,13 +891,17 @@ def main(argv: list[str] | None = None) -> int:
                           "train_sequences": len(train_seqs), "heldout_sequences": len(hold_seqs),
                           "train_positions": sum(int(feats["offsets"][i + 1] - feats["offsets"][i]) for i in train_seqs)}
         cand = voc["candidates"]
+        if args.init_head:
+            cand = load_head(args.init_head).candidates.clone()
+            stats["init_head"] = str(args.init_head)
         t_cl = time.perf_counter()
         token_cluster = stage_clusters(args, cand, embed_weight)
         stats.setdefault("clusters", {}).setdefault("seconds", time.perf_counter() - t_cl)  # a cached rerun keeps the first
         head = None
         if "train" in stages:
             head, tr = stage_train(args, feats, train_seqs, hold_seqs, cand, model.config, embed_weight, scale,
-                                   init_from=model if args.init_from_target else None, token_cluster=token_cluster)
+                                   init_from=model if args.init_from_target else None, token_cluster=token_cluster,
+                                   init_head=args.init_head)
             stats["train"] = {k: v for k, v in tr.items() if k != "history"}
             stats["train"]["last"] = tr["history"][-1] if tr["history"] else None
             stats["train"]["max_steps"] = tr["planned_steps"]
