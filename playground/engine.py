@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
@@ -31,7 +31,8 @@ from transformers import DynamicCache
 
 from playground.drafters.base import Draft, Drafter, TargetState
 from playground.hf_calls import logits_to_keep_arg
-from playground.records import Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.tally import Tally
+from playground.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.sampling import (
     SamplingParams,
     acceptance_prob,
@@ -373,74 +374,6 @@ def _chain_step(target, drafter, state, committed, config, k_max, params, genera
                  dict(draft.info), out.hidden[n_acc] if want_hidden else None)
 
 
-@dataclass
-class _Tally:
-    """Running totals over the steps of one run, and the RunStats they make."""
-
-    gamma: int
-    draft_ms: float = 0.0
-    verify_ms: float = 0.0
-    drafted: int = 0
-    judged: int = 0
-    accepted: int = 0
-    drafter_calls: int = 0
-    judged_at: list[int] = field(default_factory=list)
-    accepted_at: list[int] = field(default_factory=list)
-    hist: list[int] = field(default_factory=list)  # accepted length -> steps
-
-    def __post_init__(self) -> None:
-        self.judged_at = [0] * self.gamma
-        self.accepted_at = [0] * self.gamma
-        self.hist = [0] * (self.gamma + 1)
-
-    def add(self, step: _Step, speculative: bool) -> None:
-        self.draft_ms += step.draft_ms
-        self.verify_ms += step.verify_ms
-        self.drafted += step.drafted
-        self.judged += len(step.judged)
-        self.accepted += step.n_accepted
-        self.drafter_calls += step.forward_calls
-        for depth, ok in step.judged:
-            self.judged_at[depth - 1] += 1
-            self.accepted_at[depth - 1] += int(ok)
-        if speculative:
-            self.hist[step.n_accepted] += 1
-
-    def stats(self, config, drafter_name, new_tokens: int, steps: int, target: Target, prefill_ms: float,
-              wall_ms: float, stopped: str) -> RunStats:
-        decode_calls = target.calls - (1 if prefill_ms else 0)
-        hist = self.hist
-        return RunStats(
-            mode=config.mode,
-            drafter=drafter_name,
-            gamma=self.gamma,
-            new_tokens=new_tokens,
-            steps=steps,
-            target_calls=target.calls,
-            drafter_calls=self.drafter_calls,
-            drafted_tokens=self.drafted,
-            judged_tokens=self.judged,
-            accepted_tokens=self.accepted,
-            acceptance_rate=(self.accepted / self.judged) if self.judged else None,
-            draft_efficiency=(self.accepted / self.drafted) if self.drafted else None,
-            acceptance_by_position=tuple((a / j) if j else None for a, j in zip(self.accepted_at, self.judged_at)),
-            accepted_length_hist=tuple(hist),
-            mean_accepted_length=(sum(n * c for n, c in enumerate(hist)) / sum(hist)) if sum(hist) else None,
-            tokens_per_target_call=new_tokens / max(decode_calls, 1),
-            prefill_ms=prefill_ms,
-            draft_ms=self.draft_ms,
-            verify_ms=self.verify_ms,
-            wall_ms=wall_ms,
-            tokens_per_s=new_tokens / (wall_ms / 1000.0) if wall_ms > 0 else float("nan"),
-            draft_ms_per_token=(self.draft_ms / self.drafted) if self.drafted else None,
-            verify_ms_per_call=(self.verify_ms / max(decode_calls, 1)),
-            single_token_ms=(sum(target.single_token_ms) / len(target.single_token_ms))
-            if target.single_token_ms
-            else None,
-            stopped=stopped,
-        )
-
-
 def stream(
     model,
     tokenizer,
@@ -489,7 +422,7 @@ def stream(
     steps: list[StepRecord] = []
     new_ids: list[int] = []
     gamma = config.gamma if speculative else 0
-    tally = _Tally(gamma)
+    tally = Tally(gamma)
     stopped = "max_new_tokens"
 
     while len(new_ids) < config.max_new_tokens:
@@ -507,7 +440,8 @@ def stream(
         state.hidden = step.hidden
         if speculative and not hit_eos:
             drafter.accept(step.n_accepted, state)
-        tally.add(step, speculative)
+        tally.add(draft_ms=step.draft_ms, verify_ms=step.verify_ms, drafted=step.drafted, judged=step.judged,
+                  n_accepted=step.n_accepted, drafter_calls=step.forward_calls, speculative=speculative)
         now = time.perf_counter()
         record = StepRecord(
             index=len(steps),
@@ -542,7 +476,9 @@ def stream(
         token_ids=tuple(new_ids),
         text=committed_text.text,
         steps=tuple(steps),
-        stats=tally.stats(config, drafter_name, len(new_ids), len(steps), target, prefill_ms, wall_ms, stopped),
+        stats=tally.stats(mode=config.mode, drafter=drafter_name, new_tokens=len(new_ids), steps=len(steps),
+                          target_calls=target.calls, prefill_calls=int(len(prompt_ids) > 1), prefill_ms=prefill_ms, wall_ms=wall_ms,
+                          single_token_ms=target.single_token_ms, stopped=stopped),
         config={**asdict(config), "drafter": drafter_name},
     )
 

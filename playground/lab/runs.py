@@ -16,7 +16,8 @@ from playground.api import encode_prompt, resolve, stream_generate
 from playground.config import load_config
 from playground.lab.budget import Budget
 from playground.models import load_pair
-from playground.records import GenerationResult, RunStats, StepRecord
+from playground.records import GenerationResult, StepRecord
+from playground.tally import Tally
 
 STOPPED_TIME = "time limit"  # RunStats.stopped of a run the lab's budget cut short
 
@@ -34,52 +35,22 @@ def partial_result(prompt: str, prompt_ids: Sequence[int], steps: Sequence[StepR
     """
     steps = tuple(steps)
     speculative = mode == "speculative"
-    g = int(gamma) if speculative else 0
+    tally = Tally(int(gamma) if speculative else 0)
+    for s in steps:
+        tally.add_record(s, speculative)
     new_ids = [t for s in steps for t in s.emitted_ids]
     prefill_calls = 1 if len(prompt_ids) > 1 else 0
-    drafted = sum(len(s.drafted) for s in steps)
-    judged = sum(1 for s in steps for d in s.drafted if d.judged)
-    accepted = sum(s.n_accepted for s in steps)
-    judged_at = [0] * g
-    accepted_at = [0] * g
-    hist = [0] * (g + 1)
-    for s in steps:
-        for j, d in enumerate(s.drafted[:g]):
-            if d.judged:
-                judged_at[j] += 1
-                accepted_at[j] += int(d.accepted)
-        if speculative and s.n_accepted <= g:
-            hist[s.n_accepted] += 1
-    draft_ms = sum(s.draft_ms for s in steps)
-    verify_ms = sum(s.verify_ms for s in steps)
-    wall_ms = steps[-1].elapsed_ms if steps else 0.0
     prefill_ms = max(0.0, steps[0].elapsed_ms - steps[0].step_ms) if steps and prefill_calls else 0.0
-    single = [s.verify_ms for s in steps if not s.drafted]
-    stats = RunStats(
+    stats = tally.stats(
         mode=mode,
         drafter=next((s.drafter for s in steps if s.drafter), None) if speculative else None,
-        gamma=g,
         new_tokens=len(new_ids),
         steps=len(steps),
         target_calls=len(steps) + prefill_calls,
-        drafter_calls=sum(1 for s in steps if s.drafted),
-        drafted_tokens=drafted,
-        judged_tokens=judged,
-        accepted_tokens=accepted,
-        acceptance_rate=(accepted / judged) if judged else None,
-        draft_efficiency=(accepted / drafted) if drafted else None,
-        acceptance_by_position=tuple((a / j) if j else None for a, j in zip(accepted_at, judged_at)),
-        accepted_length_hist=tuple(hist),
-        mean_accepted_length=(sum(n * c for n, c in enumerate(hist)) / sum(hist)) if sum(hist) else None,
-        tokens_per_target_call=len(new_ids) / max(len(steps), 1),
+        prefill_calls=prefill_calls,
         prefill_ms=prefill_ms,
-        draft_ms=draft_ms,
-        verify_ms=verify_ms,
-        wall_ms=wall_ms,
-        tokens_per_s=len(new_ids) / (wall_ms / 1000.0) if wall_ms > 0 else float("nan"),
-        draft_ms_per_token=(draft_ms / drafted) if drafted else None,
-        verify_ms_per_call=(verify_ms / len(steps)) if steps else None,
-        single_token_ms=(sum(single) / len(single)) if single else None,
+        wall_ms=steps[-1].elapsed_ms if steps else 0.0,
+        single_token_ms=[s.verify_ms for s in steps if not s.drafted],
         stopped=stopped,
     )
     return GenerationResult(
