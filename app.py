@@ -25,6 +25,7 @@ from visual.bench_ui import build_benchmark_tab
 from visual.lab_ui import build_lab_tabs
 from visual.playground_tab import build_playground_tab
 from visual.share import PREFILL_KEYS, prefill_from_query, prefill_updates
+from visual.warmup import Warmup
 
 INTRO = (
     "Watch **lossless speculative decoding** step by step: a cheap *drafter* proposes γ tokens, the *target* model "
@@ -90,8 +91,6 @@ def launch_kwargs(port: int | None = None) -> dict:
 
 
 def main() -> None:
-    from visual.warmup import Warmup
-
     cfg = load_config()
     warmup = Warmup(cfg.default_preset).start()  # models load once, in the background, at start-up
     build_demo(warmup=warmup).launch(**launch_kwargs())

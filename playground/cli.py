@@ -166,7 +166,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Subcommands with their own parsers.
+    # Subcommands with their own parsers, imported when chosen: `presets` and `--help` stay
+    # free of torch and model code.
     if argv and argv[0] == "loadtest":
         from playground import loadtest
 

@@ -35,7 +35,10 @@ from dataclasses import asdict, dataclass
 import torch
 from transformers import DynamicCache
 
+from playground.api import resolve
+from playground.bench import load_prompts
 from playground.drafters.early_exit import exit_model, num_layers
+from playground.models import load_pair
 
 
 @dataclass(frozen=True)
@@ -124,10 +127,6 @@ def scan(target, tokenizer, prompts: list[str], max_new_tokens: int = 32, reps: 
 
 
 def main(argv: list[str] | None = None) -> int:
-    from playground.api import resolve
-    from playground.bench import load_prompts
-    from playground.models import load_pair
-
     ap = argparse.ArgumentParser(prog="python -m playground.exit_scan", description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default=None)
     ap.add_argument("--max-new-tokens", type=int, default=32)

@@ -109,7 +109,7 @@ def availability(preset: Preset) -> tuple[bool, str]:
     if preset.source == "builtin":
         return True, ""
     if preset.source == "packaged":
-        from playground import convert
+        from playground import convert  # the GGUF reader: only packaged presets need it
 
         try:
             for key in (preset.target, preset.drafter_model):
