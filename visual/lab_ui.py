@@ -40,7 +40,13 @@ from playground import trace_io
 from playground.config import AppConfig, load_config
 from playground.engine import MAX_GAMMA
 from playground.lab.budget import Budget, LabCancelled
-from playground.lab.distribution import MAX_SAMPLES, MAX_SAMPLES_SLOW, DistributionCheck, distribution_check
+from playground.lab.distribution import (
+    MAX_SAMPLES,
+    MAX_SAMPLES_SLOW,
+    DistributionCheck,
+    DistributionSettings,
+    distribution_check,
+)
 from playground.lab.equality import equality_check
 from playground.lab.quiz import Scoreboard, question, question_steps, reveal
 from playground.lab.rules import DEFAULT_RULE, RULE_INFO, rule_choices
@@ -209,6 +215,14 @@ def _dist_outputs(check: DistributionCheck | None, history: list, status: str):
     return vlab.distribution_figure(check), vlab.distribution_html(check), vlab.rules_table(history), history, status
 
 
+def _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed, rule: str = DEFAULT_RULE):
+    """The distribution tab's inputs as checked settings (gr.Error for a value that is not a whole number)."""
+    return DistributionSettings(
+        prompt, preset=preset, rule=rule, n_samples=_int(n, "N"), n_tokens=_int(n_tokens, "tokens per continuation"),
+        temperature=float(temperature), gamma=_int(gamma, "γ"), seed=_int(seed, "seed"),
+    )
+
+
 def _reference(history: list) -> DistributionCheck | None:
     return history[0] if history else None
 
@@ -220,11 +234,10 @@ def _stopped_outputs(history):
 def run_distribution(prompt, preset, rule, n, n_tokens, temperature, gamma, seed, history, request: gr.Request = None,
                      progress=gr.Progress()):
     history = list(history or [])
+    settings = _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed, rule=rule)
     try:
         check = _run_errors(
-            distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
-            n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature), gamma=_int(gamma, "γ"),
-            seed=_int(seed, "seed"), progress=_progress_adapter(progress), reference=_reference(history),
+            distribution_check, settings, progress=_progress_adapter(progress), reference=_reference(history),
             budget=_budget(preset, request),
         )
     except _Stopped:
@@ -255,6 +268,7 @@ def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, his
     rules = list(RULE_INFO)
     done: list[DistributionCheck] = []
     ref = _reference(history)
+    base = _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed)
     last = None
     try:
         for i, rule in enumerate(rules):
@@ -265,12 +279,8 @@ def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, his
                 if report:
                     report((i + f) / len(rules), f"rule {i + 1}/{len(rules)} ({rule}): {msg}")
 
-            last = _run_errors(
-                distribution_check, prompt, preset=preset, rule=rule, n_samples=_int(n, "N"),
-                n_tokens=_int(n_tokens, "tokens per continuation"), temperature=float(temperature),
-                gamma=_int(gamma, "γ"), seed=_int(seed, "seed"), progress=sub, reference=ref,
-                budget=budget.share(1.0 / (len(rules) - i)),
-            )
+            last = _run_errors(distribution_check, replace(base, rule=rule), progress=sub, reference=ref,
+                               budget=budget.share(1.0 / (len(rules) - i)))
             ref = last if ref is None or not _same_settings(ref, last) else ref
             done.append(last)
     except (_Stopped, LabCancelled):
