@@ -572,9 +572,10 @@ def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
 
     from visual import lab_ui
 
-    with gr.Blocks():
+    with gr.Blocks() as demo:
         with gr.Tab("Classroom lab"):
             tabs = lab_ui.build_lab_tabs()
+        tabs.wire(demo)
     assert tabs.on_load is not None and len(tabs.load_outputs) > 10
     rule_radio = tabs.components["d_rule"]
     assert rule_radio.value == "lossless"

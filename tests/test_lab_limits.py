@@ -252,7 +252,7 @@ def test_stop_buttons_cancel_the_heavy_events_and_the_running_loop():
     from visual import lab_ui
 
     with gr.Blocks() as demo:
-        tabs = lab_ui.build_lab_tabs(wire_query=False)
+        tabs = lab_ui.build_lab_tabs()
     c = tabs.components
     deps = demo.get_config_file()["dependencies"]
 
@@ -369,7 +369,7 @@ def test_a_shared_link_never_renders_as_link_or_markup():
     import gradio as gr
 
     with gr.Blocks():
-        tabs = lab_ui.build_lab_tabs(wire_query=False)
+        tabs = lab_ui.build_lab_tabs()
     assert isinstance(tabs.components["prefill_note"], gr.HTML)
     out = tabs.on_load(SimpleNamespace(query_params=HOSTILE_QUERY))
     assert out[0] == html
