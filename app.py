@@ -54,7 +54,7 @@ def _playground(cfg, warmup=None):
 # return a function wire(demo), called once the Blocks exist (e.g. for demo.load events).
 TABS: list[tuple[str | None, object]] = [
     ("Playground", _playground),
-    ("Classroom lab", lambda cfg, warmup: build_lab_tabs(cfg, warmup)),
+    ("Classroom lab", lambda cfg, warmup: build_lab_tabs(cfg, warmup).wire),
     ("Benchmark", lambda cfg, warmup: build_benchmark_tab(cfg, warmup)),
 ]
 

@@ -22,7 +22,7 @@ from scipy import stats as sps
 from playground.config import load_config
 from playground.engine import MAX_GAMMA, GenerationConfig, run
 from playground.lab.context import LabContext
-from playground.lab.distribution import MAX_SAMPLES, display_bins, distribution_check
+from playground.lab.distribution import MAX_SAMPLES, DistributionSettings, display_bins, distribution_check
 from playground.lab.equality import Divergence, EqualityCheck, TokenLogit, diff_tokens, divergence_logits, equality_check
 from playground.lab.quiz import Question, Scoreboard, question, question_steps, reveal, score_rate_guess
 from playground.lab.stats import (
@@ -243,7 +243,8 @@ def ctx():
 
 @pytest.fixture(scope="module")
 def reference(ctx):
-    return distribution_check(PROMPT, ctx=ctx, rule="lossless", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
+    settings = DistributionSettings(PROMPT, rule="lossless", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
+    return distribution_check(settings, ctx=ctx)
 
 
 def test_memoised_models_change_nothing(ctx):
@@ -269,8 +270,8 @@ def test_lossless_rule_passes(reference):
 
 @pytest.mark.parametrize("rule", ["softmax-q", "target-sample", "bonus-wrong-position", "typical"])
 def test_each_wrong_or_lossy_rule_drifts_detectably(ctx, reference, rule):
-    r = distribution_check(PROMPT, ctx=ctx, rule=rule, n_samples=N, n_tokens=2, temperature=1.0, seed=0,
-                           reference=reference)
+    r = distribution_check(DistributionSettings(PROMPT, rule=rule, n_samples=N, n_tokens=2, temperature=1.0, seed=0),
+                           ctx=ctx, reference=reference)
     assert r.target is reference.target  # the target-only sample was reused, not redrawn
     assert r.p_value < ALPHA, (rule, r.tv, r.p_value)
     assert r.chi2_exact.p_value < ALPHA
@@ -281,26 +282,27 @@ def test_each_wrong_or_lossy_rule_drifts_detectably(ctx, reference, rule):
 
 
 def test_exact_match_is_lossless_but_wastes_drafts(ctx, reference):
-    r = distribution_check(PROMPT, ctx=ctx, rule="exact-match", n_samples=N, n_tokens=2, temperature=1.0, seed=0,
-                           reference=reference)
+    settings = DistributionSettings(PROMPT, rule="exact-match", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
+    r = distribution_check(settings, ctx=ctx, reference=reference)
     assert r.p_value > ALPHA and r.chi2_exact.p_value > ALPHA
     assert r.spec.acceptance_rate < 0.6 * reference.spec.acceptance_rate
 
 
 def test_distribution_check_rejects_bad_settings(ctx):
     with pytest.raises(ValueError, match="equality check"):
-        distribution_check(PROMPT, ctx=ctx, temperature=0.0, n_samples=100)
+        distribution_check(DistributionSettings(PROMPT, temperature=0.0, n_samples=100), ctx=ctx)
     with pytest.raises(ValueError, match="rule"):
-        distribution_check(PROMPT, ctx=ctx, rule="yolo", n_samples=100)
+        distribution_check(DistributionSettings(PROMPT, rule="yolo", n_samples=100), ctx=ctx)
     with pytest.raises(ValueError, match="N"):
-        distribution_check(PROMPT, ctx=ctx, n_samples=MAX_SAMPLES + 1)
+        distribution_check(DistributionSettings(PROMPT, n_samples=MAX_SAMPLES + 1), ctx=ctx)
     with pytest.raises(ValueError, match="tokens per continuation"):
-        distribution_check(PROMPT, ctx=ctx, n_tokens=4, n_samples=100)
+        distribution_check(DistributionSettings(PROMPT, n_tokens=4, n_samples=100), ctx=ctx)
 
 
 def test_distribution_check_progress_and_one_token_note(ctx):
     seen = []
-    r = distribution_check(PROMPT, ctx=ctx, n_samples=200, n_tokens=1, progress=lambda f, m: seen.append(f))
+    r = distribution_check(DistributionSettings(PROMPT, n_samples=200, n_tokens=1),
+                           ctx=ctx, progress=lambda f, m: seen.append(f))
     assert seen and seen[-1] == 1.0 and all(0 <= f <= 1 for f in seen) and seen == sorted(seen)
     assert any("1-token" in n for n in r.notes)
     rows = display_bins(r, max_bins=5)
@@ -570,9 +572,10 @@ def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
 
     from visual import lab_ui
 
-    with gr.Blocks():
+    with gr.Blocks() as demo:
         with gr.Tab("Classroom lab"):
             tabs = lab_ui.build_lab_tabs()
+        tabs.wire(demo)
     assert tabs.on_load is not None and len(tabs.load_outputs) > 10
     rule_radio = tabs.components["d_rule"]
     assert rule_radio.value == "lossless"

@@ -29,7 +29,7 @@ from playground.config import load_config
 from playground.engine import GenerationConfig, run
 from playground.lab.budget import Budget, LabCancelled, default_wall_s
 from playground.lab.context import LabContext
-from playground.lab.distribution import distribution_check, sample_continuations
+from playground.lab.distribution import DistributionSettings, distribution_check, sample_continuations
 from playground.lab.equality import equality_check
 from playground.lab.memo import MemoModel, _owned
 from playground.lab.quiz import question, question_steps, reveal
@@ -110,16 +110,16 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
     def progress(fraction, message):
         side["speculative"] = message.startswith("speculative")
 
-    check = distribution_check(PROMPT, ctx=ctx, n_samples=n, n_tokens=2, temperature=1.0, seed=0,
-                               budget=Budget(60.0, clock=tick), progress=progress)
+    check = distribution_check(DistributionSettings(PROMPT, n_samples=n, n_tokens=2, temperature=1.0, seed=0),
+                               ctx=ctx, budget=Budget(60.0, clock=tick), progress=progress)
     k = check.spec.n
     assert 1 <= k < n and check.target.n == k  # the target side draws as many as the speculative side got
     assert sum(check.spec_counts) == sum(check.target_counts) == k
     assert check.partial and "Stopped after 60 s" in check.stopped and f"{k:,} of {n:,}" in check.stopped
     assert check.reading.startswith("PARTIAL RESULT") and f"N = {k:,} continuations per side" in check.reading
     # sample i always uses generator (seed, i): the stopped sample is exactly the first k of a full one
-    full = distribution_check(PROMPT, ctx=ctx, n_samples=k, n_tokens=2, temperature=1.0, seed=0,
-                              budget=Budget(None))
+    full = distribution_check(DistributionSettings(PROMPT, n_samples=k, n_tokens=2, temperature=1.0, seed=0),
+                              ctx=ctx, budget=Budget(None))
     assert not full.partial and full.stopped == ""
     as_dict = lambda c: {o: (s, t) for o, s, t in zip(c.outcomes, c.spec_counts, c.target_counts)}  # noqa: E731
     assert as_dict(check) == as_dict(full)
@@ -134,8 +134,8 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
 
 
 def test_a_spent_budget_still_gives_one_continuation_per_side(ctx):
-    check = distribution_check(PROMPT, ctx=ctx, n_samples=100, n_tokens=2, temperature=1.0, seed=0,
-                               budget=Budget(0.0))
+    check = distribution_check(DistributionSettings(PROMPT, n_samples=100, n_tokens=2, temperature=1.0, seed=0),
+                               ctx=ctx, budget=Budget(0.0))
     assert check.spec.n == check.target.n == 1 and check.partial
     assert 0.0 <= check.tv <= 1.0  # statistics on what was collected, no crash
 
@@ -149,8 +149,8 @@ def test_stop_raises_between_continuations(ctx):
 
     seen = []
     with pytest.raises(LabCancelled):
-        distribution_check(PROMPT, ctx=ctx, n_samples=1000, n_tokens=2, temperature=1.0, seed=0,
-                           budget=Budget(None, cancelled=cancelled), progress=lambda f, m: seen.append(m))
+        distribution_check(DistributionSettings(PROMPT, n_samples=1000, n_tokens=2, temperature=1.0, seed=0),
+                           ctx=ctx, budget=Budget(None, cancelled=cancelled), progress=lambda f, m: seen.append(m))
     assert looks["n"] == 6  # raised at the first look after Stop, i.e. before continuation 6
     assert all("speculative" in m for m in seen)  # never reached the target-only side or the statistics
 
@@ -252,7 +252,7 @@ def test_stop_buttons_cancel_the_heavy_events_and_the_running_loop():
     from visual import lab_ui
 
     with gr.Blocks() as demo:
-        tabs = lab_ui.build_lab_tabs(wire_query=False)
+        tabs = lab_ui.build_lab_tabs()
     c = tabs.components
     deps = demo.get_config_file()["dependencies"]
 
@@ -369,7 +369,7 @@ def test_a_shared_link_never_renders_as_link_or_markup():
     import gradio as gr
 
     with gr.Blocks():
-        tabs = lab_ui.build_lab_tabs(wire_query=False)
+        tabs = lab_ui.build_lab_tabs()
     assert isinstance(tabs.components["prefill_note"], gr.HTML)
     out = tabs.on_load(SimpleNamespace(query_params=HOSTILE_QUERY))
     assert out[0] == html

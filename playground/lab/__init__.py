@@ -1,8 +1,8 @@
 """The classroom lab: check losslessness, break it on purpose, reason about speed.
 
 Pure logic (no gradio, plotly or ``visual``); the renderers live in ``visual/lab.py`` and
-the tabs in ``visual/lab_ui.py``.  One idea per module, each importing only the ones
-listed before it:
+the tabs in ``visual/lab_tabs/`` (assembled by ``visual/lab_ui.py``).  One idea per module,
+each importing only the ones listed before it:
 
 * ``budget``: ``Budget`` (time limit and Stop for heavy actions), ``LabCancelled``, ``Progress``.
 * ``rules``: the verification rules as the lab presents them (``RULE_INFO``).

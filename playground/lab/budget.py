@@ -7,7 +7,7 @@ pressed they raise ``LabCancelled``.  ``Progress`` is the callback the actions r
 through: ``progress(fraction done, message)``.
 
 This module does not run or measure anything and knows nothing of sessions: the Stop
-buttons' per-session bookkeeping is ``visual.lab_ui.StopRequests``.
+buttons' per-session bookkeeping is ``visual.lab_tabs.stop.StopRequests``.
 """
 
 from __future__ import annotations

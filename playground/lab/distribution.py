@@ -1,6 +1,8 @@
 """The distribution check: N short continuations with speculative sampling (any rule) and with the target alone.
 
-``distribution_check`` draws both samples with ``sample_continuations`` (the engine loop
+``distribution_check`` takes a frozen ``DistributionSettings`` (what to draw) and the runtime
+services as keywords (models, progress, a reference check, the time budget).  It validates
+the settings, draws both samples with ``sample_continuations`` (the engine loop
 per sample, a generator per sample, memoised models: fast), computes the target's exact
 outcome probabilities where that is cheap (``TargetDistributions``), and compares them
 with ``lab.stats``: total variation and its noise floor, chi-square p-values, a reading in
@@ -143,6 +145,7 @@ def sample_continuations(
     config: GenerationConfig,
     n: int,
     seed: int,
+    *,
     draft_argmax: bool = False,
     progress: Progress = None,
     progress_span: tuple[float, float] = (0.0, 1.0),
@@ -274,34 +277,82 @@ class TargetDistributions:
         return table
 
 
+@dataclass(frozen=True)
+class DistributionSettings:
+    """What a distribution check draws: the prompt, the models, the rule and the sampling settings.
+
+    ``preset``/``drafter``/``dtype`` pick the models when no ``LabContext`` is passed.
+    ``gamma=None`` takes the preset's γ; ``draft_argmax=None`` picks True for rule "softmax-q"
+    (that bug needs argmax drafts) and False otherwise; ``exact=None`` computes the target's
+    exact probabilities only where cheap; ``memo`` memoises the models' forward passes.
+    Checked by ``distribution_check``, not here.
+    """
+
+    prompt: str
+    preset: str | None = "tiny-random"
+    drafter: str | None = None
+    rule: str = DEFAULT_RULE
+    n_samples: int = 2000
+    n_tokens: int = 2
+    gamma: int | None = None
+    temperature: float = 1.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    draft_argmax: bool | None = None
+    dtype: str | None = None
+    exact: bool | None = None
+    memo: bool = True
+
+
+@dataclass(frozen=True)
+class _TargetSampleKey:
+    """Everything the target-only sample depends on: equal keys, interchangeable samples."""
+
+    prompt: str
+    preset: str
+    dtype: str
+    temperature: float
+    top_k: int
+    top_p: float
+    n_tokens: int
+    n_samples: int
+    seed: int
+
+    @classmethod
+    def of(cls, check: DistributionCheck) -> "_TargetSampleKey":
+        return cls(check.prompt, check.preset, check.dtype, check.temperature, check.top_k, check.top_p,
+                   check.n_tokens, check.n_samples, check.seed)
+
+
+@dataclass(frozen=True)
+class _Plan:
+    """A validated check: the settings with every value resolved, the prompt's ids, both engine configs."""
+
+    settings: DistributionSettings  # n_tokens, n_samples, seed, gamma, draft_argmax resolved and checked
+    prompt_ids: list[int]
+    spec_cfg: GenerationConfig
+    ar_cfg: GenerationConfig
+    notes: tuple[str, ...]
+
+    def target_key(self, ctx: LabContext) -> _TargetSampleKey:
+        s = self.settings
+        return _TargetSampleKey(s.prompt, ctx.preset.name, ctx.pair.dtype, s.temperature, s.top_k, s.top_p,
+                                s.n_tokens, s.n_samples, s.seed)
+
+
 def distribution_check(
-    prompt: str,
+    settings: DistributionSettings,
     *,
-    preset: str | None = "tiny-random",
-    drafter: str | None = None,
-    rule: str = DEFAULT_RULE,
-    n_samples: int = 2000,
-    n_tokens: int = 2,
-    gamma: int | None = None,
-    temperature: float = 1.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
-    draft_argmax: bool | None = None,
-    dtype: str | None = None,
-    exact: bool | None = None,
-    memo: bool = True,
-    progress: Progress = None,
     ctx: LabContext | None = None,
+    progress: Progress = None,
     reference: DistributionCheck | None = None,
     budget: Budget | None = None,
     cache_bytes: int | None = None,
 ) -> DistributionCheck:
-    """Speculative (with ``rule``) vs target-only: N continuations of ``n_tokens`` tokens each.
+    """Speculative (with ``settings.rule``) vs target-only: N continuations of ``n_tokens`` tokens each.
 
-    draft_argmax=None picks True for rule "softmax-q" (that bug needs argmax drafts) and
-    False otherwise.  exact=None computes the target's exact probabilities (for the "p vs exact"
-    test and the histogram's markers) only where cheap: tiny models, or few distinct prefixes.
+    ``ctx``: the loaded models (default: a ``LabContext`` for the settings' preset, drafter, dtype).
     ``reference``: an earlier check whose target-only sample is reused when
     it was drawn with the same prompt, preset, sampling settings, N, length and seed (so
     comparing rules costs one target-only sample).
@@ -311,72 +362,109 @@ def distribution_check(
     speculative side got; a stopped check is marked ``partial`` and says so in ``stopped`` and
     its reading.  ``cache_bytes``: the memo tables' cap (default ``limits.lab_cache_bytes``).
     """
-    if rule not in RULE_INFO:
-        raise ValueError(f"rule must be one of {', '.join(RULE_INFO)}, got {rule!r}")
-    n_tokens = whole_number("tokens per continuation", n_tokens, 1, MAX_CONT_TOKENS)
-    seed = whole_number("seed", seed, 0, 2**63 - 1)
-    lim = load_config().limits
-    if check_temperature(temperature, lim.max_temperature) == 0.0:
-        raise ValueError(
-            f"the distribution check needs sampling: temperature must be in (0, {lim.max_temperature}] "
-            "(at temperature 0 use the greedy equality check)"
-        )
-    ctx = ctx or LabContext(preset, drafter, dtype)
+    settings = _check_model_free(settings)
+    ctx = ctx or LabContext(settings.preset, settings.drafter, settings.dtype)
     budget = budget if budget is not None else Budget(default_wall_s(ctx.preset))
-    cap = MAX_SAMPLES if ctx.fast else MAX_SAMPLES_SLOW
-    n_samples = whole_number("N", n_samples, 10, cap)
-    g = whole_number("gamma", ctx.preset.gamma if gamma is None else gamma, 1, min(MAX_GAMMA, lim.max_gamma))
-    if draft_argmax is None:
-        draft_argmax = rule == "softmax-q"
-    ids = ctx.encode(prompt)
-    notes: list[str] = []
-    if n_tokens == 1:
-        notes.append(
-            "With 1-token continuations no draft is ever made (a step always adds one token of its own), so "
-            "every rule is trivially exact: use 2 or 3 tokens to see the rules at work."
-        )
-    if rule == "softmax-q" and (ctx.drafter_kind != "model" or not draft_argmax):
-        notes.append(
-            "Rule (a) only differs from the correct rule when a model drafter drafts its argmax at T > 0 "
-            "(the drafter's softmax is then available to misuse); here it behaves like the correct rule."
-        )
-    spec_cfg = GenerationConfig(
-        mode="speculative", gamma=int(g), temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-        seed=int(seed), max_new_tokens=int(n_tokens), trace=False, rule=rule,
-    )
-    ar_cfg = replace(spec_cfg, mode="autoregressive", rule=DEFAULT_RULE)
-    reuse = reference is not None and _same_reference(reference, prompt, ctx, float(temperature), int(top_k),
-                                                      float(top_p), n_tokens, n_samples, seed)
+    plan = _plan(settings, ctx)
+    s = plan.settings
+    reuse = reference is not None and _TargetSampleKey.of(reference) == plan.target_key(ctx)
     spec_counts, spec_stats = sample_continuations(
-        ctx, ids, spec_cfg, n_samples, seed, draft_argmax, progress, (0.0, 0.96 if reuse else 0.48), memo,
-        budget if reuse else budget.share(0.5), cache_bytes,
+        ctx, plan.prompt_ids, plan.spec_cfg, s.n_samples, s.seed, draft_argmax=s.draft_argmax, progress=progress,
+        progress_span=(0.0, 0.96 if reuse else 0.48), memo=s.memo, budget=budget if reuse else budget.share(0.5),
+        cache_bytes=cache_bytes,
     )
     if reuse:
         tgt_counts = Counter({o: c for o, c in zip(reference.outcomes, reference.target_counts) if c})
         tgt_stats = reference.target
     else:
-        span = (0.48, 0.96)
-        tgt_counts, tgt_stats = sample_continuations(ctx, ids, ar_cfg, spec_stats.n, seed, False, progress, span, memo,
-                                                     budget, cache_bytes)
+        tgt_counts, tgt_stats = sample_continuations(
+            ctx, plan.prompt_ids, plan.ar_cfg, spec_stats.n, s.seed, draft_argmax=False, progress=progress,
+            progress_span=(0.48, 0.96), memo=s.memo, budget=budget, cache_bytes=cache_bytes,
+        )
     stopped = ""
-    if spec_stats.n < n_samples or tgt_stats.n < n_samples:
-        stopped = stopped_message(budget, spec_stats.n, tgt_stats.n, n_samples)
+    if spec_stats.n < s.n_samples or tgt_stats.n < s.n_samples:
+        stopped = stopped_message(budget, spec_stats.n, tgt_stats.n, s.n_samples)
     budget.expired()  # raises if Stop was pressed meanwhile: nobody waits for the statistics
     if progress is not None:
         progress(0.97, "statistics")
-    outcomes = sorted(set(spec_counts) | set(tgt_counts), key=lambda o: (-(spec_counts[o] + tgt_counts[o]), o))
-    probs = table = None
+    check = _compare(ctx, plan, spec_counts, spec_stats, tgt_counts, tgt_stats, stopped, progress)
+    if progress is not None:
+        progress(1.0, "done")
+    return check
+
+
+def _check_model_free(s: DistributionSettings) -> DistributionSettings:
+    """The checks that need no model (the rule, the length, the seed, a sampling temperature), before
+    any model loads; the settings come back with the length and seed as ints."""
+    if s.rule not in RULE_INFO:
+        raise ValueError(f"rule must be one of {', '.join(RULE_INFO)}, got {s.rule!r}")
+    n_tokens = whole_number("tokens per continuation", s.n_tokens, 1, MAX_CONT_TOKENS)
+    seed = whole_number("seed", s.seed, 0, 2**63 - 1)
+    lim = load_config().limits
+    if check_temperature(s.temperature, lim.max_temperature) == 0.0:
+        raise ValueError(
+            f"the distribution check needs sampling: temperature must be in (0, {lim.max_temperature}] "
+            "(at temperature 0 use the greedy equality check)"
+        )
+    return replace(s, n_tokens=n_tokens, seed=seed)
+
+
+def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
+    """Resolve and check what depends on the models (N's cap, the preset's γ), encode the prompt.
+
+    ``settings`` have passed ``_check_model_free``."""
+    lim = load_config().limits
+    cap = MAX_SAMPLES if ctx.fast else MAX_SAMPLES_SLOW
+    n_samples = whole_number("N", settings.n_samples, 10, cap)
+    g = whole_number("gamma", ctx.preset.gamma if settings.gamma is None else settings.gamma, 1,
+                     min(MAX_GAMMA, lim.max_gamma))
+    draft_argmax = settings.rule == "softmax-q" if settings.draft_argmax is None else settings.draft_argmax
+    s = replace(
+        settings, n_samples=n_samples, gamma=int(g), draft_argmax=draft_argmax,
+        temperature=float(settings.temperature), top_k=int(settings.top_k), top_p=float(settings.top_p),
+    )
+    notes: list[str] = []
+    if s.n_tokens == 1:
+        notes.append(
+            "With 1-token continuations no draft is ever made (a step always adds one token of its own), so "
+            "every rule is trivially exact: use 2 or 3 tokens to see the rules at work."
+        )
+    if s.rule == "softmax-q" and (ctx.drafter_kind != "model" or not s.draft_argmax):
+        notes.append(
+            "Rule (a) only differs from the correct rule when a model drafter drafts its argmax at T > 0 "
+            "(the drafter's softmax is then available to misuse); here it behaves like the correct rule."
+        )
+    spec_cfg = GenerationConfig(
+        mode="speculative", gamma=s.gamma, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
+        seed=int(s.seed), max_new_tokens=int(s.n_tokens), trace=False, rule=s.rule,
+    )
+    ar_cfg = replace(spec_cfg, mode="autoregressive", rule=DEFAULT_RULE)
+    return _Plan(s, ctx.encode(s.prompt), spec_cfg, ar_cfg, tuple(notes))
+
+
+def _exact_probabilities(ctx: LabContext, plan: _Plan, outcomes: list[tuple[int, ...]], n_spec: int,
+                         progress: Progress):
+    """(p(outcome) for every outcome seen, every outcome with p >= 5/n_spec) or Nones where not computed."""
     n_prefixes = len({o[:j] for o in outcomes for j in range(len(o))})
+    exact = plan.settings.exact
     if exact is None:
         exact = ctx.fast or n_prefixes <= 32
-    if exact:
-        dists = TargetDistributions(ctx, ids, spec_cfg.sampling)
-        if n_prefixes <= 20_000:
-            if progress is not None:
-                progress(0.97, "the target's exact probabilities")
-            dists.ensure(o[:j] for o in outcomes for j in range(len(o)))  # batched
-            probs = {o: dists.prob(o) for o in outcomes}
-            table = dists.table(n_tokens, 5.0 / max(spec_stats.n, 1))
+    if not exact or n_prefixes > 20_000:
+        return None, None
+    dists = TargetDistributions(ctx, plan.prompt_ids, plan.spec_cfg.sampling)
+    if progress is not None:
+        progress(0.97, "the target's exact probabilities")
+    dists.ensure(o[:j] for o in outcomes for j in range(len(o)))  # batched
+    probs = {o: dists.prob(o) for o in outcomes}
+    return probs, dists.table(plan.settings.n_tokens, 5.0 / max(n_spec, 1))
+
+
+def _compare(ctx: LabContext, plan: _Plan, spec_counts: Counter, spec_stats: SampleStats, tgt_counts: Counter,
+             tgt_stats: SampleStats, stopped: str, progress: Progress) -> DistributionCheck:
+    """The statistics of the two samples (and the exact probabilities), read in plain words."""
+    s = plan.settings
+    outcomes = sorted(set(spec_counts) | set(tgt_counts), key=lambda o: (-(spec_counts[o] + tgt_counts[o]), o))
+    probs, table = _exact_probabilities(ctx, plan, outcomes, spec_stats.n, progress)
     chi = chi_square_homogeneity(spec_counts, tgt_counts)
     tv = total_variation(spec_counts, tgt_counts)
     noise = tv_noise_floor(spec_counts, tgt_counts)
@@ -387,29 +475,27 @@ def distribution_check(
         tv_exact = 0.5 * (sum(abs(spec_counts[o] / n - probs[o]) for o in outcomes) + max(0.0, 1.0 - seen))
     if table is not None:
         chi_exact = chi_square_goodness_of_fit(spec_counts, table)
-    info = RULE_INFO[rule]
+    info = RULE_INFO[s.rule]
     reading = plain_reading(tv, noise, chi.p_value, spec_stats.n, info.category, n_other=tgt_stats.n)
     if stopped:
         reading = f"PARTIAL RESULT — {stopped} " + reading
     sa = spec_stats.acceptance_rate
     if sa is not None:
         reading += f" Acceptance rate of this rule here: {sa:.0%} of judged drafts."
-    if progress is not None:
-        progress(1.0, "done")
     return DistributionCheck(
-        prompt=prompt,
+        prompt=s.prompt,
         preset=ctx.preset.name,
         drafter=ctx.drafter_kind,
-        rule=rule,
+        rule=s.rule,
         category=info.category,
-        temperature=float(temperature),
-        top_k=int(top_k),
-        top_p=float(top_p),
-        gamma=int(g),
-        n_tokens=int(n_tokens),
-        n_samples=int(n_samples),
-        seed=int(seed),
-        draft_argmax=bool(draft_argmax),
+        temperature=s.temperature,
+        top_k=s.top_k,
+        top_p=s.top_p,
+        gamma=s.gamma,
+        n_tokens=int(s.n_tokens),
+        n_samples=int(s.n_samples),
+        seed=int(s.seed),
+        draft_argmax=bool(s.draft_argmax),
         outcomes=tuple(outcomes),
         labels=tuple(outcome_label(o, ctx.tokenizer, ctx.pair.eos_token_ids) for o in outcomes),
         spec_counts=tuple(spec_counts[o] for o in outcomes),
@@ -423,7 +509,7 @@ def distribution_check(
         spec=spec_stats,
         target=tgt_stats,
         reading=reading,
-        notes=tuple(notes),
+        notes=plan.notes,
         dtype=ctx.pair.dtype,
         stopped=stopped,
     )
@@ -437,12 +523,6 @@ def stopped_message(budget: Budget, n_spec: int, n_target: int, n_asked: int) ->
         "on those — a smaller sample, so the test sees less; use fewer tokens, a smaller N, or the tiny model "
         "for large N."
     )
-
-
-def _same_reference(ref: DistributionCheck, prompt: str, ctx: LabContext, temperature: float, top_k: int, top_p: float,
-                    n_tokens: int, n_samples: int, seed: int) -> bool:
-    return (ref.prompt, ref.preset, ref.dtype, ref.temperature, ref.top_k, ref.top_p, ref.n_tokens, ref.n_samples,
-            ref.seed) == (prompt, ctx.preset.name, ctx.pair.dtype, temperature, top_k, top_p, n_tokens, n_samples, seed)
 
 
 def display_bins(check: DistributionCheck, max_bins: int = DISPLAY_BINS) -> list[dict[str, Any]]:

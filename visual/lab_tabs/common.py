@@ -1,0 +1,111 @@
+"""What every lab tab shares: the event settings, the starting values, input and error handling.
+
+``Setup`` is what each tab's builder starts from (limits, preset choices, defaults);
+``as_int`` and ``run_errors`` turn slider values and the engine's errors into ``gr.Error``
+messages; ``progress_adapter`` gives ``playground.lab`` a plain progress callback.
+
+This module builds no components and holds no per-user data (that lives in ``gr.State``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import gradio as gr
+
+from playground.config import AppConfig
+from playground.lab.budget import LabCancelled
+from playground.models import ModelUnavailable
+from visual.presets import preset_choices
+
+# Events that run a model share the "model" concurrency group with the Playground tab; light ones have no limit.
+MODEL_EVENT = dict(concurrency_id="model", concurrency_limit="default", api_visibility="private")
+LIGHT_EVENT = dict(concurrency_limit=None, api_visibility="private", show_progress="hidden")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every lab tab starts from: the limits, the preset choices and the defaults."""
+
+    lim: Any
+    preset_opts: list
+    start: str
+    fast: str
+    gamma0: int
+    ex_prompt: str
+    classroom: list
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A preset as the lab's dropdowns offer it (unavailable ones are labelled, not hidden)."""
+
+    name: str
+    label: str
+    available: bool
+    reason: str
+    gamma: int
+    source: str
+
+
+def lab_choices(cfg: AppConfig) -> list[Choice]:
+    return [
+        Choice(c.preset.name, c.preset.label if c.available else f"{c.preset.label} — unavailable",
+               c.available, c.reason, c.preset.gamma, c.preset.source)
+        for c in preset_choices(cfg)
+    ]
+
+
+def pick(choices: list[Choice], preferred: str) -> str:
+    """``preferred`` if it is available here, else the first available preset."""
+    by = {c.name: c for c in choices}
+    if preferred in by and by[preferred].available:
+        return preferred
+    return next((c.name for c in choices if c.available), preferred)
+
+
+def progress_adapter(progress):
+    """gradio's ``gr.Progress`` as the ``(fraction, message)`` callback ``playground.lab`` reports to."""
+    if progress is None:
+        return None
+
+    def report(fraction: float, message: str) -> None:
+        try:
+            progress(float(fraction), desc=str(message))
+        except Exception:
+            pass
+
+    return report
+
+
+def as_int(x: Any, name: str) -> int:
+    """A slider's or number box's value as an int, or a ``gr.Error`` naming the field."""
+    if x is None or (isinstance(x, float) and not math.isfinite(x)):
+        raise gr.Error(f"{name} must be a whole number.")
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        raise gr.Error(f"{name} must be a whole number, got {x!r}.") from None
+    if not v.is_integer():
+        raise gr.Error(f"{name} must be a whole number, got {x!r}.")
+    return int(v)
+
+
+class Stopped(Exception):
+    """The user pressed Stop; the handler returns without new results."""
+
+
+def run_errors(fn, *args, **kwargs):
+    """Call fn, turning the engine's clear ValueErrors into gr.Error messages."""
+    try:
+        return fn(*args, **kwargs)
+    except gr.Error:
+        raise
+    except LabCancelled:
+        raise Stopped() from None
+    except (ValueError, ModelUnavailable) as exc:
+        raise gr.Error(str(exc)) from None
+    except Exception as exc:  # keep serving; say what happened
+        raise gr.Error(f"The lab run failed: {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,158 @@
+"""Lab tab 7, Replay & share: step through a recorded or imported run, export it, make a share link.
+
+Imports are refused by size before anything reads them (``upload_too_large``), then
+parsed and checked by ``playground.trace_io``.  The classroom-preset dropdown is built
+here but wired in ``visual.lab_tabs.prefill`` (it fills every tab).  Frames are
+``visual.replay``, rendering ``visual.lab``, links ``visual.share``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import gradio as gr
+
+from playground import trace_io
+from playground.config import load_config
+from visual import lab as vlab
+from visual import replay
+from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, as_int, progress_adapter, run_errors
+from visual.share import share_query, share_url
+
+
+def _replay_outputs(trace, frame: int, source: str = ""):
+    n = replay.frame_count(trace.steps) if trace is not None else 1
+    frame = max(0, min(int(frame or 0), n - 1))
+    return (
+        gr.update(maximum=max(1, n - 1), value=frame),
+        vlab.replay_html(trace, frame),
+        vlab.trace_summary_html(trace, source),
+    )
+
+
+def run_for_replay(preset, prompt, gamma, temperature, seed, max_new_tokens, progress=gr.Progress()):
+    from playground.api import generate
+
+    res = run_errors(
+        generate, prompt, preset=preset, gamma=as_int(gamma, "γ"), temperature=float(temperature),
+        seed=as_int(seed, "seed"),
+        max_new_tokens=as_int(max_new_tokens, "tokens"), progress=progress_adapter(progress),
+    )
+    s, h, summ = _replay_outputs(res, 1, "Fresh run:")
+    return res, s, h, summ, "Generated. Step through it with ◀ ▶ or the slider."
+
+
+def upload_too_large(path, limit: int | None = None) -> str | None:
+    """Why an uploaded file is refused before anything reads it (its size on disk), or None.
+
+    Gradio has already stored the upload; ``os.stat`` tells its size without opening it, so a
+    multi-gigabyte file costs nothing more here.  The message says the size and the limit."""
+    limit = load_config().limits.max_upload_bytes if limit is None else limit
+    try:
+        size = os.stat(path).st_size
+    except OSError:
+        return "the uploaded file could not be found; upload it again"
+    if size > limit:
+        return f"the file is {trace_io.size_text(size)}; uploads are limited to {trace_io.size_text(limit)}, so it was not read"
+    return None
+
+
+def import_trace(path, current):
+    if not path:
+        return current, gr.skip(), gr.skip(), gr.skip(), ""
+    refused = upload_too_large(path)
+    if refused:
+        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {vlab.md_escape(refused)}."
+    try:
+        res = trace_io.load_trace_file(path)
+    except trace_io.TraceImportError as exc:
+        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {vlab.md_escape(exc)}."
+    except Exception as exc:  # anything unexpected is still a clear refusal
+        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file ({type(exc).__name__})."
+    s, h, summ = _replay_outputs(res, 0, f"Imported {Path(str(path)).name}:")
+    return res, s, h, summ, f"Imported a trace with {len(res.steps)} steps."
+
+
+def move(trace, frame, delta):
+    if trace is None:
+        return gr.skip(), gr.skip()
+    n = replay.frame_count(trace.steps)
+    f = max(0, min(int(frame or 0) + delta, n - 1))
+    return gr.update(value=f), vlab.replay_html(trace, f)
+
+
+def export_trace(trace):
+    if trace is None:
+        raise gr.Error("Nothing to export yet.")
+    from visual.tables import clean_json, new_export_dir
+
+    d = new_export_dir(prefix="lab-")  # bounded: only the newest exports are kept
+    p = d / "speculative_trace.json"
+
+    p.write_text(json.dumps(clean_json(trace.to_dict()), ensure_ascii=False, allow_nan=False), encoding="utf-8")
+    return str(p)
+
+
+def share_link(preset, prompt, gamma, temperature, seed, request: gr.Request = None):
+    q = share_query(preset=preset, prompt=prompt, gamma=as_int(gamma, "γ"), temperature=float(temperature),
+                    seed=as_int(seed, "seed"))
+    return share_url(request, q)
+
+
+def build_tab(c: dict[str, Any], s: Setup) -> None:
+    """7. Step through a recorded or imported run; share links and classroom presets."""
+    with gr.Tab("Replay & share"):
+        gr.Markdown(
+            "Step backwards and forwards through a recorded run, import a trace JSON exported earlier "
+            "(checked: size, JSON, schema, values — nothing in it is executed), and hand out a link that "
+            "pre-fills the settings."
+        )
+        if s.classroom:
+            with gr.Row():
+                c["r_class"] = gr.Dropdown([(cp.label, cp.slug) for cp in s.classroom], value=s.classroom[0].slug,
+                                           label="Classroom presets")
+                c["r_apply"] = gr.Button("Apply preset")
+            c["r_class_md"] = gr.Markdown(vlab.classroom_md(s.classroom[0]))
+        with gr.Row():
+            c["r_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
+            c["r_gamma"] = gr.Slider(1, s.lim.max_gamma, value=s.gamma0, step=1, label="γ")
+            c["r_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+            c["r_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+            c["r_tokens"] = gr.Slider(4, min(128, s.lim.max_new_tokens), value=32, step=1, label="New tokens")
+        c["r_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
+        with gr.Row():
+            c["r_run"] = gr.Button("Run ▸", variant="primary")
+            c["r_file"] = gr.File(label=f"Import a trace JSON (≤ {s.lim.max_trace_bytes // 1_000_000} MB)",
+                                  file_types=[".json"], type="filepath", file_count="single")
+        c["r_status"] = gr.Markdown("")
+        with gr.Row():
+            c["r_back"] = gr.Button("◀ Back")
+            c["r_frame"] = gr.Slider(0, 1, value=0, step=1, label="Frame")
+            c["r_fwd"] = gr.Button("Step ▶")
+        c["r_view"] = gr.HTML(vlab.replay_html(None, 0))
+        c["r_summary"] = gr.HTML("")
+        with gr.Row():
+            c["r_export"] = gr.DownloadButton("⬇ Export this trace (JSON)")
+            c["r_share_btn"] = gr.Button("Make a share link")
+        c["r_share"] = gr.Textbox(label="Share link (settings above)", interactive=False, buttons=["copy"])
+
+
+def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
+    """Run, import, the frame controls, export and the share link; nothing here has a Stop button."""
+    trace_state = states["trace_state"]
+    replay_out = [trace_state, c["r_frame"], c["r_view"], c["r_summary"], c["r_status"]]
+    c["r_run"].click(run_for_replay,
+                     [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"], c["r_tokens"]], replay_out,
+                     **MODEL_EVENT)
+    c["r_file"].upload(import_trace, [c["r_file"], trace_state], replay_out, **LIGHT_EVENT)
+    c["r_frame"].release(lambda t, f: vlab.replay_html(t, int(f or 0)), [trace_state, c["r_frame"]], c["r_view"],
+                         **LIGHT_EVENT)
+    c["r_back"].click(lambda t, f: move(t, f, -1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT)
+    c["r_fwd"].click(lambda t, f: move(t, f, +1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT)
+    c["r_export"].click(export_trace, trace_state, c["r_export"], **LIGHT_EVENT)
+    c["r_share_btn"].click(share_link, [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"]],
+                           c["r_share"], **LIGHT_EVENT)
+    return {}

@@ -1,0 +1,117 @@
+"""Lab tab 5, Theory bench: the cost model as sliders, and a measured point on it.
+
+The point comes from a fresh measurement (Measure, with Stop) or from the trace in the
+Replay & share tab.  The curve and the measurement are ``playground.lab.theory``; the
+figure and card are ``visual.lab``.  This module holds the tab's components, handlers
+and events.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from typing import Any
+
+import gradio as gr
+
+from playground.engine import MAX_GAMMA
+from playground.lab.theory import measure_run, measured_point, theory_curve
+from playground.sampling import predicted_speedup
+from visual import lab as vlab
+from visual.lab_tabs.common import (
+    LIGHT_EVENT,
+    MODEL_EVENT,
+    Setup,
+    Stopped,
+    as_int,
+    progress_adapter,
+    run_errors,
+)
+from visual.lab_tabs.stop import press_stop_quietly, session_budget
+
+
+def render_theory(alpha, gamma, c, v, point):
+    try:
+        curve = theory_curve(float(alpha), float(c), float(v))
+    except (TypeError, ValueError) as exc:
+        raise gr.Error(str(exc)) from None
+    return vlab.theory_figure(curve, point), vlab.theory_html(curve, as_int(gamma, "γ"), point)
+
+
+def _clamp(x: float | None, lo: float, hi: float, default: float) -> float:
+    if x is None or not math.isfinite(x):
+        return default
+    return max(lo, min(hi, float(x)))
+
+
+def measure_for_theory(prompt, preset, gamma, temperature, seed, alpha, c, v, request: gr.Request = None,
+                       progress=gr.Progress()):
+    try:
+        spec, base, point = run_errors(
+            measure_run, prompt, preset=preset, gamma=as_int(gamma, "γ"), temperature=float(temperature),
+            seed=as_int(seed, "seed"), progress=progress_adapter(progress), budget=session_budget(preset, request),
+        )
+    except Stopped:
+        return (gr.skip(),) * 6
+    a2 = _clamp(point.alpha, 0.0, 1.0, float(alpha))
+    c2 = _clamp(point.c, 0.0, 2.0, float(c))
+    v2 = _clamp(point.v, 0.5, 4.0, float(v))
+    fig, html = render_theory(a2, gamma, c2, v2, point)
+    return point, gr.update(value=round(a2, 3)), gr.update(value=round(c2, 3)), gr.update(value=round(v2, 3)), fig, html
+
+
+def theory_from_trace(trace, alpha, gamma, c, v):
+    if trace is None:
+        raise gr.Error("No trace yet: run or import one in the Replay & share tab.")
+    point = measured_point(trace.stats)
+    a2 = _clamp(point.alpha, 0.0, 1.0, float(alpha))
+    c2 = _clamp(point.c, 0.0, 2.0, float(c))
+    v2 = _clamp(point.v, 0.5, 4.0, float(v))
+    g = point.gamma or as_int(gamma, "γ")
+    if point.predicted is None and point.alpha is not None and g:  # no 1-token timing: α measured, c and v from sliders
+        point = replace(point, predicted=predicted_speedup(point.alpha, g, c2, v2))
+    fig, html = render_theory(a2, g, c2, v2, point)
+    return point, gr.update(value=round(a2, 3)), gr.update(value=g), gr.update(value=round(c2, 3)), \
+        gr.update(value=round(v2, 3)), fig, html
+
+
+def build_tab(c: dict[str, Any], s: Setup) -> None:
+    """5. The cost model as sliders, and a measured point on it."""
+    with gr.Tab("Theory bench"):
+        gr.Markdown(vlab.FORMULAS_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True}])
+        with gr.Row():
+            c["t_alpha"] = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="α: acceptance probability")
+            c["t_gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: drafts per step")
+            c["t_c"] = gr.Slider(0.0, 2.0, value=0.1, step=0.01, label="c: draft cost ÷ target cost")
+            c["t_v"] = gr.Slider(0.5, 4.0, value=1.3, step=0.05, label="v_γ: verify-pass cost ÷ 1-token cost")
+        curve0 = theory_curve(0.7, 0.1, 1.3)
+        c["t_plot"] = gr.Plot(vlab.theory_figure(curve0), show_label=False)
+        c["t_html"] = gr.HTML(vlab.theory_html(curve0, 4))
+        with gr.Accordion("You are here: measure a real run", open=True):
+            with gr.Row():
+                c["t_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
+                c["t_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label="Temperature")
+                c["t_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+            c["t_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
+            with gr.Row():
+                c["t_measure"] = gr.Button("Measure (target alone + speculative, γ from the slider) ▸",
+                                           variant="primary")
+                c["t_stop"] = gr.Button("■ Stop", variant="stop")
+                c["t_from_trace"] = gr.Button("Use the trace from Replay & share")
+
+
+def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
+    """Sliders redraw the curve; Measure (heavy) and its Stop; the point from Replay's trace."""
+    trace_state, point_state = states["trace_state"], states["point_state"]
+    theory_in = [c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], point_state]
+    for s in ("t_alpha", "t_gamma", "t_c", "t_v"):
+        c[s].change(render_theory, theory_in, [c["t_plot"], c["t_html"]], trigger_mode="always_last", **LIGHT_EVENT)
+    heavy = {"t_stop": [c["t_measure"].click(
+        measure_for_theory,
+        [c["t_prompt"], c["t_preset"], c["t_gamma"], c["t_temp"], c["t_seed"], c["t_alpha"], c["t_c"], c["t_v"]],
+        [point_state, c["t_alpha"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]], **MODEL_EVENT)]}
+    c["t_stop"].click(press_stop_quietly, None, None, cancels=heavy["t_stop"], **LIGHT_EVENT)
+    c["t_from_trace"].click(theory_from_trace, [trace_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"]],
+                            [point_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]],
+                            **LIGHT_EVENT)
+    return heavy
