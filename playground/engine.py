@@ -374,6 +374,33 @@ def _chain_step(target, drafter, state, committed, config, k_max, params, genera
                  dict(draft.info), out.hidden[n_acc] if want_hidden else None)
 
 
+def _record(step: _Step, index: int, config: GenerationConfig, drafter: Drafter | None, k_max: int, text: str,
+            step_ms: float, elapsed_ms: float, committed_tokens: int, target_cache_len: int,
+            hit_eos: bool) -> StepRecord:
+    """The StepRecord of one committed step (what the app, the trace and the lab read)."""
+    speculative = config.mode == "speculative"
+    return StepRecord(
+        index=index,
+        mode=config.mode,
+        drafter=drafter.name if speculative else None,
+        gamma=k_max if speculative else 0,
+        drafted=tuple(step.decisions),
+        n_accepted=step.n_accepted,
+        correction=step.correction,
+        emitted_ids=tuple(step.emitted),
+        emitted_text=text,
+        draft_ms=step.draft_ms,
+        verify_ms=step.verify_ms,
+        step_ms=step_ms,
+        elapsed_ms=elapsed_ms,
+        committed_tokens=committed_tokens,
+        target_cache_len=target_cache_len,
+        drafter_cache_len=drafter.cache_len() if speculative else None,
+        eos=hit_eos,
+        drafter_info=step.info,
+    )
+
+
 def stream(
     model,
     tokenizer,
@@ -443,26 +470,8 @@ def stream(
         tally.add(draft_ms=step.draft_ms, verify_ms=step.verify_ms, drafted=step.drafted, judged=step.judged,
                   n_accepted=step.n_accepted, drafter_calls=step.forward_calls, speculative=speculative)
         now = time.perf_counter()
-        record = StepRecord(
-            index=len(steps),
-            mode=config.mode,
-            drafter=drafter_name,
-            gamma=k_max if speculative else 0,
-            drafted=tuple(step.decisions),
-            n_accepted=step.n_accepted,
-            correction=step.correction,
-            emitted_ids=tuple(step.emitted),
-            emitted_text=committed_text.extend(step.emitted),
-            draft_ms=step.draft_ms,
-            verify_ms=step.verify_ms,
-            step_ms=(now - t_step) * 1000.0,
-            elapsed_ms=(now - t_start) * 1000.0,
-            committed_tokens=len(new_ids),
-            target_cache_len=len(target),
-            drafter_cache_len=drafter.cache_len() if speculative else None,
-            eos=hit_eos,
-            drafter_info=step.info,
-        )
+        record = _record(step, len(steps), config, drafter, k_max, committed_text.extend(step.emitted),
+                         (now - t_step) * 1000.0, (now - t_start) * 1000.0, len(new_ids), len(target), hit_eos)
         steps.append(record)
         yield record
         if hit_eos:

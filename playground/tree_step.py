@@ -73,6 +73,31 @@ def tree_step(target, drafter, state, committed: list[int], max_nodes: int, max_
     path = list(verdict.path)
     compact_cache(target.cache, len(tree) + 1, [0] + [1 + j for j in path])
 
+    decisions = _decisions(tree, verdict, target_probs, argmax, committed, vocab, texts, top_n)
+    emitted = [tree.tokens[j] for j in path]
+    correction = _correction(verdict, target_probs, argmax, committed + emitted, len(path), texts, top_n)
+    if correction is not None:
+        emitted = emitted + [correction.token_id]
+    last_row = 0 if not path else 1 + path[-1]
+    return TreeOutcome(
+        tree=tree,
+        decisions=tuple(decisions),
+        correction=correction,
+        emitted=emitted,
+        n_accepted=len(path),
+        hidden=hidden[last_row] if hidden is not None else None,
+        judged_depths=[(tree.depth(d.node), d.accepted) for d in verdict.decisions],
+        draft_ms=draft_ms,
+        verify_ms=verify_ms,
+        forward_calls=draft.forward_calls,
+        info={**draft.info, "tree_nodes": len(tree), "accepted_path": path},
+    )
+
+
+def _decisions(tree: DraftTree, verdict, target_probs, argmax, committed: list[int], vocab: int, texts,
+               top_n: int) -> list[DraftDecision]:
+    """One DraftDecision per node: judged nodes carry their verdict; an unjudged node its
+    p/q against its parent's row, as the step panel shows it."""
     judged = {d.node: d for d in verdict.decisions}
     decisions = []
     for i, tok in enumerate(tree.tokens):
@@ -99,37 +124,27 @@ def tree_step(target, drafter, state, committed: list[int], max_nodes: int, max_
                           if d is not None and d.residual_after is not None else ()),
         ))
 
-    emitted = [tree.tokens[j] for j in path]
-    correction = None
-    if verdict.correction_token is not None:
-        row = verdict.correction_node + 1
-        tok = verdict.correction_token
-        point = argmax[row] if argmax else None
-        correction = Correction(
-            kind=verdict.correction_kind,
-            position=len(path) + 1,
-            token_id=int(tok),
-            text=texts.in_context(committed + emitted, tok) if texts else "",
-            prob=float(verdict.correction_dist[tok]),
-            target_prob=float(target_probs[row, tok]),
-            distribution_top=top(verdict.correction_dist, top_n, texts, point),
-            target_top=row_top(target_probs, row, top_n, texts, point) if verdict.correction_kind == "resample" else (),
-            draft_top=(),
-        )
-        emitted = emitted + [int(tok)]
-    last_row = 0 if not path else 1 + path[-1]
-    return TreeOutcome(
-        tree=tree,
-        decisions=tuple(decisions),
-        correction=correction,
-        emitted=emitted,
-        n_accepted=len(path),
-        hidden=hidden[last_row] if hidden is not None else None,
-        judged_depths=[(tree.depth(d.node), d.accepted) for d in verdict.decisions],
-        draft_ms=draft_ms,
-        verify_ms=verify_ms,
-        forward_calls=draft.forward_calls,
-        info={**draft.info, "tree_nodes": len(tree), "accepted_path": path},
+    return decisions
+
+
+def _correction(verdict, target_probs, argmax, committed: list[int], n_accepted: int, texts,
+                top_n: int) -> Correction | None:
+    """The token the verdict adds after the accepted path (resample or bonus), or None."""
+    if verdict.correction_token is None:
+        return None
+    row = verdict.correction_node + 1
+    tok = verdict.correction_token
+    point = argmax[row] if argmax else None
+    return Correction(
+        kind=verdict.correction_kind,
+        position=n_accepted + 1,
+        token_id=int(tok),
+        text=texts.in_context(committed, tok) if texts else "",
+        prob=float(verdict.correction_dist[tok]),
+        target_prob=float(target_probs[row, tok]),
+        distribution_top=top(verdict.correction_dist, top_n, texts, point),
+        target_top=row_top(target_probs, row, top_n, texts, point) if verdict.correction_kind == "resample" else (),
+        draft_top=(),
     )
 
 
