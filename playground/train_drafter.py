@@ -193,7 +193,7 @@ def stage_features(args, model, rows: list[dict]) -> dict:
     prefills the new shards), then concatenated in row order."""
     from tqdm import tqdm
 
-    from playground.drafters.mtp import MTPConfig
+    from playground.drafters.mtp_head import MTPConfig
 
     fdir = Path(args.work) / "features"
     fdir.mkdir(parents=True, exist_ok=True)
@@ -240,7 +240,7 @@ def target_topk(h: torch.Tensor, E: torch.Tensor, k: int) -> tuple[torch.Tensor,
 def _prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
     from transformers import DynamicCache
 
-    from playground.drafters.mtp import text_model
+    from playground.drafters.mtp_head import text_model
 
     base = text_model(model)
     E = base.embed_tokens.weight  # [V, H] bf16 (tied output head)
@@ -461,7 +461,7 @@ def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed
 def drafter_loss(head, batch: dict, cand_emb: torch.Tensor, steps: int, kv_shape, step_weights, reg_weight=1.0):
     """Sum over draft steps j of w_j * [KL(target top-k | drafter) + CE(target argmax)], plus
     per-step top-1 agreement (teacher-forced chains)."""
-    from playground.drafters.mtp import unrolled_states
+    from playground.drafters.mtp_head import unrolled_states
 
     B, T = batch["tok"].shape
     nkv, D = kv_shape
@@ -523,7 +523,7 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
                 token_cluster=None, init_head=None):
     from tqdm import tqdm
 
-    from playground.drafters.mtp import MTPConfig, MTPHead
+    from playground.drafters.mtp_head import MTPConfig, MTPHead
 
     work = Path(args.work)
     mcfg = MTPConfig.from_target(
@@ -536,7 +536,7 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
     if init_from is not None:
         head.init_from_target(init_from)
     if init_head:
-        from playground.drafters.mtp import load_head
+        from playground.drafters.mtp_weights import load_head
 
         start = {k: v for k, v in load_head(init_head).state_dict().items() if k not in ("candidates", "token_cluster")}
         missing, unexpected = head.load_state_dict(start, strict=False)
@@ -659,7 +659,7 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
     the target's argmax at position n+j-1; it goes on to draft j+1 only if the text's next
     token is that argmax too (always for greedy text; where it happens for sampled text),
     so every judged draft sees exactly the inputs it would see in the decoding loop."""
-    from playground.drafters.mtp import unrolled_states
+    from playground.drafters.mtp_head import unrolled_states
 
     head.eval()
     cand_emb = embed_weight[cand].float()
@@ -843,7 +843,8 @@ def main(argv: list[str] | None = None) -> int:
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     t_all = time.perf_counter()
     model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
-    from playground.drafters.mtp import load_head, save_head, text_model, weight_files
+    from playground.drafters.mtp_head import text_model
+    from playground.drafters.mtp_weights import load_head, save_head, weight_files
 
     base = text_model(model)
     embed_weight = base.embed_tokens.weight.detach()

@@ -17,18 +17,9 @@ import torch
 from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
 
 from playground.drafters.base import Drafter, TargetState
-from playground.drafters.mtp import (
-    MTPConfig,
-    MTPDrafter,
-    MTPHead,
-    apply_rope,
-    load_head,
-    load_mtp_drafter,
-    rope_cos_sin,
-    save_head,
-    target_kv,
-    unrolled_states,
-)
+from playground.drafters.mtp import MTPDrafter, load_mtp_drafter, target_kv
+from playground.drafters.mtp_head import MTPConfig, MTPHead, apply_rope, rope_cos_sin, unrolled_states
+from playground.drafters.mtp_weights import load_head, save_head
 from playground.sampling import SamplingParams, logits_to_probs
 
 VOCAB = 300

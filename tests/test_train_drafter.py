@@ -84,7 +84,8 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     """gen -> features -> vocab -> clusters -> a few training steps -> int8 export -> held-out
     style evaluation, end to end on the tiny pair: the same code paths as the real run."""
     from playground import mtp_eval
-    from playground.drafters.mtp import text_model, load_head, save_head
+    from playground.drafters.mtp_head import text_model
+    from playground.drafters.mtp_weights import load_head, save_head
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
