@@ -40,7 +40,7 @@ def heldout_prompts(path: Path = HELDOUT) -> list[tuple[str, str]]:
 def heldout_rows(model, tok, work: Path, seed: int = 0) -> list[dict]:
     """Greedy (variant 0) and T=1 sampled (variant 1) continuations of every held-out prompt,
     cached in ``work/heldout`` under a hash of the prompts."""
-    from playground.train_drafter import sample_batch
+    from playground.mtp_train.gen import sample_batch
 
     items = heldout_prompts()
     key = hashlib.sha256(json.dumps([items, NEW_TOKENS, seed]).encode()).hexdigest()[:12]
@@ -74,7 +74,7 @@ def heldout_rows(model, tok, work: Path, seed: int = 0) -> list[dict]:
 
 def heldout_features(args, model, rows: list[dict], work: Path) -> dict:
     from playground.drafters.mtp_head import MTPConfig
-    from playground.train_drafter import _prefill_features
+    from playground.mtp_train.features import prefill_features
 
     key = hashlib.sha256(json.dumps([[r["ids"] for r in rows], args.topk]).encode()).hexdigest()[:12]
     path = work / "heldout" / f"features_{key}.pt"
@@ -85,7 +85,7 @@ def heldout_features(args, model, rows: list[dict], work: Path) -> dict:
         def update(self, n):
             pass
 
-    feats = _prefill_features(args, model, rows, MTPConfig.from_target(model.config), _Bar())
+    feats = prefill_features(args, model, rows, MTPConfig.from_target(model.config), _Bar())
     feats["meta"] = [{**m, "category": r["category"]} for m, r in zip(feats["meta"], rows)]
     torch.save(feats, path)
     return feats
