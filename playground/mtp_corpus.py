@@ -14,7 +14,7 @@ saying so.
 
     apt-get install python3-doc debian-reference-en debian-reference-zh-cn fortunes-zh
 
-This module does not run the target (``playground.train_drafter`` prefills the chunks).
+This module does not run the target (``playground.mtp_train.features`` prefills the chunks).
 """
 
 from __future__ import annotations

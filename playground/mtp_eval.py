@@ -40,7 +40,7 @@ def heldout_prompts(path: Path = HELDOUT) -> list[tuple[str, str]]:
 def heldout_rows(model, tok, work: Path, seed: int = 0) -> list[dict]:
     """Greedy (variant 0) and T=1 sampled (variant 1) continuations of every held-out prompt,
     cached in ``work/heldout`` under a hash of the prompts."""
-    from playground.train_drafter import sample_batch
+    from playground.mtp_train.gen import sample_batch
 
     items = heldout_prompts()
     key = hashlib.sha256(json.dumps([items, NEW_TOKENS, seed]).encode()).hexdigest()[:12]
@@ -73,8 +73,8 @@ def heldout_rows(model, tok, work: Path, seed: int = 0) -> list[dict]:
 
 
 def heldout_features(args, model, rows: list[dict], work: Path) -> dict:
-    from playground.drafters.mtp import MTPConfig
-    from playground.train_drafter import _prefill_features
+    from playground.drafters.mtp_head import MTPConfig
+    from playground.mtp_train.features import prefill_features
 
     key = hashlib.sha256(json.dumps([[r["ids"] for r in rows], args.topk]).encode()).hexdigest()[:12]
     path = work / "heldout" / f"features_{key}.pt"
@@ -85,7 +85,7 @@ def heldout_features(args, model, rows: list[dict], work: Path) -> dict:
         def update(self, n):
             pass
 
-    feats = _prefill_features(args, model, rows, MTPConfig.from_target(model.config), _Bar())
+    feats = prefill_features(args, model, rows, MTPConfig.from_target(model.config), _Bar())
     feats["meta"] = [{**m, "category": r["category"]} for m, r in zip(feats["meta"], rows)]
     torch.save(feats, path)
     return feats
@@ -108,7 +108,7 @@ def _support(head, states, first, n_idx, in_static, members):
 @torch.no_grad()
 def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, steps: int = 6) -> dict:
     """Acceptance by category and position: {"t0": {cat: {...}}, "t1": {cat: {...}}}."""
-    from playground.drafters.mtp import unrolled_states
+    from playground.drafters.mtp_head import unrolled_states
     from playground.mtp_clusters import cluster_members
 
     head = head.float().eval()
@@ -228,7 +228,7 @@ def write_bench_prompts(path: Path, per_category: int = 2) -> Path:
 
 def run_eval(args, model, tok, weights: list[str], embed_weight, scale) -> dict:
     """Evaluate each weights directory on the held-out set; print and return the results."""
-    from playground.drafters.mtp import load_head
+    from playground.drafters.mtp_weights import load_head
 
     work = Path(args.work)
     t0 = time.perf_counter()

@@ -17,18 +17,9 @@ import torch
 from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
 
 from playground.drafters.base import Drafter, TargetState
-from playground.drafters.mtp import (
-    MTPConfig,
-    MTPDrafter,
-    MTPHead,
-    apply_rope,
-    load_head,
-    load_mtp_drafter,
-    rope_cos_sin,
-    save_head,
-    target_kv,
-    unrolled_states,
-)
+from playground.drafters.mtp import MTPDrafter, load_mtp_drafter, target_kv
+from playground.drafters.mtp_head import MTPConfig, MTPHead, apply_rope, rope_cos_sin, unrolled_states
+from playground.drafters.mtp_weights import load_head, save_head
 from playground.sampling import SamplingParams, logits_to_probs
 
 VOCAB = 300
@@ -200,9 +191,9 @@ def test_q_rows_exact(target, head, params):
 
 
 def test_context_candidates_match_training_view(target, head):
-    """The training-time candidate set of chain n (train_drafter.batch_candidates) is exactly the
+    """The training-time candidate set of chain n (mtp_train.batches.batch_candidates) is exactly the
     set the drafter scores after committing x_0..x_n: static tokens + the prefix's other tokens."""
-    from playground.train_drafter import batch_candidates
+    from playground.mtp_train.batches import batch_candidates
 
     ids = rand_ids(20, seed=9)
     d = MTPDrafter(target, head, eos_token_ids=[])

@@ -14,7 +14,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.drafters.mtp import MTPDrafter, load_head, save_head
+from playground.drafters.mtp import MTPDrafter
+from playground.drafters.mtp_weights import load_head, save_head
 from playground.engine import GenerationConfig, run
 from playground.mtp_clusters import balanced_clusters, cluster_members
 from playground.sampling import SamplingParams, logits_to_probs
@@ -155,9 +156,8 @@ def test_save_load_keeps_the_clusters(tmp_path, target, head):
 
 
 def test_int8_storage_halves_the_bytes_and_stays_close(tmp_path, target):
-    from playground.drafters.mtp import weight_files
-
-    from playground.drafters.mtp import MTPConfig, MTPHead
+    from playground.drafters.mtp_head import MTPConfig, MTPHead
+    from playground.drafters.mtp_weights import weight_files
 
     big = MTPHead(MTPConfig.from_target(target.config, num_candidates=60, num_clusters=K, intermediate_size=1024))
     save_head(big, tmp_path / "bf16")

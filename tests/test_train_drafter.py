@@ -1,4 +1,4 @@
-"""The drafter-training pipeline's data generation (playground.train_drafter.stage_gen).
+"""The drafter-training pipeline's data generation (playground.mtp_train.gen.stage_gen).
 
 Tiny random target, a handful of prompts: fast, and the same code paths as the real run."""
 
@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from playground import train_drafter
+from playground.mtp_train import features, gen, train, vocab
 
 
 class _Tok:
@@ -50,13 +51,13 @@ def test_gen_workers_split_the_work_exactly_once(tmp_path, tiny_pair, n_workers)
     target, _, tok = tiny_pair
     tok = _Tok(tok)
     for k in range(n_workers):
-        train_drafter.stage_gen(_args(tmp_path, f"{k}/{n_workers}"), target, tok, PROMPTS)
+        gen.stage_gen(_args(tmp_path, f"{k}/{n_workers}"), target, tok, PROMPTS)
     pairs = _pairs(tmp_path)
     expected = sorted((i, v) for i in range(len(PROMPTS)) for v in range(3))  # greedy + 2 samples each
     assert sorted(pairs) == expected  # every (prompt, variant) once: no gap, no duplicate
     # a rerun (any worker layout) finds nothing left to do
     before = sorted(p.name for p in (tmp_path / "gen").glob("shard*.json"))
-    train_drafter.stage_gen(_args(tmp_path), target, tok, PROMPTS)
+    gen.stage_gen(_args(tmp_path), target, tok, PROMPTS)
     assert sorted(p.name for p in (tmp_path / "gen").glob("shard*.json")) == before
 
 
@@ -64,10 +65,10 @@ def test_gen_is_deterministic_and_greedy_variant_is_greedy(tmp_path, tiny_pair):
     target, _, tok = tiny_pair
     tok = _Tok(tok)
     a, b = tmp_path / "a", tmp_path / "b"
-    train_drafter.stage_gen(_args(a), target, tok, PROMPTS)
-    train_drafter.stage_gen(_args(b, "1/2"), target, tok, PROMPTS)
-    train_drafter.stage_gen(_args(b, "0/2"), target, tok, PROMPTS)
-    rows = lambda w: {(r["prompt"], r["variant"]): r["ids"] for r in train_drafter._load_rows(w)}
+    gen.stage_gen(_args(a), target, tok, PROMPTS)
+    gen.stage_gen(_args(b, "1/2"), target, tok, PROMPTS)
+    gen.stage_gen(_args(b, "0/2"), target, tok, PROMPTS)
+    rows = lambda w: {(r["prompt"], r["variant"]): r["ids"] for r in gen.load_rows(w)}
     assert rows(a) == rows(b)  # same text whichever process wrote it
     # variant 0 is the target's own greedy continuation
     for (i, v), ids in rows(a).items():
@@ -84,23 +85,24 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     """gen -> features -> vocab -> clusters -> a few training steps -> int8 export -> held-out
     style evaluation, end to end on the tiny pair: the same code paths as the real run."""
     from playground import mtp_eval
-    from playground.drafters.mtp import text_model, load_head, save_head
+    from playground.drafters.mtp_head import text_model
+    from playground.drafters.mtp_weights import load_head, save_head
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
     args = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=4, clusters_per_step=1, batch=2,
                  max_steps=3, minutes=5.0, steps_ahead=2, intermediate=64)
-    train_drafter.stage_gen(args, target, tok, PROMPTS)
-    rows = train_drafter._load_rows(tmp_path)
-    feats = train_drafter.stage_features(args, target, rows)
+    gen.stage_gen(args, target, tok, PROMPTS)
+    rows = gen.load_rows(tmp_path)
+    feats = features.stage_features(args, target, rows)
     assert feats["top_p"].shape[1] == 5 and bool((feats["top_p"][:, 0] >= feats["top_p"][:, 1]).all())
     seqs = list(range(len(rows)))
     E = text_model(target).embed_tokens.weight.detach()
-    voc = train_drafter.stage_vocab(args, feats, seqs[2:], seqs[:2], E.shape[0], tok.eos_token_id)
-    tc = train_drafter.stage_clusters(args, voc["candidates"], E)
+    voc = vocab.stage_vocab(args, feats, seqs[2:], seqs[:2], E.shape[0], tok.eos_token_id)
+    tc = vocab.stage_clusters(args, voc["candidates"], E)
     assert int((tc >= 0).sum()) == E.shape[0] - 20
-    head, tr = train_drafter.stage_train(args, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0,
-                                         token_cluster=tc)
+    head, tr = train.stage_train(args, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0,
+                                 token_cluster=tc)
     assert tr["steps"] == 3 and all(torch.isfinite(torch.tensor([h[1] for h in tr["history"]] or [0.0])))
     assert head.cluster_proj.weight.abs().sum() > 0 and torch.equal(head.token_cluster, tc)
     save_head(head, tmp_path / "out", int8=True)
