@@ -115,3 +115,73 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     assert t0["chains"] > 0 and all(0.0 <= x <= 1.0 for x in t0["conditional"] if x == x)
     assert all(0.0 <= a <= 1.0 for a in res["t1"]["all"]["alpha"] if a == a)
     assert "| tiny |" in mtp_eval.format_report(res, "x")
+
+
+@pytest.mark.parametrize("share,batch", [(0.5, 6), (0.25, 4), (0.9, 3)])
+def test_gen_share_fixes_the_generated_part_of_every_batch(share, batch):
+    import random
+
+    from playground.mtp_train.batches import pick_batch
+
+    generated, other = list(range(0, 50)), list(range(100, 400))
+    for step in range(20):
+        which = pick_batch(random.Random(step), generated, other, batch, share)
+        assert len(which) == len(set(which)) == batch
+        assert sum(i < 100 for i in which) == max(1, round(share * batch))
+    # share 0: uniform over both pools, so over many draws generated text appears in its own proportion
+    draws = [i for s in range(400) for i in pick_batch(random.Random(s), generated, other, 4, 0.0)]
+    assert abs(sum(i < 100 for i in draws) / len(draws) - 50 / 350) < 0.03
+
+
+def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_path, tiny_pair):
+    """--init-head: training starts from saved weights (a head with clusters adds fresh cluster
+    scores), the checkpoint name records it, and --gen-share alone names a valid checkpoint."""
+    from playground.drafters.mtp_head import text_model
+    from playground.drafters.mtp_weights import load_head, save_head
+
+    target, _, tok = tiny_pair
+    tok = _Tok(tok)
+    base = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=0, batch=2, max_steps=2, minutes=5.0,
+                 steps_ahead=2, intermediate=64)
+    gen.stage_gen(base, target, tok, PROMPTS)
+    feats = features.stage_features(base, target, gen.load_rows(tmp_path))
+    seqs = list(range(feats["n_seqs"]))
+    E = text_model(target).embed_tokens.weight.detach()
+    voc = vocab.stage_vocab(base, feats, seqs[2:], seqs[:2], E.shape[0], tok.eos_token_id)
+    first, _ = train.stage_train(base, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0)
+    save_head(first, tmp_path / "first")
+    start = load_head(tmp_path / "first")
+
+    more = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=4, clusters_per_step=1, batch=2,
+                 max_steps=1, minutes=5.0, steps_ahead=2, intermediate=64, lr=1e-9, gen_share=0.5)
+    tc = vocab.stage_clusters(more, start.candidates, E)
+    head, tr = train.stage_train(more, feats, seqs[2:], seqs[:2], start.candidates.clone(), target.config, E, 1.0,
+                                 token_cluster=tc, init_head=str(tmp_path / "first"))
+    assert f"_h{'first'}_g0.5" in tr["tag"]
+    assert torch.equal(head.candidates, start.candidates)
+    # lr 1e-9: one step leaves the loaded weights where they were (a fresh init would not match)
+    for name, p in start.state_dict().items():
+        if p.is_floating_point():
+            assert torch.allclose(head.state_dict()[name].float(), p.float(), atol=1e-5), name
+    assert head.cluster_proj.weight.abs().sum() > 0
+
+    alone = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=0, batch=2, max_steps=1, minutes=5.0,
+                  steps_ahead=2, intermediate=64, gen_share=0.5)
+    _, tr = train.stage_train(alone, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0)
+    assert "_h-_g0.5" in tr["tag"]
+
+
+def test_corpus_openings_are_seeded_prompts_from_every_corpus_shard(tmp_path, tiny_pair):
+    from playground import mtp_corpus
+
+    _, _, tok = tiny_pair
+    (tmp_path / "corpus_a.json").write_text(json.dumps(
+        [{"prompt": -1, "variant": -1, "source": "a", "ids": tok.encode(f"text number {i} of a"), "n_prompt": 1}
+         for i in range(10)]))
+    (tmp_path / "corpus_b.json").write_text(json.dumps(
+        [{"prompt": -1, "variant": -1, "source": "b", "ids": tok.encode(f"other {i}"), "n_prompt": 1}
+         for i in range(3)]))
+    got = mtp_corpus.openings(tok, tmp_path, 4, seed=0, n_tokens=6)
+    assert len(got) == 4 + 3 and got == mtp_corpus.openings(tok, tmp_path, 4, seed=0, n_tokens=6)
+    assert all(len(tok.encode(t)) <= 6 + 1 for t in got)
+    assert sum(t.startswith("text n") for t in got) == 4 and sum(t.startswith("other ") for t in got) == 3

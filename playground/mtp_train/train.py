@@ -103,7 +103,7 @@ def make_optimizer(head, lr: float) -> torch.optim.AdamW:
 def checkpoint_tag(args, mcfg, init_from, auto: bool, total_steps: int, init_head) -> str:
     """The checkpoint's name: every setting that changes the run (a rerun with them resumes)."""
     return f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_I{mcfg.intermediate_size}_C{mcfg.num_clusters}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{'auto' if auto else total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}" + (
-        f"_h{Path(init_head).name}_g{args.gen_share:g}" if init_head or args.gen_share else "")
+        f"_h{Path(init_head).name if init_head else '-'}_g{args.gen_share:g}" if init_head or args.gen_share else "")
 
 
 def resume(ckpt: Path, head, opt, run: TrainRun) -> None:
