@@ -14,7 +14,7 @@ import pytest
 from playground.records import Correction, GenerationResult
 from playground.sampling import accepted_length_pmf, expected_tokens_per_step, predicted_speedup
 from tests import synthetic as syn
-from visual import charts, replay, stats, tables, tokens
+from visual import charts, drafter_info, replay, stats, tables, tokens
 from visual.fmt import token_html, token_plain
 from visual.replay import DRAFT, START, VERIFY, Frame
 
@@ -465,10 +465,10 @@ def test_mtp_panel_states_what_the_drafter_read_scored_and_cost():
 
 def test_mtp_hidden_state_token_uses_the_prompt_length_when_known():
     steps = mtp_steps()
-    assert tokens.hidden_state_token(steps, 1) == ("generated", "<i>b</i>")
-    assert tokens.hidden_state_token(steps, 1, prompt_tokens=MTP_PROMPT_TOKENS) == ("generated", "<i>b</i>")
-    assert tokens.hidden_state_token(steps, 1, prompt_tokens=41) == ("generated", "c")  # exact mapping wins
-    assert tokens.hidden_state_token(steps, 0) == ("prompt", None)
+    assert drafter_info.hidden_state_token(steps, 1) == ("generated", "<i>b</i>")
+    assert drafter_info.hidden_state_token(steps, 1, prompt_tokens=MTP_PROMPT_TOKENS) == ("generated", "<i>b</i>")
+    assert drafter_info.hidden_state_token(steps, 1, prompt_tokens=41) == ("generated", "c")  # exact mapping wins
+    assert drafter_info.hidden_state_token(steps, 0) == ("prompt", None)
     html_text = tokens.step_view(PROMPT, steps, Frame(1, VERIFY), prompt_tokens=41)
     assert "position 43 (token <code class=\"tok\">c</code>)" in html_text
 
@@ -489,7 +489,7 @@ def test_mtp_panel_absent_for_other_drafters_and_tolerates_missing_keys():
     for frame in range(6):
         assert "mtp-info" not in tokens.step_view(PROMPT, lookup, replay.frame_at(lookup, frame))
     bare = replace(mtp_steps()[1], drafter_info={"hidden_from_position": None})
-    box = tokens.mtp_panel(bare, VERIFY)
+    box = drafter_info.mtp_panel(bare, VERIFY)
     assert "learned start state" in box and "vocabulary" not in box and "keys/values" not in box
     assert "3 tokens in 7.5 ms" in box
 

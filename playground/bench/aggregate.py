@@ -9,11 +9,12 @@ from __future__ import annotations
 import math
 import os
 import statistics
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from playground.bench.options import Costs, LOSSLESS_RULES, METHODS, ROW_FIELDS, Run
+from playground.bench.options import Costs, LOSSLESS_RULES, METHODS, ROW_FIELDS, Run, Spec
 
 
 
@@ -29,168 +30,209 @@ def _ratio(a, b):
 
 def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
     """Turn runs into rows (see ROW_FIELDS)."""
-    from playground.sampling import predicted_speedup
-
     groups: dict[tuple, list[Run]] = {}
     for r in runs:
         groups.setdefault((r.dtype, r.kind, r.temperature, r.spec), []).append(r)
-
-    def by_prompt(rs: list[Run], fn) -> list[float]:
-        """Median over repetitions of fn(run), per prompt."""
-        per: dict[str, list[float]] = {}
-        for r in rs:
-            val = fn(r)
-            if val is not None:
-                per.setdefault(r.prompt_id, []).append(val)
-        return [statistics.median(v) for v in per.values()]
-
-    # References: hf_generate greedy tokens per (dtype, prompt) and rep 0; AR per trace setting.
-    hf_tokens = {
-        (r.dtype, r.prompt_id): r.token_ids for r in runs if r.spec.method == "hf_generate" and r.temperature == 0
-    }
-    ar_tokens = {
-        (r.dtype, r.prompt_id): r.token_ids for r in runs if r.spec.method == "autoregressive" and r.temperature == 0
-    }
+    refs = _references(runs)
     rows: list[dict[str, Any]] = []
     base: dict[tuple, dict[str, Any]] = {}
     for (dtype, kind, temperature, spec), rs in groups.items():
-        ms = _mean(by_prompt(rs, lambda r: r.wall_ms / max(r.new_tokens, 1)))
-        decode = _mean(
-            by_prompt(
-                rs,
-                lambda r: (r.wall_ms - r.prefill_ms) / max(r.new_tokens - r.prefill_emits, 1)
-                if r.prefill_ms is not None
-                else None,
-            )
-        )
-        judged = sum(r.judged for r in rs)
-        accepted = sum(r.accepted for r in rs)
-        drafted = sum(r.drafted for r in rs)
-        steps = sum(r.steps for r in rs)
-        calls = sum(r.decode_calls for r in rs)
-        tokens = sum(r.new_tokens for r in rs)
-        decode_tokens = sum(r.new_tokens - r.prefill_emits for r in rs)  # made by decode-phase passes
-        g = spec.gamma
-        by_pos = None
-        hist_mean = None
-        if spec.method == "speculative":
-            ja = [sum(r.judged_at[i] for r in rs) for i in range(g)]
-            aa = [sum(r.accepted_at[i] for r in rs) for i in range(g)]
-            by_pos = [(a / j) if j else None for a, j in zip(aa, ja)]
-            hist = [sum(r.hist[i] for r in rs if i < len(r.hist)) for i in range(g + 1)]
-            hist_mean = (sum(n * c for n, c in enumerate(hist)) / sum(hist)) if sum(hist) else None
-        elif spec.method == "hf_assisted" and calls:
-            hist_mean = decode_tokens / calls - 1.0  # tokens per target call - the one the target adds
-        identical = first_div = None
-        identical_ar = None
-        if temperature == 0 and spec.method != "hf_generate":
-            divs = [_first_divergence(r.token_ids, hf_tokens.get((r.dtype, r.prompt_id))) for r in rs]
-            if all(d != "missing" for d in divs):
-                identical = all(d is None for d in divs)
-                hits = [d for d in divs if d is not None]
-                first_div = min(hits) if hits else None
-            divs_ar = [_first_divergence(r.token_ids, ar_tokens.get((r.dtype, r.prompt_id))) for r in rs]
-            if all(d != "missing" for d in divs_ar):
-                identical_ar = all(d is None for d in divs_ar)
-        elif temperature == 0:
-            identical = True
-        drift = None
-        if spec.method == "speculative":
-            sums = [r.drift_sum for r in rs]
-            drift = (sum(sums) / max(tokens, 1)) if all(s is not None for s in sums) else None
-        row = {
-            "method": spec.method,
-            "drafter": spec.drafter,
-            "gamma": g,
-            "tree_nodes": spec.tree_nodes,
-            "nodes_per_pass": (drafted / steps) if (steps and spec.method == "speculative") else None,
-            "temperature": temperature,
-            "prompts": kind,
-            "n_prompts": len({r.prompt_id for r in rs}),
-            "n_runs": len(rs),
-            "dtype": dtype,
-            "trace": spec.trace,
-            "rule": spec.rule,
-            "new_tokens": tokens / len(rs),
-            "ms_per_token": ms,
-            "tokens_per_s": (1000.0 / ms) if ms else None,
-            "decode_ms_per_token": decode,
-            "acceptance_rate": (accepted / judged) if judged else None,
-            "acceptance_by_position": by_pos,
-            "mean_accepted_length": hist_mean,
-            "tokens_per_target_call": (decode_tokens / calls) if calls else None,
-            "target_calls": calls / len(rs),
-            "draft_ms_per_token": (sum(r.draft_ms for r in rs) / drafted) if drafted else None,
-            "identical_to_hf": identical,
-            "identical_to_autoregressive": identical_ar,
-            "first_divergence": first_div,
-            "drift_tv": drift,
-            "peak_rss_mb": max((r.peak_rss_mb for r in rs if r.peak_rss_mb is not None), default=None),
-            "_steps": steps,
-            "_drafted": drafted,
-            "_loop": _loop_overhead(rs),
-            "_t1": (sum(r.verify_ms for r in rs) / calls) if (spec.method == "autoregressive" and calls) else None,
-            "_verify": (sum(r.verify_ms for r in rs) / calls) if calls else None,  # ms per decode target pass
-        }
+        row = _group_row(dtype, kind, temperature, spec, rs, refs)
         rows.append(row)
         if spec.method == "autoregressive":
             base[(dtype, kind, temperature, spec.trace)] = row
         if spec.method == "hf_generate":
             base[(dtype, kind, temperature, "hf")] = row
-
     chains = {(r["dtype"], r["prompts"], r["temperature"], r["trace"], r["drafter"], r["gamma"], r["rule"]): r
               for r in rows if r["method"] == "speculative" and r["tree_nodes"] == 1}
     for row in rows:
-        key = (row["dtype"], row["prompts"], row["temperature"])
-        ar = base.get(key + (row["trace"],)) or base.get(key + (False,))
-        chain = chains.get(key + (row["trace"], row["drafter"], row["gamma"], row["rule"]))
-        row["speedup_vs_chain"] = (_ratio(chain and chain["ms_per_token"], row["ms_per_token"])
-                                   if row["method"] == "speculative" and row["tree_nodes"] > 1 else None)
-        hf = base.get(key + ("hf",))
-        row["speedup_vs_autoregressive"] = _ratio(ar and ar["ms_per_token"], row["ms_per_token"])
-        row["speedup_vs_hf_generate"] = _ratio(hf and hf["ms_per_token"], row["ms_per_token"])
-        row["decode_speedup_vs_autoregressive"] = _ratio(ar and ar["decode_ms_per_token"], row["decode_ms_per_token"])
-        row["decode_speedup_vs_hf_generate"] = _ratio(hf and hf["decode_ms_per_token"], row["decode_ms_per_token"])
-        cst = costs.get(row["dtype"])
-        # t1: one single-token target pass, from the interleaved autoregressive runs
-        # (every decode pass there is one token); the microbenchmark otherwise.
-        t1 = (ar and ar["_t1"]) or (cst.ms_by_tokens.get(1) if cst else None)
-        row["t1_ms"] = t1
-        g = row["gamma"]
-        c = v = pred = pred_steps = None
-        if row["method"] == "speculative" and cst:
-            c = _ratio(row["draft_ms_per_token"] or 0.0, t1) if row["_drafted"] else 0.0
-            tree = row["tree_nodes"] > 1
-            v = cst.v(1 + (row["nodes_per_pass"] or 0)) if tree else cst.v(g + 1)
-            alpha = row["acceptance_rate"]
-            if alpha is not None and c is not None and v is not None and not tree:  # E(α, γ) is a chain's
-                pred = predicted_speedup(alpha, g, c, v)
-            if row["_steps"] and c is not None and row["tokens_per_target_call"]:
-                k_mean = row["_drafted"] / row["_steps"]
-                vk = cst.v(1 + k_mean)
-                if vk:
-                    pred_steps = row["tokens_per_target_call"] / (k_mean * c + vk)
-        elif row["method"] == "autoregressive":
-            v, pred, pred_steps = 1.0, 1.0, 1.0
-        row["c"] = c
-        row["v"] = v
-        row["v_measured"] = _ratio(row["_verify"], t1) if row["method"] == "speculative" else None
-        row["predicted_speedup"] = pred
-        row["predicted_speedup_steps"] = pred_steps
-        row["measured_over_predicted"] = _ratio(row["decode_speedup_vs_autoregressive"], pred)
-        row["measured_over_predicted_steps"] = _ratio(row["decode_speedup_vs_autoregressive"], pred_steps)
+        ar = _add_speedups(row, base, chains)
+        _add_predictions(row, ar, costs.get(row["dtype"]))
         row["loop_overhead"] = row.pop("_loop")
         row["quality"] = _quality(row)
     for row in rows:
         del row["_steps"], row["_drafted"], row["_t1"], row["_verify"]
-    order = {m: i for i, m in enumerate(METHODS)}
-    rows.sort(
-        key=lambda r: (
-            r["dtype"], r["prompts"], r["temperature"], r["trace"], order[r["method"]],
-            r["drafter"] or "", r["gamma"], r["tree_nodes"], r["rule"],
-        )
-    )  # fmt: skip
+    rows.sort(key=_sort_key)
     return [{k: _clean(row.get(k)) for k in ROW_FIELDS} for row in rows]
+
+
+def _by_prompt(rs: list[Run], fn) -> list[float]:
+    """Median over repetitions of fn(run), per prompt."""
+    per: dict[str, list[float]] = {}
+    for r in rs:
+        val = fn(r)
+        if val is not None:
+            per.setdefault(r.prompt_id, []).append(val)
+    return [statistics.median(v) for v in per.values()]
+
+
+@dataclass(frozen=True)
+class _References:
+    """Greedy reference tokens per (dtype, prompt id): hf_generate's and our autoregressive loop's."""
+
+    hf: dict[tuple[str, str], tuple[int, ...]]
+    ar: dict[tuple[str, str], tuple[int, ...]]
+
+
+def _references(runs: list[Run]) -> _References:
+    def tokens_of(method: str) -> dict[tuple[str, str], tuple[int, ...]]:
+        return {(r.dtype, r.prompt_id): r.token_ids for r in runs if r.spec.method == method and r.temperature == 0}
+
+    return _References(hf=tokens_of("hf_generate"), ar=tokens_of("autoregressive"))
+
+
+def _group_row(dtype: str, kind: str, temperature: float, spec: Spec, rs: list[Run],
+               refs: _References) -> dict[str, Any]:
+    """The measured part of one row: timings, acceptance and identity, summed over its runs."""
+    ms = _mean(_by_prompt(rs, lambda r: r.wall_ms / max(r.new_tokens, 1)))
+    decode = _mean(
+        _by_prompt(
+            rs,
+            lambda r: (r.wall_ms - r.prefill_ms) / max(r.new_tokens - r.prefill_emits, 1)
+            if r.prefill_ms is not None
+            else None,
+        )
+    )
+    judged = sum(r.judged for r in rs)
+    accepted = sum(r.accepted for r in rs)
+    drafted = sum(r.drafted for r in rs)
+    steps = sum(r.steps for r in rs)
+    calls = sum(r.decode_calls for r in rs)
+    tokens = sum(r.new_tokens for r in rs)
+    decode_tokens = sum(r.new_tokens - r.prefill_emits for r in rs)  # made by decode-phase passes
+    by_pos, hist_mean = _acceptance_shape(spec, rs, calls, decode_tokens)
+    identical, first_div, identical_ar = _identity(temperature, spec, rs, refs)
+    drift = None
+    if spec.method == "speculative":
+        sums = [r.drift_sum for r in rs]
+        drift = (sum(sums) / max(tokens, 1)) if all(s is not None for s in sums) else None
+    return {
+        "method": spec.method,
+        "drafter": spec.drafter,
+        "gamma": spec.gamma,
+        "tree_nodes": spec.tree_nodes,
+        "nodes_per_pass": (drafted / steps) if (steps and spec.method == "speculative") else None,
+        "temperature": temperature,
+        "prompts": kind,
+        "n_prompts": len({r.prompt_id for r in rs}),
+        "n_runs": len(rs),
+        "dtype": dtype,
+        "trace": spec.trace,
+        "rule": spec.rule,
+        "new_tokens": tokens / len(rs),
+        "ms_per_token": ms,
+        "tokens_per_s": (1000.0 / ms) if ms else None,
+        "decode_ms_per_token": decode,
+        "acceptance_rate": (accepted / judged) if judged else None,
+        "acceptance_by_position": by_pos,
+        "mean_accepted_length": hist_mean,
+        "tokens_per_target_call": (decode_tokens / calls) if calls else None,
+        "target_calls": calls / len(rs),
+        "draft_ms_per_token": (sum(r.draft_ms for r in rs) / drafted) if drafted else None,
+        "identical_to_hf": identical,
+        "identical_to_autoregressive": identical_ar,
+        "first_divergence": first_div,
+        "drift_tv": drift,
+        "peak_rss_mb": max((r.peak_rss_mb for r in rs if r.peak_rss_mb is not None), default=None),
+        "_steps": steps,
+        "_drafted": drafted,
+        "_loop": _loop_overhead(rs),
+        "_t1": (sum(r.verify_ms for r in rs) / calls) if (spec.method == "autoregressive" and calls) else None,
+        "_verify": (sum(r.verify_ms for r in rs) / calls) if calls else None,  # ms per decode target pass
+    }
+
+
+def _acceptance_shape(spec: Spec, rs: list[Run], calls: int, decode_tokens: int
+                      ) -> tuple[list[float | None] | None, float | None]:
+    """Acceptance by draft position and the mean accepted length (None where the method has none)."""
+    g = spec.gamma
+    if spec.method == "speculative":
+        ja = [sum(r.judged_at[i] for r in rs) for i in range(g)]
+        aa = [sum(r.accepted_at[i] for r in rs) for i in range(g)]
+        by_pos = [(a / j) if j else None for a, j in zip(aa, ja)]
+        hist = [sum(r.hist[i] for r in rs if i < len(r.hist)) for i in range(g + 1)]
+        hist_mean = (sum(n * c for n, c in enumerate(hist)) / sum(hist)) if sum(hist) else None
+        return by_pos, hist_mean
+    if spec.method == "hf_assisted" and calls:
+        return None, decode_tokens / calls - 1.0  # tokens per target call - the one the target adds
+    return None, None
+
+
+def _identity(temperature: float, spec: Spec, rs: list[Run], refs: _References
+              ) -> tuple[bool | None, int | None, bool | None]:
+    """(identical to hf_generate, first divergence from it, identical to our autoregressive), greedy rows only."""
+    identical = first_div = identical_ar = None
+    if temperature == 0 and spec.method != "hf_generate":
+        divs = [_first_divergence(r.token_ids, refs.hf.get((r.dtype, r.prompt_id))) for r in rs]
+        if all(d != "missing" for d in divs):
+            identical = all(d is None for d in divs)
+            hits = [d for d in divs if d is not None]
+            first_div = min(hits) if hits else None
+        divs_ar = [_first_divergence(r.token_ids, refs.ar.get((r.dtype, r.prompt_id))) for r in rs]
+        if all(d != "missing" for d in divs_ar):
+            identical_ar = all(d is None for d in divs_ar)
+    elif temperature == 0:
+        identical = True
+    return identical, first_div, identical_ar
+
+
+def _add_speedups(row: dict[str, Any], base: dict[tuple, dict[str, Any]], chains: dict[tuple, dict[str, Any]]
+                  ) -> dict[str, Any] | None:
+    """Set the speedup columns against the baselines (and the chain, for a tree row); return the AR baseline row."""
+    key = (row["dtype"], row["prompts"], row["temperature"])
+    ar = base.get(key + (row["trace"],)) or base.get(key + (False,))
+    chain = chains.get(key + (row["trace"], row["drafter"], row["gamma"], row["rule"]))
+    row["speedup_vs_chain"] = (_ratio(chain and chain["ms_per_token"], row["ms_per_token"])
+                               if row["method"] == "speculative" and row["tree_nodes"] > 1 else None)
+    hf = base.get(key + ("hf",))
+    row["speedup_vs_autoregressive"] = _ratio(ar and ar["ms_per_token"], row["ms_per_token"])
+    row["speedup_vs_hf_generate"] = _ratio(hf and hf["ms_per_token"], row["ms_per_token"])
+    row["decode_speedup_vs_autoregressive"] = _ratio(ar and ar["decode_ms_per_token"], row["decode_ms_per_token"])
+    row["decode_speedup_vs_hf_generate"] = _ratio(hf and hf["decode_ms_per_token"], row["decode_ms_per_token"])
+    return ar
+
+
+def _add_predictions(row: dict[str, Any], ar: dict[str, Any] | None, cst: Costs | None) -> None:
+    """Set t1, c, v and the cost model's predicted speedups (and measured over predicted)."""
+    from playground.sampling import predicted_speedup
+
+    # t1: one single-token target pass, from the interleaved autoregressive runs
+    # (every decode pass there is one token); the microbenchmark otherwise.
+    t1 = (ar and ar["_t1"]) or (cst.ms_by_tokens.get(1) if cst else None)
+    row["t1_ms"] = t1
+    g = row["gamma"]
+    c = v = pred = pred_steps = None
+    if row["method"] == "speculative" and cst:
+        c = _ratio(row["draft_ms_per_token"] or 0.0, t1) if row["_drafted"] else 0.0
+        tree = row["tree_nodes"] > 1
+        v = cst.v(1 + (row["nodes_per_pass"] or 0)) if tree else cst.v(g + 1)
+        alpha = row["acceptance_rate"]
+        if alpha is not None and c is not None and v is not None and not tree:  # E(α, γ) is a chain's
+            pred = predicted_speedup(alpha, g, c, v)
+        if row["_steps"] and c is not None and row["tokens_per_target_call"]:
+            k_mean = row["_drafted"] / row["_steps"]
+            vk = cst.v(1 + k_mean)
+            if vk:
+                pred_steps = row["tokens_per_target_call"] / (k_mean * c + vk)
+    elif row["method"] == "autoregressive":
+        v, pred, pred_steps = 1.0, 1.0, 1.0
+    row["c"] = c
+    row["v"] = v
+    row["v_measured"] = _ratio(row["_verify"], t1) if row["method"] == "speculative" else None
+    row["predicted_speedup"] = pred
+    row["predicted_speedup_steps"] = pred_steps
+    row["measured_over_predicted"] = _ratio(row["decode_speedup_vs_autoregressive"], pred)
+    row["measured_over_predicted_steps"] = _ratio(row["decode_speedup_vs_autoregressive"], pred_steps)
+
+
+_METHOD_ORDER = {m: i for i, m in enumerate(METHODS)}
+
+
+def _sort_key(r: dict[str, Any]) -> tuple:
+    return (
+        r["dtype"], r["prompts"], r["temperature"], r["trace"], _METHOD_ORDER[r["method"]],
+        r["drafter"] or "", r["gamma"], r["tree_nodes"], r["rule"],
+    )  # fmt: skip
 
 
 def _loop_overhead(rs: list[Run]) -> float | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any, Callable
 
 
 from playground.bench.options import BenchError, BenchOptions, METHODS, Progress, TRACE_MODES, load_prompts
@@ -25,24 +26,24 @@ class _RaisingParser(argparse.ArgumentParser):
         raise BenchError(message)
 
 
-def _int_list(s: str) -> tuple[int, ...]:
-    try:
-        vals = tuple(int(x) for x in s.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {s!r}") from None
-    if not vals:
-        raise argparse.ArgumentTypeError("expected at least one integer")
-    return vals
+def _number_list(cast: Callable[[str], Any], what: str) -> Callable[[str], tuple]:
+    """An argparse type for comma-separated numbers read with ``cast``; ``what`` names one in errors."""
+
+    def parse(s: str) -> tuple:
+        try:
+            vals = tuple(cast(x) for x in s.split(",") if x.strip())
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}s, got {s!r}") from None
+        if not vals:
+            raise argparse.ArgumentTypeError(f"expected at least one {what}")
+        return vals
+
+    parse.__name__ = f"{what}_list"
+    return parse
 
 
-def _float_list(s: str) -> tuple[float, ...]:
-    try:
-        vals = tuple(float(x) for x in s.split(",") if x.strip())
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {s!r}") from None
-    if not vals:
-        raise argparse.ArgumentTypeError("expected at least one number")
-    return vals
+_int_list = _number_list(int, "integer")
+_float_list = _number_list(float, "number")
 
 
 def _str_list(s: str) -> tuple[str, ...]:

@@ -116,39 +116,58 @@ def build_figures(rows: list[dict[str, Any]], template: str | None = None) -> di
     Keys: "throughput" (tokens/s vs γ, with the two baselines as lines), "speedup"
     (measured vs predicted speedup vs γ), "acceptance" (acceptance by draft position),
     "costs" (γ·c and v_γ vs γ)."""
-    import plotly.graph_objects as go
-
-    figs: dict[str, Any] = {}
     rows = [r for r in rows if not r["trace"]] or rows
     keys = sorted({(r["dtype"], r["prompts"], r["temperature"]) for r in rows})
     multi = len(keys) > 1
+    figs = {
+        "throughput": _throughput_figure(rows, keys, multi),
+        "speedup": _speedup_figure(rows, keys, multi),
+        "acceptance": _acceptance_figure(rows, keys, multi),
+        "costs": _costs_figure(rows, keys, multi),
+    }
+    if template:
+        for f in figs.values():
+            f.update_layout(template=template)
+    return figs
 
-    def suffix(key) -> str:
-        return f" · {key[1]} · T={key[2]:g} · {key[0]}" if multi else ""
 
-    def tree(r) -> int:
-        return int(r.get("tree_nodes") or 1)
+def _suffix(key: tuple, multi: bool) -> str:
+    """A trace name's setting, needed only when the figure shows several settings."""
+    return f" · {key[1]} · T={key[2]:g} · {key[0]}" if multi else ""
 
-    def label(drafter, nodes: int) -> str:  # chain and tree rows of one drafter are separate lines
-        return f"{drafter} tree {nodes}" if nodes > 1 else str(drafter)
+
+def _tree(r: dict[str, Any]) -> int:
+    return int(r.get("tree_nodes") or 1)
+
+
+def _label(drafter, nodes: int) -> str:  # chain and tree rows of one drafter are separate lines
+    return f"{drafter} tree {nodes}" if nodes > 1 else str(drafter)
+
+
+def _of(rows: list[dict[str, Any]], key: tuple) -> list[dict[str, Any]]:
+    return [r for r in rows if (r["dtype"], r["prompts"], r["temperature"]) == key]
+
+
+def _throughput_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
+    import plotly.graph_objects as go
 
     fig = go.Figure()
     for key in keys:
-        rs = [r for r in rows if (r["dtype"], r["prompts"], r["temperature"]) == key]
+        rs = _of(rows, key)
         lines: dict[tuple, list[dict]] = {}
         for r in rs:
             if r["method"] in ("speculative", "hf_assisted"):
-                lines.setdefault((r["method"], r["drafter"], r["rule"], tree(r)), []).append(r)
+                lines.setdefault((r["method"], r["drafter"], r["rule"], _tree(r)), []).append(r)
         gammas = sorted({r["gamma"] for r in rs if r["gamma"]}) or [1]
         for (method, drafter, rule, nodes), pts in lines.items():
             pts.sort(key=lambda r: r["gamma"])
-            name = ("ours " if method == "speculative" else "HF assisted ") + label(drafter, nodes)
+            name = ("ours " if method == "speculative" else "HF assisted ") + _label(drafter, nodes)
             if rule != "lossless":
                 name += f" ({rule})"
             fig.add_trace(
                 go.Scatter(
                     x=[r["gamma"] for r in pts], y=[r["tokens_per_s"] for r in pts], mode="lines+markers",
-                    name=name + suffix(key), line={"dash": "solid" if method == "speculative" else "dot"},
+                    name=name + _suffix(key, multi), line={"dash": "solid" if method == "speculative" else "dot"},
                 )
             )  # fmt: skip
         for method, name, dash in (("autoregressive", "ours autoregressive", "dash"), ("hf_generate", "HF generate()", "longdash")):
@@ -157,56 +176,67 @@ def build_figures(rows: list[dict[str, Any]], template: str | None = None) -> di
                 fig.add_trace(
                     go.Scatter(
                         x=[min(gammas), max(gammas)], y=[ref["tokens_per_s"]] * 2, mode="lines",
-                        name=name + suffix(key), line={"dash": dash, "width": 1.5},
+                        name=name + _suffix(key, multi), line={"dash": dash, "width": 1.5},
                     )
                 )  # fmt: skip
     fig.update_layout(title="Throughput by block size γ", xaxis_title="block size γ (drafts per step)", yaxis_title="tokens / s")
-    figs["throughput"] = fig
+    return fig
+
+
+def _speedup_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
+    import plotly.graph_objects as go
 
     fig = go.Figure()
     for key in keys:
-        rs = [r for r in rows if (r["dtype"], r["prompts"], r["temperature"]) == key and r["method"] == "speculative"]
-        for drafter, nodes in sorted({(r["drafter"], tree(r)) for r in rs}):
-            pts = sorted((r for r in rs if r["drafter"] == drafter and tree(r) == nodes and r["rule"] == "lossless"),
+        sfx = _suffix(key, multi)
+        rs = [r for r in _of(rows, key) if r["method"] == "speculative"]
+        for drafter, nodes in sorted({(r["drafter"], _tree(r)) for r in rs}):
+            pts = sorted((r for r in rs if r["drafter"] == drafter and _tree(r) == nodes and r["rule"] == "lossless"),
                          key=lambda r: r["gamma"])
             if not pts:
                 continue
-            name = label(drafter, nodes)
-            fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["decode_speedup_vs_autoregressive"] for r in pts], mode="lines+markers", name=f"{name} measured{suffix(key)}"))
+            name = _label(drafter, nodes)
+            xs = [r["gamma"] for r in pts]
+            fig.add_trace(go.Scatter(x=xs, y=[r["decode_speedup_vs_autoregressive"] for r in pts], mode="lines+markers", name=f"{name} measured{sfx}"))
             if nodes == 1:  # the chain cost model; a tree row has no predicted speedup
-                fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["predicted_speedup"] for r in pts], mode="lines", line={"dash": "dot"}, name=f"{name} predicted E/(γc+v){suffix(key)}"))
-                fig.add_trace(go.Scatter(x=[r["gamma"] for r in pts], y=[r["predicted_speedup_steps"] for r in pts], mode="lines", line={"dash": "dash"}, name=f"{name} predicted from step mix{suffix(key)}"))
+                fig.add_trace(go.Scatter(x=xs, y=[r["predicted_speedup"] for r in pts], mode="lines", line={"dash": "dot"}, name=f"{name} predicted E/(γc+v){sfx}"))
+                fig.add_trace(go.Scatter(x=xs, y=[r["predicted_speedup_steps"] for r in pts], mode="lines", line={"dash": "dash"}, name=f"{name} predicted from step mix{sfx}"))
     fig.add_hline(y=1.0, line={"dash": "dash", "width": 1}, annotation_text="autoregressive")
     fig.update_layout(title="Decode speedup over our autoregressive loop: measured vs predicted", xaxis_title="block size γ", yaxis_title="speedup (×)")
-    figs["speedup"] = fig
+    return fig
+
+
+def _acceptance_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
+    import plotly.graph_objects as go
 
     fig = go.Figure()
     for key in keys:
-        for r in rows:
-            if (r["dtype"], r["prompts"], r["temperature"]) != key or r["method"] != "speculative" or not r["acceptance_by_position"]:
+        for r in _of(rows, key):
+            if r["method"] != "speculative" or not r["acceptance_by_position"]:
                 continue
             ys = r["acceptance_by_position"]
-            fig.add_trace(go.Scatter(x=list(range(1, len(ys) + 1)), y=ys, mode="lines+markers", name=f"{label(r['drafter'], tree(r))} γ={r['gamma']}{suffix(key)}"))
+            fig.add_trace(go.Scatter(x=list(range(1, len(ys) + 1)), y=ys, mode="lines+markers", name=f"{_label(r['drafter'], _tree(r))} γ={r['gamma']}{_suffix(key, multi)}"))
     fig.update_layout(title="Acceptance by draft position (P(accept | judged))", xaxis_title="draft position", yaxis_title="acceptance", yaxis_range=[0, 1.02])
-    figs["acceptance"] = fig
+    return fig
+
+
+def _costs_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
+    import plotly.graph_objects as go
 
     fig = go.Figure()
     for key in keys:
-        rs = [r for r in rows if (r["dtype"], r["prompts"], r["temperature"]) == key and r["method"] == "speculative"
-              and r["rule"] == "lossless" and tree(r) == 1]  # chain costs: a tree pass is v(nodes), not v_γ
+        sfx = _suffix(key, multi)
+        rs = [r for r in _of(rows, key) if r["method"] == "speculative"
+              and r["rule"] == "lossless" and _tree(r) == 1]  # chain costs: a tree pass is v(nodes), not v_γ
         vs = sorted({(r["gamma"], r["v"]) for r in rs if r["v"] is not None})
         if vs:
-            fig.add_trace(go.Scatter(x=[g for g, _ in vs], y=[v for _, v in vs], mode="lines+markers", name=f"v_γ (target pass over γ+1 tokens){suffix(key)}"))
+            fig.add_trace(go.Scatter(x=[g for g, _ in vs], y=[v for _, v in vs], mode="lines+markers", name=f"v_γ (target pass over γ+1 tokens){sfx}"))
         for drafter in sorted({r["drafter"] for r in rs}):
             pts = sorted((r for r in rs if r["drafter"] == drafter and r["c"] is not None), key=lambda r: r["gamma"])
             if pts:
-                fig.add_trace(go.Bar(x=[r["gamma"] for r in pts], y=[r["gamma"] * r["c"] for r in pts], name=f"γ·c {drafter}{suffix(key)}", opacity=0.6))
+                fig.add_trace(go.Bar(x=[r["gamma"] for r in pts], y=[r["gamma"] * r["c"] for r in pts], name=f"γ·c {drafter}{sfx}", opacity=0.6))
     fig.update_layout(title="Cost of one step in single-token target passes: γ·c + v_γ", xaxis_title="block size γ", yaxis_title="× one single-token target pass", barmode="group")
-    figs["costs"] = fig
-    if template:
-        for f in figs.values():
-            f.update_layout(template=template)
-    return figs
+    return fig
 
 
 def write_outputs(report: BenchReport, out_dir: str | os.PathLike) -> dict[str, str]:

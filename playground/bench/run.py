@@ -7,8 +7,8 @@ This module schedules and collects; it does not time a run itself (``measure``) 
 from __future__ import annotations
 
 import time
-from dataclasses import replace
-from typing import Any, Callable, Iterable, Iterator
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Generator, Iterable, Iterator
 
 import torch
 
@@ -110,13 +110,44 @@ def iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | Be
         torch.set_num_threads(before)
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What every stage of one benchmark reads: the checked settings, the loaded pairs and drafters, the encoded prompts."""
+
+    preset: Any
+    prompts: tuple
+    dtypes: tuple[str, ...]
+    pairs: dict[str, Any]
+    drafters: dict[str, dict[str, Any]]  # dtype -> drafter kind -> drafter
+    encoded: dict[tuple[str, str], list[int]]  # (dtype, prompt id) -> token ids
+    usable: tuple[str, ...]  # drafter kinds every dtype could build
+    specs: list[Spec]
+    threads: int  # torch's thread count for the timed runs
+    notes: list[str]
+
+
 def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | BenchReport]:
+    t_begin = time.perf_counter()
+    _validate(opts)
+    setup = _setup(opts, load_progress)
+    total = len(setup.specs) * len(setup.prompts) * len(opts.temperatures) * len(setup.dtypes) * opts.repeats
+    costs = yield from _measure_all_costs(opts, setup, total)
+    if opts.warmup:
+        yield from _warm_up(opts, setup, total)
+    runs, partial = yield from _measured_runs(opts, setup, total, t_begin)
+    yield Progress(len(runs), total, "done" if not partial else partial)
+    rows = aggregate(runs, costs)
+    yield BenchReport(rows=rows, meta=_meta(opts, setup, costs, partial), runs=runs)
+
+
+def _setup(opts: BenchOptions, load_progress) -> _Setup:
+    """Resolve the preset, load one pair per dtype with its drafters, encode the prompts, list the specs.
+
+    Also applies ``opts.threads`` (after loading, as before any timing)."""
     from playground.api import encode_prompt, resolve
     from playground.config import load_config
     from playground.models import load_pair
 
-    t_begin = time.perf_counter()
-    _validate(opts)
     try:
         preset, _ = resolve(opts.preset, None)
     except ValueError as exc:
@@ -148,77 +179,79 @@ def _iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | B
     specs = _specs(opts, usable, hf_assistant, hf_uag)
     if not specs:
         raise BenchError("nothing to run: no method/drafter combination is available")
+    return _Setup(preset=preset, prompts=tuple(prompts), dtypes=tuple(dtypes), pairs=pairs, drafters=drafters,
+                  encoded=encoded, usable=usable, specs=specs, threads=threads, notes=notes)
 
-    # ---- costs: v_gamma directly, same cache length, every dtype ----
-    needs_hidden = any(getattr(d, "needs_target_hidden", False) for dt in dtypes for d in drafters[dt].values())
+
+def _measure_all_costs(opts: BenchOptions, setup: _Setup, total: int) -> Generator[Progress, None, dict[str, Costs]]:
+    """v_gamma directly, at the same cache length, for every dtype."""
+    needs_hidden = any(getattr(d, "needs_target_hidden", False) for dt in setup.dtypes for d in setup.drafters[dt].values())
     sizes = {1, 2} | {g + 1 for g in opts.gammas} | {n + 1 for n in opts.tree_nodes if n > 1}
-    total = len(specs) * len(prompts) * len(opts.temperatures) * len(dtypes) * opts.repeats
-    done = 0
+    prompts, encoded = setup.prompts, setup.encoded
     costs: dict[str, Costs] = {}
-    for dt in dtypes:
-        yield Progress(done, total, f"measuring target pass cost ({dt})")
+    for dt in setup.dtypes:
+        yield Progress(0, total, f"measuring target pass cost ({dt})")
         base = list(encoded[(dt, prompts[0].id)])
         lens = sorted(len(encoded[(dt, p.id)]) for p in prompts)
         want = lens[len(lens) // 2] + opts.max_new_tokens // 2 + max(sizes)
         ids = (base * (want // len(base) + 1))[:want]
-        costs[dt] = measure_costs(pairs[dt].target, ids, sizes, reps=opts.cost_reps, hidden=needs_hidden)
+        costs[dt] = measure_costs(setup.pairs[dt].target, ids, sizes, reps=opts.cost_reps, hidden=needs_hidden)
+    return costs
 
-    # ---- warm-up: one short unrecorded run per method ----
-    if opts.warmup:
-        for dt in dtypes:
-            yield Progress(done, total, f"warming up ({dt})")
-            ids = encoded[(dt, prompts[0].id)]
-            for spec in specs:
-                _run_one(pairs[dt], drafters[dt], spec, ids, min(8, opts.max_new_tokens), opts.temperatures[0], opts.seed)
 
-    # ---- interleaved measured runs (a round: every spec once on one prompt/temperature/dtype) ----
+def _warm_up(opts: BenchOptions, setup: _Setup, total: int) -> Iterator[Progress]:
+    """One short unrecorded run per spec and dtype."""
+    for dt in setup.dtypes:
+        yield Progress(0, total, f"warming up ({dt})")
+        ids = setup.encoded[(dt, setup.prompts[0].id)]
+        for spec in setup.specs:
+            _run_one(setup.pairs[dt], setup.drafters[dt], spec, ids, min(8, opts.max_new_tokens), opts.temperatures[0],
+                     opts.seed)
+
+
+def _measured_runs(opts: BenchOptions, setup: _Setup, total: int, t_begin: float
+                   ) -> Generator[Progress, None, tuple[list[Run], str | None]]:
+    """The interleaved measured runs; return them and, when the wall-time budget cut them short, why.
+
+    A round is every spec once on one prompt/temperature/dtype, in an order rotated between
+    prompts; the budget is checked only between rounds, so every spec has the same rounds."""
+    specs = setup.specs
     runs: list[Run] = []
-    partial = None
     for rep in range(opts.repeats):
-        for pi, p in enumerate(prompts):
+        for pi, p in enumerate(setup.prompts):
             for temperature in opts.temperatures:
-                for dt in dtypes:
-                    shift = (rep * len(prompts) + pi) % len(specs)
-                    order = specs[shift:] + specs[:shift]
+                for dt in setup.dtypes:
                     if opts.wall_s is not None and runs and time.perf_counter() - t_begin > opts.wall_s:
                         partial = (f"stopped after {opts.wall_s:g} s of wall time: {len(runs)} of {total} runs "
                                    f"({len(runs) // len(specs)} complete round(s) of every method)")
-                        break
-                    for spec in order:
-                        yield Progress(done, total, f"{spec.label} · {p.id} · T={temperature:g} · {dt}")
-                        seed = opts.seed + rep
-                        run = _run_one(
-                            pairs[dt], drafters[dt], spec, encoded[(dt, p.id)], opts.max_new_tokens, temperature, seed
-                        )
-                        runs.append(
-                            replace(run, dtype=dt, prompt_id=p.id, kind=p.kind, temperature=temperature, rep=rep)
-                        )
-                        done += 1
-                if partial:
-                    break
-            if partial:
-                break
-        if partial:
-            break
-    yield Progress(done, total, "done" if not partial else partial)
-    rows = aggregate(runs, costs)
-    meta = {
-        "preset": preset.name,
-        "target": preset.target,
+                        return runs, partial
+                    shift = (rep * len(setup.prompts) + pi) % len(specs)
+                    for spec in specs[shift:] + specs[:shift]:
+                        yield Progress(len(runs), total, f"{spec.label} · {p.id} · T={temperature:g} · {dt}")
+                        run = _run_one(setup.pairs[dt], setup.drafters[dt], spec, setup.encoded[(dt, p.id)],
+                                       opts.max_new_tokens, temperature, opts.seed + rep)
+                        runs.append(replace(run, dtype=dt, prompt_id=p.id, kind=p.kind, temperature=temperature, rep=rep))
+    return runs, None
+
+
+def _meta(opts: BenchOptions, setup: _Setup, costs: dict[str, Costs], partial: str | None) -> dict[str, Any]:
+    dtypes = setup.dtypes
+    return {
+        "preset": setup.preset.name,
+        "target": setup.preset.target,
         "dtypes": list(dtypes),
-        "drafters": list(usable),
+        "drafters": list(setup.usable),
         "gammas": list(opts.gammas),
         "tree_nodes": list(opts.tree_nodes),
         "partial": partial,
         "temperatures": list(opts.temperatures),
         "max_new_tokens": opts.max_new_tokens,
         "repeats": opts.repeats,
-        "prompts": [{"id": p.id, "kind": p.kind, "tokens": len(encoded[(dtypes[0], p.id)])} for p in prompts],
+        "prompts": [{"id": p.id, "kind": p.kind, "tokens": len(setup.encoded[(dtypes[0], p.id)])} for p in setup.prompts],
         "costs": {dt: {"cache_len": c.cache_len, "ms_by_tokens": {str(k): v for k, v in c.ms_by_tokens.items()}} for dt, c in costs.items()},
-        "machine": machine_info(threads),
-        "notes": notes,
+        "machine": machine_info(setup.threads),
+        "notes": setup.notes,
     }
-    yield BenchReport(rows=rows, meta=meta, runs=runs)
 
 
 def run_bench(opts: BenchOptions, on_progress: Callable[[Progress], None] | None = None) -> BenchReport:
