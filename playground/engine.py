@@ -139,6 +139,18 @@ class Target:
             self.single_token_ms.append(ms)
         return _Pass(logits=logits, hidden=h, ms=ms)
 
+    def forward_via(self, logits_of: Callable[[Any, list[int], int], torch.Tensor], ids: list[int],
+                    keep: int) -> _Pass:
+        """``forward`` through a drafter that computes part of the pass itself (early exit
+        with KV reuse): ``logits_of(cache, ids, keep)`` -> [keep, V]; timed and counted alike."""
+        t0 = time.perf_counter()
+        logits = logits_of(self.cache, ids, keep)
+        ms = (time.perf_counter() - t0) * 1000.0
+        self.calls += 1
+        if len(ids) == 1:
+            self.single_token_ms.append(ms)
+        return _Pass(logits=logits, hidden=None, ms=ms)
+
     def crop(self, n_remove: int) -> None:
         """Drop the ``n_remove`` newest tokens from the cache.
 
@@ -254,10 +266,29 @@ class _Step:
     hidden: torch.Tensor | None  # [H] the target's state that produced the newest token
 
 
-def _tree_step(target, drafter, state, committed, config, k_max, params, generator, texts, eos, want_hidden) -> _Step:
+@dataclass
+class _Run:
+    """What every step of one generation reads: the models, the committed tokens (grown by
+    ``stream``), the settings and the random stream."""
+
+    target: Target
+    drafter: Drafter | None
+    state: TargetState
+    committed: list[int]
+    config: GenerationConfig
+    params: SamplingParams
+    generator: torch.Generator
+    texts: TokenTexts | None  # token texts for the trace (None: no trace)
+    eos: frozenset[int]
+    vocab: int
+    want_hidden: bool  # the drafter reads the target's hidden state
+    speculative: bool
+
+
+def _tree_step(run: _Run, k_max: int) -> _Step:
     """Steps 1-4 with a tree: one pass over every node, walk, compact (``playground.tree_step``)."""
-    ts = tree_step(target, drafter, state, committed, config.tree_nodes, k_max, params, generator, texts, eos,
-                   config.top_n, want_hidden)
+    ts = tree_step(run.target, run.drafter, run.state, run.committed, run.config.tree_nodes, k_max, run.params,
+                   run.generator, run.texts, run.eos, run.config.top_n, run.want_hidden)
     return _Step(list(ts.decisions), ts.correction, ts.emitted, ts.n_accepted, len(ts.tree), list(ts.judged_depths),
                  ts.draft_ms, ts.verify_ms, ts.forward_calls, ts.info, ts.hidden)
 
@@ -298,19 +329,23 @@ def _target_rows(logits: torch.Tensor, params: SamplingParams):
     return logits_to_probs(logits.cpu(), params), None  # [k+1, V], on the CPU with the generator
 
 
-def _chain_step(target, drafter, state, committed, config, k_max, params, generator, texts, eos, vocab,
-                want_hidden, speculative) -> _Step:
+def _chain_step(run: _Run, k_max: int) -> _Step:
     """Steps 1-4 with a chain (and the autoregressive step: no drafter, k = 0)."""
+    target, committed, config, params, generator = run.target, run.committed, run.config, run.params, run.generator
+    texts, eos, want_hidden = run.texts, run.eos, run.want_hidden
     # ---- 1. Draft (never past the budget: a step emits up to k+1 tokens) ----
-    if speculative:
-        draft, drafts, draft_probs, one_hot_drafts, draft_ms = _draft(drafter, state, k_max, config, params,
-                                                                      generator, eos, vocab)
+    if run.speculative:
+        draft, drafts, draft_probs, one_hot_drafts, draft_ms = _draft(run.drafter, run.state, k_max, config, params,
+                                                                      generator, eos, run.vocab)
     else:
         draft, drafts, draft_probs, one_hot_drafts, draft_ms = Draft(token_ids=[], draft_probs=None), [], None, True, 0.0
     k = len(drafts)
 
     # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
-    out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
+    if run.speculative and getattr(run.drafter, "shares_target_cache", False):  # LayerSkip: the drafter ran layers < k
+        out = target.forward_via(run.drafter.verify_logits, [committed[-1]] + drafts, keep=k + 1)
+    else:
+        out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
     target_probs, target_argmax = _target_rows(out.logits, params)
     # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
     t_points = target_argmax if target_argmax is not None else [None] * (k + 1)
@@ -445,6 +480,7 @@ def stream(
         state.hidden = pre.hidden[-1] if want_hidden else None
     if speculative:
         drafter.start(state)
+    run = _Run(target, drafter, state, committed, config, params, generator, texts, eos, vocab, want_hidden, speculative)
 
     steps: list[StepRecord] = []
     new_ids: list[int] = []
@@ -455,11 +491,7 @@ def stream(
     while len(new_ids) < config.max_new_tokens:
         t_step = time.perf_counter()
         k_max = min(gamma, config.max_new_tokens - len(new_ids) - 1)
-        if use_tree and k_max > 0:
-            step = _tree_step(target, drafter, state, committed, config, k_max, params, generator, texts, eos, want_hidden)
-        else:
-            step = _chain_step(target, drafter, state, committed, config, k_max, params, generator, texts, eos, vocab,
-                               want_hidden, speculative)
+        step = _tree_step(run, k_max) if use_tree and k_max > 0 else _chain_step(run, k_max)
         # ---- Commit, and tell the drafter what survived ----
         committed.extend(step.emitted)
         new_ids.extend(step.emitted)

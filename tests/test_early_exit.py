@@ -16,6 +16,7 @@ import pytest
 import torch
 from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
 
+from playground.drafters.base import TargetState
 from playground.drafters.early_exit import NOTHING_REUSED, EarlyExitDrafter, exit_model
 from playground.drafters.model import ModelDrafter
 from playground.engine import GenerationConfig, run
@@ -73,6 +74,10 @@ class DrafterCacheSpy(CacheSpy):
     def accept(self, n, state):
         super().accept(n, state)
         d = self.inner
+        if d.shares_target_cache and not d._seen:  # chain drafts ran in the target's cache, checked above
+            assert d.cache.get_seq_length() == 0
+            self.drafter_checks += 1
+            return
         seen = d._seen
         assert seen == state.committed_ids[: len(seen)] and len(seen) <= len(state.committed_ids) - 1
         assert d.cache.get_seq_length() == len(seen)
@@ -85,14 +90,15 @@ class DrafterCacheSpy(CacheSpy):
         self.drafter_checks += 1
 
 
+@pytest.mark.parametrize("reuse", [True, False])
 @pytest.mark.parametrize("gamma", GAMMAS)
 @pytest.mark.parametrize("k", [1, 2, 3])
-def test_greedy_equals_transformers_past_the_sliding_window_with_both_caches_checked(k, gamma):
+def test_greedy_equals_transformers_past_the_sliding_window_with_both_caches_checked(k, gamma, reuse):
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
     ref = hf_greedy(target, ids, 30)
-    spy = DrafterCacheSpy(EarlyExitDrafter(target, k), target)
+    spy = DrafterCacheSpy(EarlyExitDrafter(target, k, reuse_kv=reuse), target)
     r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
     assert list(r.token_ids) == ref
     assert spy.drafter_checks == spy.checks == len(r.steps) - (1 if r.stats.stopped == "eos" else 0)
@@ -100,7 +106,10 @@ def test_greedy_equals_transformers_past_the_sliding_window_with_both_caches_che
     judged = [d for s in r.steps for d in s.drafted if d.judged]
     assert any(not d.accepted for d in judged)  # ... and rollbacks really happened
     info = r.steps[0].drafter_info
-    assert info["exit_layer"] == k and info["layers"] == 4 and info["reused"] == NOTHING_REUSED
+    assert info["exit_layer"] == k and info["layers"] == 4
+    assert (info["reused"] == NOTHING_REUSED) != reuse
+    if reuse:
+        assert f"layers 1-{k}" in info["reused"] and f"layers {k + 1}-4" in info["reused"]
 
 
 class _KeepsRejectedDrafts(EarlyExitDrafter):
@@ -113,10 +122,82 @@ class _KeepsRejectedDrafts(EarlyExitDrafter):
 def test_the_drafter_cache_check_catches_a_drafter_that_keeps_rejected_drafts():
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
-    spy = DrafterCacheSpy(_KeepsRejectedDrafts(target, 2), target)
+    spy = DrafterCacheSpy(_KeepsRejectedDrafts(target, 2, reuse_kv=False), target)
     with pytest.raises(AssertionError):
         run(target, tok, tok.encode("sliding windows roll back"), GenerationConfig(gamma=4, max_new_tokens=30),
             drafter=spy, eos_token_ids=[EOS])
+
+
+class _StatesOffByOne(EarlyExitDrafter):
+    """Mutant (LayerSkip): the upper layers get each token's predecessor's exit state."""
+
+    def verify_logits(self, cache, ids, keep):
+        if len(self._states) > 1:
+            self._states = [self._states[0]] + self._states[:-1]
+        return super().verify_logits(cache, ids, keep)
+
+
+class _KeepsCutDrafts(EarlyExitDrafter):
+    """Mutant (LayerSkip): a draft cut short (at EOS) leaves its uncut tokens in the lower layers."""
+
+    def _drop_lower(self, cache, n):
+        pass
+
+
+def _count_tokens(module, counts: list[int]):
+    return module.register_forward_hook(lambda m, args, out: counts.append(args[0].shape[1]))
+
+
+def test_reuse_runs_every_verified_token_through_the_lower_layers_once():
+    """With reuse the layers below the exit see each verified token once (drafting or the
+    verify pass), the layers above it exactly what they see without reuse; without reuse
+    the lower layers also run the drafter's own passes.  Same output either way."""
+    target, _ = sliding_pair(window=4)
+    tok = CharTokenizer()
+    ids = tok.encode("sliding windows roll back")
+    seen = {}
+    for reuse in (True, False):
+        lower, upper = [], []
+        hooks = [_count_tokens(target.model.layers[0], lower), _count_tokens(target.model.layers[2], upper)]
+        try:
+            r = run(target, tok, ids, GenerationConfig(gamma=3, max_new_tokens=24),
+                    drafter=EarlyExitDrafter(target, 2, reuse_kv=reuse))  # no EOS: no draft is cut
+        finally:
+            for h in hooks:
+                h.remove()
+        seen[reuse] = (sum(lower), sum(upper), r.token_ids)
+    assert seen[True][2] == seen[False][2] == tuple(hf_greedy(target, ids, 24))
+    assert seen[True][1] == seen[False][1]  # the upper layers do the same work
+    assert seen[True][0] == seen[True][1]  # below the exit: once per token
+    assert seen[False][0] > seen[True][0] + 24  # without reuse: the drafter's passes come on top
+
+
+@torch.inference_mode()
+def test_verify_logits_equal_the_full_models():
+    target, _ = sliding_pair(window=4)
+    ids = list(range(3, 33))
+    d = EarlyExitDrafter(target, 2)
+    cache = DynamicCache(config=target.config)
+    cache.activate_past_recording()
+    target(input_ids=torch.tensor([ids[:-1]]), cache=cache, use_cache=True)
+    state = TargetState(committed_ids=list(ids), target_cache=cache)
+    d.start(state)
+    draft = d.propose(state, 4, SamplingParams(temperature=0.0), None)
+    got = d.verify_logits(cache, [ids[-1]] + draft.token_ids, 5)
+    want = target(torch.tensor([ids + draft.token_ids])).logits[0, -5:]
+    assert torch.allclose(got, want, atol=1e-5)
+    assert all(layer.get_seq_length() == len(ids) + 4 for layer in cache.layers)
+
+
+@pytest.mark.parametrize("mutant", [_StatesOffByOne, _KeepsCutDrafts])
+def test_layerskip_mutants_are_caught(mutant):
+    target, _ = sliding_pair(window=4)
+    tok = CharTokenizer()
+    ids = tok.encode("sliding windows roll back")
+    spy = DrafterCacheSpy(mutant(target, 1), target)
+    with pytest.raises(AssertionError):
+        r = run(target, tok, ids, GenerationConfig(gamma=8, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
+        assert list(r.token_ids) == hf_greedy(target, ids, 30)
 
 
 @pytest.mark.parametrize("gamma", [1, 4])
@@ -269,17 +350,22 @@ def test_preset_exit_layer_is_validated():
         Preset(**kw, exit_layer=0)
 
 
-def test_step_view_says_which_layers_drafted_and_that_nothing_was_reused():
+@pytest.mark.parametrize("reuse", [True, False])
+def test_step_view_says_which_layers_drafted_and_what_was_reused(reuse):
     from visual import tokens
     from visual.replay import DRAFT, VERIFY, Frame
 
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     r = run(target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=3, max_new_tokens=8),
-            drafter=EarlyExitDrafter(target, 2), eos_token_ids=[EOS])
+            drafter=EarlyExitDrafter(target, 2, reuse_kv=reuse), eos_token_ids=[EOS])
     verify = tokens.step_view("sliding windows", r.steps, Frame(0, VERIFY))
     assert "Early exit: the target drafts with its first 2 layers" in verify
-    assert "layers 1\u20132 of its 4" in verify and "nothing: the verify pass recomputes" in verify
+    assert "layers 1\u20132 of its 4" in verify
+    if reuse:
+        assert "K/V of layers 1-2 from the draft passes" in verify and "layers 3-4 and the head" in verify
+    else:
+        assert "nothing: the verify pass recomputes" in verify
     assert "for the target\u2019s verify pass" in verify
     drafting = tokens.step_view("sliding windows", r.steps, Frame(0, DRAFT))
     assert "the target\u2019s verify pass comes next" in drafting

@@ -126,6 +126,13 @@ class CacheSpy:
     def cache_len(self):
         return self.inner.cache_len()
 
+    @property
+    def shares_target_cache(self):  # early exit with KV reuse verifies through the drafter
+        return getattr(self.inner, "shares_target_cache", False)
+
+    def verify_logits(self, *args):
+        return self.inner.verify_logits(*args)
+
     @torch.inference_mode()
     def accept(self, n, state: TargetState):
         self.inner.accept(n, state)

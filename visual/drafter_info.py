@@ -54,7 +54,7 @@ def is_early_exit_info(info) -> bool:
 
 def early_exit_panel(step: StepRecord, phase: str) -> str:
     """What the early-exit drafter ran (the target's first k of L layers, its norm and head),
-    what it reused (nothing: ``Draft.info["reused"]``) and what drafting cost.  Empty for
+    what the verify pass reused (``Draft.info["reused"]``) and what drafting cost.  Empty for
     other drafters."""
     info = step.drafter_info or {}
     if not is_early_exit_info(info) or not step.drafted:

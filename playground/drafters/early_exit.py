@@ -22,11 +22,17 @@ exit already costs c = 0.49 of a target pass (the 262k × 640 head), layer 17 of
 0.95× at layer 17, γ = 1).  ``Draft.info`` reports the exit and the layer fraction; the
 bench measures c.
 
-This module does NOT reuse computation between draft and verify passes: LayerSkip feeds
-the draft pass's KV cache for layers < k (and its exit hidden states) into the verify pass
-so verification only runs layers k..L-1; here the verify pass is the engine's ordinary
-full-model pass, and the drafter's K/V for layers < k are computed again by the target.
-``Draft.info["reused"]`` says so for the step panel.  It does not train an exit adapter.
+KV reuse (LayerSkip), chain drafts: with ``reuse_kv`` (the default) the draft passes run
+the first k layers *in the target's own cache* (layers 0..k-1 of ``TargetState.target_cache``
+— the one exception to "drafters only read the target's cache": these layers are the
+drafter's own) and keep each fed token's state after layer k-1.  The verify pass is then
+``verify_logits``: layers 0..k-1 only for the tokens the drafting never fed (the last
+draft), and layers k..L-1, the final norm and the LM head for all γ+1 tokens, fed the
+kept states (``upper_model``).  Same weights, same inputs, same positions: the logits are
+the full model's (up to float rounding of a different batching), so verification stays
+exactly as lossless; the engine's rollback crops every layer alike.  ``Draft.info["reused"]``
+says what was reused.  Tree drafts (``propose_tree``) use the drafter's own cache and
+reuse nothing.  It does not train an exit adapter.
 """
 
 from __future__ import annotations
@@ -39,9 +45,12 @@ from torch import nn
 
 from playground.drafters.base import Draft, TargetState, TreeDraft
 from playground.drafters.model import ModelDrafter
-from playground.sampling import SamplingParams
+from playground.sampling import SamplingParams, draw_draft_token
+from playground.tree import DraftTree
+from playground.tree_pass import tree_masks, tree_position_ids
 
 NOTHING_REUSED = "nothing: the verify pass recomputes layers below the exit (no LayerSkip KV reuse)"
+TREE_NOTHING_REUSED = "nothing: tree drafts use the drafter's own cache; the verify pass runs every layer"
 
 
 def num_layers(target) -> int:
@@ -63,17 +72,48 @@ def exit_model(target, exit_layer: int) -> nn.Module:
     n = num_layers(target)
     if not 1 <= exit_layer < n:
         raise ValueError(f"exit layer must be between 1 and {n - 1} (the target has {n} layers), got {exit_layer}")
+    return _sub_model(target, 0, exit_layer)
+
+
+def upper_model(target, exit_layer: int) -> nn.Module:
+    """The rest of the target after ``exit_layer``: layers exit_layer..L-1, final norm, LM
+    head, as a model of the target's class fed the exit's states as ``inputs_embeds``.  Its
+    layers keep their own indices, so they read and write the target cache's upper layers."""
+    n = num_layers(target)
+    if not 1 <= exit_layer < n:
+        raise ValueError(f"exit layer must be between 1 and {n - 1} (the target has {n} layers), got {exit_layer}")
+    return _sub_model(target, exit_layer, n)
+
+
+def _drop_newest(layer, n: int) -> None:
+    """Remove a cache layer's ``n`` newest entries and nothing else.  (A sliding layer's own
+    ``crop`` also trims it to its window, which would lose entries the engine's rollback
+    after this pass still counts on; the cache records its past, so they are all there.)"""
+    layer.keys = layer.keys[..., : layer.keys.shape[-2] - n, :]
+    layer.values = layer.values[..., : layer.values.shape[-2] - n, :]
+    if getattr(layer, "is_sliding", False):
+        layer.cumulative_length -= n
+
+
+def _chain(ids: list[int]) -> DraftTree:
+    """``ids`` as a one-branch tree rooted at ids[0], for the tree-pass masks and positions."""
+    return DraftTree(tuple(ids[1:]), tuple(range(-1, len(ids) - 2)))
+
+
+def _sub_model(target, first: int, last: int) -> nn.Module:
+    """Layers first..last-1 of the target in an object of its class built on the meta device,
+    then given the target's own modules; no parameter is copied, the target is not modified."""
     inner = _decoder(target)
     cfg = copy.deepcopy(target.config)
-    cfg.num_hidden_layers = exit_layer
+    cfg.num_hidden_layers = last - first
     if getattr(cfg, "layer_types", None) is not None:
-        cfg.layer_types = list(cfg.layer_types)[:exit_layer]
+        cfg.layer_types = list(cfg.layer_types)[first:last]
     with torch.device("meta"):
         cut = type(target)(cfg)
     cut_inner = _decoder(cut)
     for name, module in inner.named_children():
         if name == "layers":
-            cut_inner.layers = nn.ModuleList(list(inner.layers)[:exit_layer])
+            cut_inner.layers = nn.ModuleList(list(inner.layers)[first:last])
         else:
             setattr(cut_inner, name, module)
     for name, module in target.named_children():
@@ -87,34 +127,136 @@ def exit_model(target, exit_layer: int) -> nn.Module:
 
 
 class EarlyExitDrafter(ModelDrafter):
-    """``ModelDrafter`` over ``exit_model(target, exit_layer)``; the step info says where it exits."""
+    """``ModelDrafter`` over ``exit_model(target, exit_layer)``; the step info says where it
+    exits and what the verify pass reuses.  ``reuse_kv``: chain drafts run in the target's
+    cache and the engine verifies through ``verify_logits`` (LayerSkip); trees never do."""
 
     name = "early-exit"
     needs_target_hidden = False
 
-    def __init__(self, target, exit_layer: int, argmax: bool = False) -> None:
+    def __init__(self, target, exit_layer: int, argmax: bool = False, reuse_kv: bool = True) -> None:
         super().__init__(exit_model(target, exit_layer), target.config.get_text_config().vocab_size, argmax=argmax)
         self.exit_layer = exit_layer
         self.total_layers = num_layers(target)
+        self.reuse_kv = reuse_kv
+        self.upper = upper_model(target, exit_layer) if reuse_kv else None
+        self._shared = None  # the target's cache while drafting chains in it
+        self._fed: list[int] = []  # tokens this step ran through the shared lower layers, in order
+        self._states: list[torch.Tensor] = []  # [n, H] each, their states after layer k-1
+        self._last_out: torch.Tensor | None = None
+        _decoder(self.model).layers[-1].register_forward_hook(self._keep_exit_state)
 
-    def _info(self) -> dict[str, Any]:
-        return {
-            "exit_layer": self.exit_layer,
-            "layers": self.total_layers,
-            "layer_fraction": round(self.exit_layer / self.total_layers, 3),  # of the decoder stack, LM head not counted
-            "reused": NOTHING_REUSED,
-        }
+    def _keep_exit_state(self, module, args, output) -> None:
+        self._last_out = output[0] if isinstance(output, tuple) else output  # [1, n, H] before the final norm
 
+    def _info(self, tree: bool = False) -> dict[str, Any]:
+        k, n = self.exit_layer, self.total_layers
+        if tree or not self.reuse_kv:
+            reused = TREE_NOTHING_REUSED if tree and self.reuse_kv else NOTHING_REUSED
+        else:
+            reused = (f"K/V of layers 1-{k} from the draft passes, written into the target's cache: the verify "
+                      f"pass runs layers 1-{k} only for the last draft, layers {k + 1}-{n} and the head for every token")
+        return {"exit_layer": k, "layers": n, "layer_fraction": round(k / n, 3),  # of the decoder stack, head not counted
+                "reused": reused}
+
+    def start(self, state: TargetState) -> None:
+        super().start(state)
+        self._shared = state.target_cache if self.reuse_kv else None
+        self._fed, self._states = [], []
+
+    @torch.inference_mode()
+    def _lower(self, ids: list[int], head: bool) -> torch.Tensor | None:
+        """Run ``ids`` through layers 0..k-1 in the target's cache (appending to them), keep
+        their exit states, and return the exit's logits [V] after the last one if ``head``."""
+        cache = self._shared
+        past = cache.get_seq_length(0)
+        chain = _chain(ids)
+        cfg = self.model.config.get_text_config()
+        dtype = next(self.model.parameters()).dtype
+        kw = dict(input_ids=torch.tensor([ids], device=self.model.device), cache=cache, use_cache=True,
+                  attention_mask=tree_masks(cfg, chain, past, dtype, self.model.device),
+                  position_ids=tree_position_ids(chain, past)[None].to(self.model.device))
+        logits = self.model(**kw, logits_to_keep=1).logits[0, -1] if head else None
+        if not head:
+            _decoder(self.model)(**kw)
+        self._fed.extend(ids)
+        self._states.extend(self._last_out[0])
+        return logits
+
+    @torch.inference_mode()
     def propose(self, state: TargetState, gamma: int, params: SamplingParams,
                 generator: torch.Generator | None) -> Draft:
-        draft = super().propose(state, gamma, params, generator)
-        draft.info = {**draft.info, **self._info()}
-        return draft
+        if self._shared is None:
+            draft = super().propose(state, gamma, params, generator)
+            draft.info = {**draft.info, **self._info()}
+            return draft
+        committed = state.committed_ids
+        pending = committed[self._shared.get_seq_length(0):]  # the newest committed token
+        tokens: list[int] = []
+        rows: list[torch.Tensor] = []
+        deterministic = params.greedy or self.argmax
+        for _ in range(gamma):
+            logits = self._fit_vocab(self._lower(pending, head=True))  # [V]
+            tok, row = draw_draft_token(logits, params, self.argmax, generator)
+            if row is not None:
+                rows.append(row)
+            tokens.append(tok)
+            pending = [tok]
+        return Draft(
+            token_ids=tokens,
+            draft_probs=None if deterministic else torch.stack(rows),  # [k, V]; None = one-hot
+            forward_calls=gamma,
+            soft_probs=torch.stack(rows) if deterministic and rows else None,
+            info=self._info(),
+        )
+
+    @torch.inference_mode()
+    def verify_logits(self, cache, ids: list[int], keep: int) -> torch.Tensor:
+        """The target's logits [keep, V] for ``ids`` = [newest committed, d_1..d_k], reusing
+        the drafting's lower layers: what it fed beyond ``ids`` (a draft cut at EOS) is
+        dropped from layers 0..k-1, what it never fed runs through them now, and layers
+        k..L-1 run on the exit states of all of ``ids``.  Every layer then holds ``ids``."""
+        k = self.exit_layer
+        upper_len = cache.get_seq_length(k)
+        same = 0
+        while same < min(len(self._fed), len(ids)) and self._fed[same] == ids[same]:
+            same += 1
+        extra = cache.get_seq_length(0) - upper_len - same  # lower entries past the shared prefix
+        if extra:
+            self._drop_lower(cache, extra)
+            del self._fed[same:], self._states[same:]
+        if same < len(ids):
+            self._lower(ids[same:], head=False)
+        states = torch.stack(self._states[: len(ids)])[None]  # [1, n, H]
+        chain = _chain(ids)
+        cfg = self.upper.config.get_text_config()
+        out = self.upper(inputs_embeds=states, cache=cache, use_cache=True, logits_to_keep=keep,
+                         attention_mask=tree_masks(cfg, chain, upper_len, states.dtype, states.device),
+                         position_ids=tree_position_ids(chain, upper_len)[None].to(states.device))
+        self._fed, self._states = [], []
+        return out.logits[0, -keep:]
+
+    @property
+    def shares_target_cache(self) -> bool:
+        """True once started with ``reuse_kv``: the engine must verify through ``verify_logits``."""
+        return self._shared is not None
+
+    def _drop_lower(self, cache, n: int) -> None:
+        for layer in cache.layers[: self.exit_layer]:
+            _drop_newest(layer, n)
+
+    def accept(self, n_accepted: int, state: TargetState) -> None:
+        # The engine crops the shared cache itself; the drafter's own cache (trees) as before.
+        if self._shared is None or self._seen:
+            super().accept(n_accepted, state)
+
+    def cache_len(self) -> int | None:
+        return self._shared.get_seq_length(0) if self._shared is not None else super().cache_len()
 
     def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
                      generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
         result = super().propose_tree(state, max_nodes, max_depth, params, generator, branch=branch)
-        result.info = {**result.info, **self._info()}
+        result.info = {**result.info, **self._info(tree=True)}
         return result
 
 
