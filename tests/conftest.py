@@ -5,12 +5,22 @@ tests default to one torch thread; tests on the real packaged models raise it
 with the ``all_threads`` fixture.  ``server`` and ``tiny_default`` (the app
 launched in-process on tiny-random, module-scoped) come from ``tests/app_server.py``;
 ``gemma_fp32`` is the packaged Gemma 3 270M in float32, loaded once for every real-model test.
+
+Test modules never import from one another: what several of them use lives in a helper
+module named for what it holds — ``contract`` (the checks every drafter's tests make),
+``stats`` (goodness of fit, exact laws), ``tiny_models`` (tiny random transformers models),
+``fakes`` (table-driven fake models, toy tokenizers), ``prompts``, ``markup`` (reading
+rendered HTML), ``synthetic`` (synthetic traces) and ``app_server``.
 """
 
 import os
 
 import pytest
 import torch
+
+# The shared helper modules assert on behalf of the tests: rewrite their asserts as pytest
+# does a test module's, so that a failure says what differed.
+pytest.register_assert_rewrite("tests.contract", "tests.stats", "tests.fakes", "tests.tiny_models")
 
 torch.set_num_threads(1)
 os.environ.setdefault("SPECPLAY_THREADS", "1")  # load_pair() would otherwise use every core

@@ -5,6 +5,11 @@ speaks the slice of the transformers interface the engine uses (``config``,
 ``device``, ``__call__(input_ids, cache, logits_to_keep, output_hidden_states)``)
 and really writes one entry per token into the DynamicCache it is given, so
 cache lengths and rollbacks are checked for real.
+
+``bigram_table(next_of, V)``: a greedy table; ``disagreeing_tables()``: the target's and
+a related but clearly different drafter's random tables (V = ``TABLE_V``) of the
+statistical tests.  ``LetterTokenizer``: id i is the letter chr(65 + i % 26);
+``ByteTokenizer``: UTF-8 bytes as tokens.
 """
 
 from types import SimpleNamespace
@@ -45,6 +50,27 @@ def bigram_table(next_of: dict[int, int], V: int, peak: float = 30.0) -> torch.T
     for t in range(V):
         table[t, next_of.get(t, (t + 1) % V)] = peak
     return table
+
+
+TABLE_V = 6  # the vocabulary of disagreeing_tables()
+
+
+def disagreeing_tables(V: int = TABLE_V):
+    """(target, drafter) logit tables [V, V]: the drafter's is the target's plus noise."""
+    g = torch.Generator().manual_seed(7)
+    target = torch.randn(V, V, generator=g) * 1.5
+    drafter = target + torch.randn(V, V, generator=g) * 1.5  # related but clearly different
+    return target, drafter
+
+
+class LetterTokenizer:
+    """Id i reads as the letter chr(65 + i % 26): A, B, C, ..."""
+
+    def decode(self, ids, **_):
+        return "".join(chr(65 + int(i) % 26) for i in ids)
+
+    def convert_ids_to_tokens(self, i):
+        return chr(65 + int(i) % 26)
 
 
 class ByteTokenizer:

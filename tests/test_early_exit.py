@@ -22,8 +22,20 @@ from playground.drafters.model import ModelDrafter
 from playground.engine import GenerationConfig, run
 from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import EOS, CharTokenizer
-from tests.test_distribution import ALPHA, _Tok, gof_pvalue
-from tests.test_engine import CacheSpy, hf_greedy, sliding_pair
+from tests.contract import (
+    DrafterCacheSpy,
+    assert_checked_every_step,
+    assert_greedy_equals_target,
+    committed_prefix_without_newest,
+    first_pair_counts,
+    hf_greedy,
+    rejected_drafts,
+    seeded,
+)
+from tests.fakes import LetterTokenizer
+from tests.prompts import BENCH_PROMPTS, TINY_PROMPTS
+from tests.stats import assert_does_not_follow, assert_follows, model_pair_pmf
+from tests.tiny_models import sliding_pair
 
 GAMMAS = [1, 2, 4, 8]
 
@@ -58,36 +70,10 @@ def test_exit_layer_out_of_range_is_refused(k):
         exit_model(target, k)
 
 
-class DrafterCacheSpy(CacheSpy):
-    """CacheSpy (the target's cache after every step) plus the drafter's own cache: it must
-    equal a fresh prefill of the tokens it claims to hold (``_seen``), a prefix of the
-    committed tokens without the newest."""
-
-    def __init__(self, inner, model):
-        super().__init__(inner, model)
-        self.drafter_checks = 0
-
-    def propose_tree(self, *args, **kwargs):
-        return self.inner.propose_tree(*args, **kwargs)
-
-    @torch.inference_mode()
-    def accept(self, n, state):
-        super().accept(n, state)
-        d = self.inner
-        if d.shares_target_cache and not d._seen:  # chain drafts ran in the target's cache, checked above
-            assert d.cache.get_seq_length() == 0
-            self.drafter_checks += 1
-            return
-        seen = d._seen
-        assert seen == state.committed_ids[: len(seen)] and len(seen) <= len(state.committed_ids) - 1
-        assert d.cache.get_seq_length() == len(seen)
-        fresh = DynamicCache(config=d.model.config)
-        d.model(input_ids=torch.tensor([seen]), cache=fresh, use_cache=True)
-        assert len(d.cache.layers) == len(fresh.layers) == d.exit_layer
-        for a, b in zip(d.cache.layers, fresh.layers):
-            assert a.keys.shape == b.keys.shape
-            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
-        self.drafter_checks += 1
+def exit_spy(drafter, target):
+    """The target's cache and the exit's own after every step: its cache holds a prefix of the
+    committed tokens without the newest, over the exit's k layers."""
+    return DrafterCacheSpy(drafter, target, holds=committed_prefix_without_newest, layers=drafter.exit_layer)
 
 
 @pytest.mark.parametrize("reuse", [True, False])
@@ -97,14 +83,11 @@ def test_greedy_equals_transformers_past_the_sliding_window_with_both_caches_che
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
-    ref = hf_greedy(target, ids, 30)
-    spy = DrafterCacheSpy(EarlyExitDrafter(target, k, reuse_kv=reuse), target)
-    r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
-    assert list(r.token_ids) == ref
-    assert spy.drafter_checks == spy.checks == len(r.steps) - (1 if r.stats.stopped == "eos" else 0)
+    spy = exit_spy(EarlyExitDrafter(target, k, reuse_kv=reuse), target)
+    r = assert_greedy_equals_target(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), spy)
+    assert_checked_every_step(spy, r, drafter_cache=True)
     assert r.stats.accepted_tokens > 0  # the exit really drafts tokens the target keeps
-    judged = [d for s in r.steps for d in s.drafted if d.judged]
-    assert any(not d.accepted for d in judged)  # ... and rollbacks really happened
+    assert rejected_drafts(r) > 0  # ... and rollbacks really happened
     info = r.steps[0].drafter_info
     assert info["exit_layer"] == k and info["layers"] == 4
     assert (info["reused"] == NOTHING_REUSED) != reuse
@@ -122,7 +105,7 @@ class _KeepsRejectedDrafts(EarlyExitDrafter):
 def test_the_drafter_cache_check_catches_a_drafter_that_keeps_rejected_drafts():
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
-    spy = DrafterCacheSpy(_KeepsRejectedDrafts(target, 2, reuse_kv=False), target)
+    spy = exit_spy(_KeepsRejectedDrafts(target, 2, reuse_kv=False), target)
     with pytest.raises(AssertionError):
         run(target, tok, tok.encode("sliding windows roll back"), GenerationConfig(gamma=4, max_new_tokens=30),
             drafter=spy, eos_token_ids=[EOS])
@@ -194,7 +177,7 @@ def test_layerskip_mutants_are_caught(mutant):
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")
-    spy = DrafterCacheSpy(mutant(target, 1), target)
+    spy = exit_spy(mutant(target, 1), target)
     with pytest.raises(AssertionError):
         r = run(target, tok, ids, GenerationConfig(gamma=8, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
         assert list(r.token_ids) == hf_greedy(target, ids, 30)
@@ -203,11 +186,10 @@ def test_layerskip_mutants_are_caught(mutant):
 @pytest.mark.parametrize("gamma", [1, 4])
 def test_greedy_equals_transformers_on_tiny_llama(tiny_pair, gamma):
     target, _, tok = tiny_pair
-    for prompt in ["The capital of France is", "a", "def f(x):\n    return x * x\n"]:
-        ids = tok.encode(prompt)
-        spy = DrafterCacheSpy(EarlyExitDrafter(target, 1), target)
-        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
-        assert list(r.token_ids) == hf_greedy(target, ids, 30), prompt
+    for prompt in TINY_PROMPTS:
+        spy = exit_spy(EarlyExitDrafter(target, 1), target)
+        cfg = GenerationConfig(gamma=gamma, max_new_tokens=30)
+        assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, spy, msg=prompt)
 
 
 @pytest.mark.parametrize("nodes", [4, 8])
@@ -215,11 +197,9 @@ def test_tree_drafts_keep_greedy_equality(nodes):
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")
-    ref = hf_greedy(target, ids, 24)
-    spy = DrafterCacheSpy(EarlyExitDrafter(target, 2), target)
-    r = run(target, tok, ids, GenerationConfig(gamma=4, tree_nodes=nodes, max_new_tokens=24), drafter=spy,
-            eos_token_ids=[EOS])
-    assert list(r.token_ids) == ref
+    spy = exit_spy(EarlyExitDrafter(target, 2), target)
+    cfg = GenerationConfig(gamma=4, tree_nodes=nodes, max_new_tokens=24)
+    r = assert_greedy_equals_target(target, tok, ids, cfg, spy)
     assert spy.drafter_checks > 0 and r.steps[0].drafter_info["exit_layer"] == 2
 
 
@@ -241,16 +221,6 @@ def _small_llama():
             layer.mlp.down_proj.weight.mul_(3.0)
             layer.self_attn.o_proj.weight.mul_(3.0)
     return model
-
-
-@torch.inference_mode()
-def _exact_pair_pmf(model, prompt, params):
-    """P(y1, y2) = p(y1 | prompt) p(y2 | prompt, y1), from the target's own passes. [V*V]"""
-    first = logits_to_probs(model(torch.tensor([prompt])).logits[0, -1], params)  # [V]
-    rows = torch.stack([
-        logits_to_probs(model(torch.tensor([prompt + [y]])).logits[0, -1], params) for y in range(V)
-    ])  # [V, V]
-    return (first[:, None] * rows).flatten()
 
 
 class _OffByOneQ(EarlyExitDrafter):
@@ -275,20 +245,15 @@ class _OffByOneQ(EarlyExitDrafter):
 
 def _sample_pairs(model, drafter_cls, gamma, params, prompt=(0, 1), n=N):
     config = GenerationConfig(gamma=gamma, temperature=params.temperature, max_new_tokens=2, trace=False)
-    counts = torch.zeros(V * V)
-    for seed in range(n):
-        r = run(model, _Tok(), list(prompt), config, drafter=drafter_cls(model, 1),
-                generator=torch.Generator().manual_seed(seed))
-        y1, y2 = r.token_ids
-        counts[y1 * V + y2] += 1
-    return counts
+    return first_pair_counts(lambda seed: run(model, LetterTokenizer(), list(prompt), config,
+                                              drafter=drafter_cls(model, 1), generator=seeded(seed)), n, V)
 
 
 @pytest.fixture(scope="module")
 def small_llama():
     model = _small_llama()
     params = SamplingParams(temperature=1.0)
-    pmf = _exact_pair_pmf(model, [0, 1], params)
+    pmf = model_pair_pmf(model, [0, 1], params, V)
     with torch.inference_mode():  # the exit's q really differs from p (else the test proves little)
         exit_probs = logits_to_probs(exit_model(model, 1)(torch.tensor([[0, 1]])).logits[0, -1], params)
         target_probs = pmf.view(V, V).sum(1)
@@ -300,13 +265,13 @@ def small_llama():
 def test_sampling_at_t1_follows_the_target_distribution(small_llama, gamma):
     model, params, pmf = small_llama
     counts = _sample_pairs(model, EarlyExitDrafter, gamma, params)
-    assert gof_pvalue(counts, pmf) > ALPHA
+    assert_follows(counts, pmf)
 
 
 def test_mutant_q_from_the_wrong_exit_is_detected(small_llama):
     model, params, pmf = small_llama
     counts = _sample_pairs(model, _OffByOneQ, 1, params, n=500)  # p ~ 1e-60 at 500
-    assert gof_pvalue(counts, pmf) < 1e-6
+    assert_does_not_follow(counts, pmf)
 
 
 # ---------------------------------------------------------------- presets and the API
@@ -326,9 +291,8 @@ def test_every_preset_but_gemma4_offers_early_exit_and_the_api_runs_it():
 
 def test_bench_runs_transformers_early_exit_beside_ours_and_counts_only_full_passes():
     from playground import bench
-    from tests.test_bench import PROMPTS
 
-    opts = bench.BenchOptions(preset="tiny-random", prompts=PROMPTS, max_new_tokens=16, gammas=(4,),
+    opts = bench.BenchOptions(preset="tiny-random", prompts=BENCH_PROMPTS, max_new_tokens=16, gammas=(4,),
                               drafters=("early-exit",), repeats=1, cost_reps=1, threads=1, warmup=False)
     rows = bench.run_bench(opts).rows
     ours = [r for r in rows if r["method"] == "speculative"]

@@ -5,24 +5,25 @@ transformers on the same model (float32).
 """
 
 import pytest
-import torch
-from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
 
-from playground.drafters.base import TargetState
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter, find_continuation
 from playground.engine import GenerationConfig, run, stream
 from playground.records import GenerationResult, StepRecord
 from playground.tiny import EOS, CharTokenizer
+from tests.contract import (
+    CacheSpy,
+    assert_checked_every_step,
+    assert_greedy_equals_target,
+    hf_greedy,
+    rejected_drafts,
+)
 from tests.fakes import BigramLM, bigram_table
+from tests.fakes import LetterTokenizer as Letters
+from tests.tiny_models import sliding_pair
 
 GAMMAS = [1, 2, 4, 8]
 PROMPTS = ["The capital of France is", "a", "def f(x):\n    return x * x\n\nprint(f(3))  # 9\nprint(f("]
-
-
-def hf_greedy(model, ids, n):
-    out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=EOS, pad_token_id=EOS)
-    return out[0, len(ids):].tolist()
 
 
 def make_drafter(kind, drafter_model):
@@ -37,42 +38,18 @@ def make_drafter(kind, drafter_model):
 def test_greedy_speculative_equals_transformers_generate_tiny(tiny_pair, kind, gamma):
     target, drafter_model, tok = tiny_pair
     for prompt in PROMPTS:
-        ids = tok.encode(prompt)
-        ref = hf_greedy(target, ids, 40)
-        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=40), drafter=make_drafter(kind, drafter_model), eos_token_ids=[EOS])
-        assert list(r.token_ids) == ref, prompt
+        cfg = GenerationConfig(gamma=gamma, max_new_tokens=40)
+        drafter = make_drafter(kind, drafter_model)
+        r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, drafter, msg=prompt)
     assert r.stats.steps < len(r.token_ids) or kind == "prompt-lookup"  # drafts really were accepted
 
 
 def test_greedy_autoregressive_equals_transformers_generate(tiny_pair):
     target, _, tok = tiny_pair
     for prompt in PROMPTS:
-        ids = tok.encode(prompt)
-        r = run(target, tok, ids, GenerationConfig(mode="autoregressive", max_new_tokens=30), eos_token_ids=[EOS])
-        assert list(r.token_ids) == hf_greedy(target, ids, 30)
+        cfg = GenerationConfig(mode="autoregressive", max_new_tokens=30)
+        r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg)
         assert r.stats.target_calls == len(r.token_ids) + 1  # prefill + one pass per token
-
-
-def sliding_pair(window=4):
-    """Tiny Gemma 3 with sliding-window layers (window 4) and a noisy copy as drafter."""
-    cfg = Gemma3TextConfig(
-        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, sliding_window=window, max_position_embeddings=512,
-        layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
-        bos_token_id=EOS - 1, eos_token_id=EOS, pad_token_id=EOS + 1, attn_implementation="eager",
-    )
-    torch.manual_seed(0)
-    target = Gemma3ForCausalLM(cfg).eval()
-    with torch.no_grad():
-        target.lm_head.weight.mul_(1.0)  # tied to embeddings
-    drafter = Gemma3ForCausalLM(cfg).eval()
-    drafter.load_state_dict(target.state_dict())
-    g = torch.Generator().manual_seed(1)
-    with torch.no_grad():
-        for name, w in drafter.named_parameters():
-            if w.ndim == 2 and "embed" not in name:
-                w.add_(torch.randn(w.shape, generator=g) * 0.5 * w.std())
-    return target, drafter
 
 
 @pytest.mark.parametrize("gamma", GAMMAS)
@@ -81,14 +58,11 @@ def test_greedy_equality_with_sliding_window_rollback(kind, gamma):
     target, drafter_model = sliding_pair(window=4)
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
-    ref = hf_greedy(target, ids, 30)
     spy = CacheSpy(make_drafter(kind, drafter_model), target)
-    r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
-    assert list(r.token_ids) == ref
-    rejections = sum(1 for s in r.steps for d in s.drafted if d.judged and not d.accepted)
-    assert spy.checks == len(r.steps) - (1 if r.stats.stopped == "eos" else 0)
+    r = assert_greedy_equals_target(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), spy)
+    assert_checked_every_step(spy, r)
     if kind == "model":
-        assert rejections > 0  # rollbacks across the window really happened
+        assert rejected_drafts(r) > 0  # rollbacks across the window really happened
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -107,43 +81,6 @@ def test_autoregressive_runs_past_the_sliding_window(temperature):
 
 
 # ---------------------------------------------------------------- cache invariant
-
-
-class CacheSpy:
-    """Wraps a drafter; after every step checks that the target's cache equals a
-    fresh prefill of the committed prefix (everything but the newest token)."""
-
-    def __init__(self, inner, model):
-        self.inner, self.model, self.checks = inner, model, 0
-        self.name, self.needs_target_hidden = inner.name, inner.needs_target_hidden
-
-    def start(self, state):
-        self.inner.start(state)
-
-    def propose(self, *args):
-        return self.inner.propose(*args)
-
-    def cache_len(self):
-        return self.inner.cache_len()
-
-    @property
-    def shares_target_cache(self):  # early exit with KV reuse verifies through the drafter
-        return getattr(self.inner, "shares_target_cache", False)
-
-    def verify_logits(self, *args):
-        return self.inner.verify_logits(*args)
-
-    @torch.inference_mode()
-    def accept(self, n, state: TargetState):
-        self.inner.accept(n, state)
-        fresh = DynamicCache(config=self.model.config)
-        self.model(input_ids=torch.tensor([state.committed_ids[:-1]]), cache=fresh, use_cache=True)
-        live = state.target_cache
-        assert live.get_seq_length() == len(state.committed_ids) - 1
-        for a, b in zip(live.layers, fresh.layers):
-            assert a.keys.shape == b.keys.shape
-            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
-        self.checks += 1
 
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
@@ -209,21 +146,13 @@ def test_stats_are_consistent(tiny_pair):
 # ---------------------------------------------------------------- edge cases (table-driven fakes)
 
 
-class _Letters:
-    def decode(self, ids, **_):
-        return "".join(chr(65 + int(i)) for i in ids)
-
-    def convert_ids_to_tokens(self, i):
-        return chr(65 + int(i))
-
-
 V, EOS_F = 10, 9
 
 
 def test_eos_inside_a_draft_is_accepted_and_stops_without_bonus():
     table = bigram_table({5: 6, 6: 7, 7: EOS_F, EOS_F: 1}, V)
     target, drafter = BigramLM(table), BigramLM(table)
-    r = run(target, _Letters(), [4, 5], GenerationConfig(gamma=6, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    r = run(target, Letters(), [4, 5], GenerationConfig(gamma=6, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
     assert list(r.token_ids) == [6, 7, EOS_F]
     (step,) = r.steps
     assert [d.token_id for d in step.drafted] == [6, 7, EOS_F]  # drafting stopped at EOS
@@ -233,7 +162,7 @@ def test_eos_inside_a_draft_is_accepted_and_stops_without_bonus():
 def test_eos_as_the_bonus_token():
     table = bigram_table({5: 6, 6: 7, 7: EOS_F}, V)
     target, drafter = BigramLM(table), BigramLM(table)
-    r = run(target, _Letters(), [5], GenerationConfig(gamma=2, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    r = run(target, Letters(), [5], GenerationConfig(gamma=2, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
     assert list(r.token_ids) == [6, 7, EOS_F]
     assert r.steps[0].correction.kind == "bonus" and r.steps[0].correction.token_id == EOS_F
 
@@ -241,7 +170,7 @@ def test_eos_as_the_bonus_token():
 def test_eos_from_the_residual_stops_generation():
     target = BigramLM(bigram_table({5: EOS_F}, V))
     drafter = BigramLM(bigram_table({5: 2}, V))
-    r = run(target, _Letters(), [5], GenerationConfig(gamma=3, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    r = run(target, Letters(), [5], GenerationConfig(gamma=3, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
     assert list(r.token_ids) == [EOS_F] and r.steps[0].correction.kind == "resample"
 
 
@@ -249,7 +178,7 @@ def test_eos_from_the_residual_stops_generation():
 def test_never_drafts_past_the_budget(max_new):
     table = bigram_table({}, V)
     target, drafter = BigramLM(table), BigramLM(table)
-    r = run(target, _Letters(), [0], GenerationConfig(gamma=8, max_new_tokens=max_new), drafter=ModelDrafter(drafter, V), eos_token_ids=[])
+    r = run(target, Letters(), [0], GenerationConfig(gamma=8, max_new_tokens=max_new), drafter=ModelDrafter(drafter, V), eos_token_ids=[])
     assert len(r.token_ids) == max_new
     for s in r.steps:
         assert len(s.drafted) <= max_new - 1
@@ -259,7 +188,7 @@ def test_never_drafts_past_the_budget(max_new):
 def test_one_token_prompt():
     table = bigram_table({}, V)
     target, drafter = BigramLM(table), BigramLM(table)
-    r = run(target, _Letters(), [3], GenerationConfig(gamma=2, max_new_tokens=6), drafter=ModelDrafter(drafter, V))
+    r = run(target, Letters(), [3], GenerationConfig(gamma=2, max_new_tokens=6), drafter=ModelDrafter(drafter, V))
     assert list(r.token_ids) == [4, 5, 6, 7, 8, 9]
     assert target.calls == [3, 3]  # no prefill; two passes of 1 + 2 drafts
 
@@ -267,7 +196,7 @@ def test_one_token_prompt():
 def test_prompt_lookup_without_match_falls_back_to_plain_steps():
     table = bigram_table({}, V)
     target = BigramLM(table)
-    r = run(target, _Letters(), [0, 1, 2], GenerationConfig(gamma=4, max_new_tokens=3), drafter=PromptLookupDrafter())
+    r = run(target, Letters(), [0, 1, 2], GenerationConfig(gamma=4, max_new_tokens=3), drafter=PromptLookupDrafter())
     assert list(r.token_ids) == [3, 4, 5]
     assert all(len(s.drafted) == 0 and s.correction.kind == "target" for s in r.steps)
     assert r.stats.acceptance_rate is None
@@ -285,7 +214,7 @@ def test_empty_prompt_is_rejected_with_a_clear_message():
     with pytest.raises(ValueError, match="empty"):
         generate("   ", preset="tiny-random")
     with pytest.raises(ValueError, match="empty"):
-        run(BigramLM(bigram_table({}, V)), _Letters(), [], GenerationConfig(), drafter=PromptLookupDrafter())
+        run(BigramLM(bigram_table({}, V)), Letters(), [], GenerationConfig(), drafter=PromptLookupDrafter())
 
 
 @pytest.mark.parametrize(

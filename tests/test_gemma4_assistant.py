@@ -28,25 +28,32 @@ from transformers import (
     Gemma4TextConfig,
 )
 
-from playground.drafters.base import Drafter, TargetState
+from playground.drafters.base import TargetState
 from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter, context_kv, load_gemma4_assistant_drafter
 from playground.engine import GenerationConfig, run
 from playground.sampling import SamplingParams, logits_to_probs
-from tests.test_distribution import gof_pvalue
+from tests import tiny_models
+from tests.contract import (
+    assert_argmax_mode,
+    assert_greedy_draft_protocol,
+    assert_greedy_equals_target,
+    assert_q_is_the_sampling_law,
+    assert_q_rows,
+    assert_stateless_rollback,
+    branched_steps,
+    first_pair_counts,
+    hf_greedy,
+    rejected_drafts,
+    seeded,
+)
+from tests.fakes import LetterTokenizer
+from tests.stats import assert_does_not_follow, assert_follows, model_pair_pmf
 
 S, F = "sliding_attention", "full_attention"
 V = 64
 EOS = 1
 WINDOW = 4
 H = 32
-
-
-class _Letters:
-    def decode(self, ids, **_):
-        return "".join(chr(65 + int(i) % 26) for i in ids)
-
-    def convert_ids_to_tokens(self, i):
-        return chr(65 + int(i) % 26)
 
 
 def text_config(vocab: int, layers: int, types: list[str], **kw) -> Gemma4TextConfig:
@@ -100,25 +107,12 @@ def pair():
 
 
 def prefix_state(model, ids: list[int]) -> TargetState:
-    """What the loop hands the drafter: the cache holds ids[:-1], hidden is h at len-2."""
-    cache = DynamicCache(config=model.config)
-    cache.activate_past_recording()
-    hidden = None
-    if len(ids) > 1:
-        with torch.no_grad():
-            out = model(input_ids=torch.tensor([ids[:-1]]), cache=cache, use_cache=True, output_hidden_states=True)
-        hidden = out.hidden_states[-1][0, -1]
-    return TargetState(committed_ids=list(ids), hidden=hidden, target_cache=cache)
+    """What the loop hands the drafter (its cache records the past, as the loop's does)."""
+    return tiny_models.prefix_state(model, ids, record_past=True)
 
 
 def rand_ids(n: int, seed: int = 0, vocab: int = V) -> list[int]:
-    return torch.randint(3, vocab, (n,), generator=torch.Generator().manual_seed(seed)).tolist()
-
-
-def hf_greedy(model, ids: list[int], n: int) -> list[int]:
-    with torch.no_grad():
-        out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=None, pad_token_id=0)
-    return out[0, len(ids):].tolist()
+    return tiny_models.rand_ids(n, seed, vocab=vocab)
 
 
 # ---------------------------------------------------------------- the drafter itself
@@ -127,9 +121,8 @@ def hf_greedy(model, ids: list[int], n: int) -> list[int]:
 def test_protocol_and_info(pair):
     target, assistant = pair
     d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
-    assert isinstance(d, Drafter) and d.name == "gemma4-assistant" and d.needs_target_hidden
-    draft = d.propose(prefix_state(target, rand_ids(10)), 4, SamplingParams(), None)
-    assert len(draft.token_ids) == 4 and draft.draft_probs is None and draft.forward_calls == 4
+    draft = assert_greedy_draft_protocol(d, "gemma4-assistant", prefix_state(target, rand_ids(10)), 4)
+    assert draft.forward_calls == 4
     info = draft.info
     assert info["hidden_from_position"] == 8  # the position before the newest token (index 9)
     assert info["position_id"] == 9  # every step queries from the newest token's position
@@ -137,7 +130,6 @@ def test_protocol_and_info(pair):
     assert info["target_kv_positions"] == 9 and info["sliding_kv_positions"] == WINDOW - 1
     assert info["candidates_scored"] == 4 * (V // 8) and info["clusters_scored"] == 4 and info["num_clusters"] == 8
     assert info["vocab_size"] == V and info["draft_steps"] == 4 and info["draft_ms_per_token"] > 0
-    assert d.cache_len() is None
     import json
 
     json.dumps(info)  # goes into the trace as it is
@@ -201,9 +193,8 @@ def test_q_rows_exact(pair, params):
     ids = rand_ids(9, seed=5)
     state = prefix_state(target, ids)
     draft = d.propose(state, 3, params, torch.Generator().manual_seed(0))
-    q = draft.draft_probs
-    assert q is not None and q.shape == (3, V) and q.dtype == torch.float32 and draft.soft_probs is None
-    torch.testing.assert_close(q.sum(-1), torch.ones(3))
+    q = assert_q_rows(draft, shape=(3, V))
+    assert draft.soft_probs is None
     # replay the chain: each row is logits_to_probs over that step's scored tokens, zero elsewhere
     shared = d.shared_kv(state.target_cache, 8)
     tok, h = ids[-1], state.hidden
@@ -212,7 +203,6 @@ def test_q_rows_exact(pair, params):
         expected = torch.zeros(V)
         expected[scored] = logits_to_probs(logits, params)
         torch.testing.assert_close(q[i], expected, rtol=0, atol=0)
-        assert q[i, drafted] > 0
         tok = drafted
 
 
@@ -221,27 +211,15 @@ def test_q_matches_what_was_sampled(pair):
     target, assistant = pair
     d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
     state = prefix_state(target, rand_ids(6, seed=2))
-    params = SamplingParams(temperature=2.0)
-    g = torch.Generator().manual_seed(123)
-    q0 = d.propose(state, 1, params, g).draft_probs[0]
-    n = 1500
-    counts = torch.zeros(V)
-    for _ in range(n):
-        counts[d.propose(state, 1, params, g).token_ids[0]] += 1
-    assert float(counts[q0 == 0].sum()) == 0.0  # unscored tokens are never drafted
-    assert 0.5 * float((counts / n - q0).abs().sum()) < 0.07
+    assert_q_is_the_sampling_law(d, state, SamplingParams(temperature=2.0), 1500, V, max_tv=0.07)
 
 
 def test_greedy_and_argmax_mode(pair):
     target, assistant = pair
     state = prefix_state(target, rand_ids(7, seed=4))
-    greedy = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[]).propose(state, 3, SamplingParams(), None)
-    assert greedy.draft_probs is None and greedy.soft_probs is None
-    am = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[], argmax=True)
-    dr = am.propose(state, 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(0))
-    assert dr.token_ids == greedy.token_ids  # argmax drafts regardless of temperature
-    assert dr.draft_probs is None  # q is one-hot: the loop builds it
-    assert dr.soft_probs is not None and dr.soft_probs.shape == (3, V)  # only for the softmax-q lesson
+    greedy, _ = assert_argmax_mode(lambda **kw: Gemma4AssistantDrafter(target, assistant, eos_token_ids=[], **kw),
+                                   state, 3, V)
+    assert greedy.soft_probs is None
 
 
 def test_one_token_prompt_and_eos(pair):
@@ -250,8 +228,8 @@ def test_one_token_prompt_and_eos(pair):
     state = TargetState(committed_ids=[5], hidden=None, target_cache=DynamicCache(config=target.config))
     empty = d.propose(state, 3, SamplingParams(), None)
     assert empty.token_ids == [] and empty.info["hidden_from_position"] is None  # nothing to read yet
-    r = run(target, _Letters(), [5], GenerationConfig(gamma=3, max_new_tokens=12), drafter=d, eos_token_ids=[])
-    assert list(r.token_ids) == hf_greedy(target, [5], 12)
+    r = assert_greedy_equals_target(target, LetterTokenizer(), [5], GenerationConfig(gamma=3, max_new_tokens=12), d,
+                                    eos_token_ids=[])
     assert len(r.steps[0].drafted) == 0 and len(r.steps[1].drafted) > 0
     s = prefix_state(target, rand_ids(8, seed=6))
     toks = d.propose(s, 5, SamplingParams(), None).token_ids
@@ -263,17 +241,8 @@ def test_stateless_rollback(pair):
     """Proposals depend only on the TargetState: a fresh drafter agrees, and target K/V of
     rejected drafts still in the cache (not yet cropped) are ignored."""
     target, assistant = pair
-    ids = rand_ids(14, seed=8)
-    d = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
-    d.propose(prefix_state(target, ids[:5]), 4, SamplingParams(), None)
-    d.accept(1, prefix_state(target, ids[:7]))
-    later = prefix_state(target, ids[:7])
-    a = d.propose(later, 4, SamplingParams(), None)
-    assert a.token_ids == Gemma4AssistantDrafter(target, assistant, eos_token_ids=[]).propose(later, 4, SamplingParams(), None).token_ids
-    stale = prefix_state(target, ids[:7])
-    with torch.no_grad():
-        target(input_ids=torch.tensor([ids[6:9]]), cache=stale.target_cache, use_cache=True)
-    assert d.propose(stale, 4, SamplingParams(), None).token_ids == a.token_ids
+    assert_stateless_rollback(lambda: Gemma4AssistantDrafter(target, assistant, eos_token_ids=[]),
+                              lambda ids: prefix_state(target, ids), target, rand_ids(14, seed=8))
 
 
 def test_rejects_mismatched_models(pair):
@@ -323,10 +292,11 @@ def test_greedy_equality_through_engine(pair):
     for gamma in (1, 2, 4):
         for seed in range(3):
             prompt = rand_ids(10, seed=seed)
-            res = run(target, _Letters(), prompt, GenerationConfig(gamma=gamma, max_new_tokens=24), drafter=drafter, eos_token_ids=[])
-            assert list(res.token_ids) == hf_greedy(target, prompt, 24), (gamma, seed)
+            cfg = GenerationConfig(gamma=gamma, max_new_tokens=24)
+            res = assert_greedy_equals_target(target, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[],
+                                              msg=(gamma, seed))
             accepted += res.stats.accepted_tokens
-            rejected += sum(1 for s in res.steps for x in s.drafted if x.judged and not x.accepted)
+            rejected += rejected_drafts(res)
             assert all(s.drafter_info["sliding_kv_positions"] == WINDOW - 1 for s in res.steps if s.drafted)
     assert accepted > 20 and rejected > 20, (accepted, rejected)  # both paths, rollbacks included
 
@@ -340,10 +310,10 @@ def test_tree_greedy_equality_through_engine(pair, nodes):
     for gamma in (2, 4):
         for seed in range(2):
             prompt = rand_ids(10, seed=seed)
-            res = run(target, _Letters(), prompt, GenerationConfig(gamma=gamma, max_new_tokens=20, tree_nodes=nodes),
-                      drafter=drafter, eos_token_ids=[])
-            assert list(res.token_ids) == hf_greedy(target, prompt, 20), (gamma, seed)
-            branched += sum(1 for s in res.steps if len({d.parent for d in s.drafted}) < len(s.drafted))
+            cfg = GenerationConfig(gamma=gamma, max_new_tokens=20, tree_nodes=nodes)
+            res = assert_greedy_equals_target(target, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[],
+                                              msg=(gamma, seed))
+            branched += branched_steps(res)
     assert branched > 0
 
 
@@ -352,13 +322,9 @@ def test_tree_sampling_matches_target_distribution(small_pair):
     params = SamplingParams(temperature=1.0)
     config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, tree_nodes=6)
     drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
-    counts = torch.zeros(DV * DV)
-    for seed in range(1500):
-        r = run(target, _Letters(), PROMPT, config, drafter=drafter, eos_token_ids=[],
-                generator=torch.Generator().manual_seed(seed))
-        y1, y2 = r.token_ids[:2]
-        counts[y1 * DV + y2] += 1
-    assert gof_pvalue(counts, exact_pair_pmf(target, PROMPT, params)) > 1e-3
+    counts = first_pair_counts(lambda seed: run(target, LetterTokenizer(), PROMPT, config, drafter=drafter,
+                                                eos_token_ids=[], generator=seeded(seed)), 1500, DV)
+    assert_follows(counts, model_pair_pmf(target, PROMPT, params, DV))
 
 
 def test_greedy_equality_through_multimodal_wrapper(pair):
@@ -371,8 +337,9 @@ def test_greedy_equality_through_multimodal_wrapper(pair):
         mm.lm_head.weight.copy_(target.lm_head.weight)
     drafter = load_gemma4_assistant_drafter(mm, assistant, eos_token_ids=[])
     prompt = rand_ids(9, seed=3)
-    res = run(mm, _Letters(), prompt, GenerationConfig(gamma=3, max_new_tokens=16), drafter=drafter, eos_token_ids=[])
-    assert list(res.token_ids) == hf_greedy(target, prompt, 16)
+    cfg = GenerationConfig(gamma=3, max_new_tokens=16)
+    res = assert_greedy_equals_target(mm, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[],
+                                      expected=hf_greedy(target, prompt, 16, eos=None))
     assert res.stats.accepted_tokens > 0
 
 
@@ -387,41 +354,34 @@ def small_pair():
     return build_pair(vocab=DV, clusters=4, top=2, head_scale=12.0, seed=3)
 
 
-def exact_pair_pmf(model, prompt, params):
-    """P(y1, y2) = p(y1 | prompt) · p(y2 | prompt, y1), from the target itself."""
-    with torch.no_grad():
-        p1 = logits_to_probs(model(input_ids=torch.tensor([prompt])).logits[0, -1], params)  # [V]
-        seqs = torch.tensor([prompt + [y] for y in range(DV)])
-        p2 = logits_to_probs(model(input_ids=seqs).logits[:, -1], params)  # [V, V]
-    return (p1[:, None] * p2).flatten()
-
-
 def sample_pairs(models, n, argmax=False, rule="lossless"):
     """The first two tokens of n seeded runs (budget 3: the first step drafts up to 2)."""
     target, assistant = models
     params = SamplingParams(temperature=1.0)
     config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, rule=rule)
     drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[], argmax=argmax)
-    counts = torch.zeros(DV * DV)
     accepted = rejected = 0
-    for seed in range(n):
-        r = run(target, _Letters(), PROMPT, config, drafter=drafter, eos_token_ids=[], generator=torch.Generator().manual_seed(seed))
-        y1, y2 = r.token_ids[:2]
-        counts[y1 * DV + y2] += 1
+
+    def run_seed(seed):
+        nonlocal accepted, rejected
+        r = run(target, LetterTokenizer(), PROMPT, config, drafter=drafter, eos_token_ids=[], generator=seeded(seed))
         accepted += r.stats.accepted_tokens
         rejected += r.stats.judged_tokens - r.stats.accepted_tokens
-    return counts, exact_pair_pmf(target, PROMPT, params), accepted, rejected
+        return r
+
+    counts = first_pair_counts(run_seed, n, DV)
+    return counts, model_pair_pmf(target, PROMPT, params, DV), accepted, rejected
 
 
 @pytest.mark.parametrize("argmax,n", [(False, 2000), (True, 1200)])
 def test_sampling_matches_target_distribution(small_pair, argmax, n):
     counts, pmf, accepted, rejected = sample_pairs(small_pair, n, argmax=argmax)
     assert accepted > 0.2 * n and rejected > 0.2 * n  # drafts are judged both ways
-    assert gof_pvalue(counts, pmf) > 1e-3
+    assert_follows(counts, pmf)
 
 
 def test_softmax_q_mutant_is_detected(small_pair):
     """transformers' rule for this drafter when sampling: argmax drafts judged against the
     drafter's softmax instead of the one-hot q.  Biased, and the test sees it."""
     counts, pmf, _, _ = sample_pairs(small_pair, 500, argmax=True, rule="softmax-q")
-    assert gof_pvalue(counts, pmf) < 1e-6
+    assert_does_not_follow(counts, pmf)

@@ -11,10 +11,11 @@ from playground.drafters.base import Draft, TargetState
 from playground.drafters.hybrid import HybridDrafter
 from playground.engine import GenerationConfig, run
 from playground.sampling import SamplingParams, logits_to_probs, sample
-from tests.fakes import BigramLM
-from tests.test_distribution import PARAMS, _Tok, _tables, gof_pvalue
+from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
+from tests.fakes import TABLE_V as V
+from tests.fakes import BigramLM, LetterTokenizer, disagreeing_tables
+from tests.stats import PARAMS, assert_does_not_follow, assert_follows, table_pair_pmf
 
-V = 6
 PROMPT = [0, 1, 2, 0, 1]  # the bigram (0, 1) repeats: prompt lookup proposes [2, 0, 1, ...]
 
 
@@ -54,7 +55,7 @@ def _state(ids):
 
 
 def test_lookup_first_fallback_otherwise():
-    _, drafter_logits = _tables()
+    _, drafter_logits = disagreeing_tables()
     h = HybridDrafter(TableDrafter(drafter_logits))
     g = torch.Generator().manual_seed(0)
     d = h.propose(_state(PROMPT), 3, SamplingParams(temperature=1.0), g)
@@ -69,59 +70,56 @@ def test_lookup_first_fallback_otherwise():
 
 
 def _sample_pairs(params, gamma, rule="lossless", n=3000):
-    target_logits, drafter_logits = _tables()
+    target_logits, drafter_logits = disagreeing_tables()
     config = GenerationConfig(mode="speculative", gamma=gamma, temperature=params.temperature, top_k=params.top_k,
                               top_p=params.top_p, max_new_tokens=2, trace=False, rule=rule)
-    counts, sources = torch.zeros(V * V), set()
-    for seed in range(n):
+    sources = set()
+
+    def run_seed(seed):
+        nonlocal sources
         d = HybridDrafter(TableDrafter(drafter_logits))
-        r = run(BigramLM(target_logits), _Tok(), PROMPT, config, drafter=d,
-                generator=torch.Generator().manual_seed(seed))
-        y1, y2 = r.token_ids
-        counts[y1 * V + y2] += 1
+        r = run(BigramLM(target_logits), LetterTokenizer(), PROMPT, config, drafter=d, generator=seeded(seed))
         sources |= {s.drafter_info.get("source") for s in r.steps} if r.steps else set()
-    rows = logits_to_probs(target_logits, params)  # [V, V]: row t = p(. | t)
-    pmf = (rows[PROMPT[-1]][:, None] * rows).flatten()
-    return counts, pmf, sources
+        return r
+
+    counts = first_pair_counts(run_seed, n, V)
+    return counts, table_pair_pmf(target_logits, params, last=PROMPT[-1]), sources
 
 
 @pytest.mark.parametrize("gamma", [1, 3])
 def test_hybrid_sampling_matches_target_distribution(gamma):
     counts, pmf, _ = _sample_pairs(PARAMS["T=1"], gamma)
-    assert gof_pvalue(counts, pmf) > 1e-3
+    assert_follows(counts, pmf)
 
 
 def test_hybrid_uses_both_sources_and_a_broken_rule_is_caught():
     config = GenerationConfig(mode="speculative", gamma=3, temperature=1.0, max_new_tokens=6, trace=True)
-    target_logits, drafter_logits = _tables()
+    target_logits, drafter_logits = disagreeing_tables()
     sources = set()
     for seed in range(30):
-        r = run(BigramLM(target_logits), _Tok(), PROMPT, config, drafter=HybridDrafter(TableDrafter(drafter_logits)),
-                generator=torch.Generator().manual_seed(seed))
+        d = HybridDrafter(TableDrafter(drafter_logits))
+        r = run(BigramLM(target_logits), LetterTokenizer(), PROMPT, config, drafter=d, generator=seeded(seed))
         sources |= {s.drafter_info.get("source") for s in r.steps}
     assert {"prompt-lookup", "table"} <= sources
     counts, pmf, _ = _sample_pairs(PARAMS["T=1"], 1, rule="target-sample")  # no residual after a rejection
-    assert gof_pvalue(counts, pmf) < 1e-6
+    assert_does_not_follow(counts, pmf)
 
 
 def test_greedy_equality_with_mtp_fallback():
     """mtp+lookup at temperature 0 == the target's greedy generate (tiny Gemma 3, float32)."""
     from playground.drafters.mtp import MTPDrafter
     from playground.tiny import VOCAB as CHAR_VOCAB, CharTokenizer
-    from tests.test_mtp import tiny_head, tiny_target
+    from tests.tiny_models import tiny_head, tiny_target
 
     model = tiny_target(vocab=CHAR_VOCAB, seed=11)
     tok = CharTokenizer()
     head = tiny_head(model, n_cand=60, noise=0.02, seed=3)
     prompt = tok.encode("the cat sat on the mat; the cat sat on the")
-    with torch.no_grad():
-        ref = model.generate(torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None,
-                             pad_token_id=0)[0, len(prompt):].tolist()
+    ref = hf_greedy(model, prompt, 24, eos=None)
     for gamma in (1, 3, 5):
         drafter = HybridDrafter(MTPDrafter(model, head, eos_token_ids=[]))
         assert drafter.needs_target_hidden
         cfg = GenerationConfig(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
-        res = run(model, tok, prompt, cfg, drafter=drafter, eos_token_ids=[])
-        assert list(res.token_ids) == ref, gamma
+        res = assert_greedy_equals_target(model, tok, prompt, cfg, drafter, eos_token_ids=[], expected=ref, msg=gamma)
         used = {s.drafter_info.get("source") for s in res.steps}
         assert "prompt-lookup" in used and "mtp" in used, used

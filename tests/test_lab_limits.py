@@ -18,7 +18,6 @@ from __future__ import annotations
 import builtins
 import copy
 import json
-from html.parser import HTMLParser
 from types import SimpleNamespace
 
 import pytest
@@ -36,6 +35,7 @@ from playground.lab.quiz import question, question_steps, reveal
 from playground.lab.runs import STOPPED_TIME, partial_result
 from playground.lab.theory import measure_run
 from playground.trace_io import TraceImportError, parse_trace, trace_to_json
+from tests.markup import start_tags
 
 PROMPT = "Once upon a time"
 
@@ -331,15 +331,6 @@ def test_memo_stores_compact_copies_of_views():
 # --------------------------------------------------------------------------------------------
 
 
-class _Tags(HTMLParser):
-    def __init__(self):
-        super().__init__()
-        self.tags: list[tuple[str, dict]] = []
-
-    def handle_starttag(self, tag, attrs):
-        self.tags.append((tag, dict(attrs)))
-
-
 HOSTILE_QUERY = {
     "prompt": "[sign in](https://evil.example)",
     "preset": "<img src=x onerror=alert(1)>",
@@ -360,10 +351,9 @@ def test_a_shared_link_never_renders_as_link_or_markup():
     for e in pf.errors:  # at most a short excerpt of anything the link said
         assert "x" * 30 not in e and "onerror=alert(1)" not in e and "<script>" not in e
     html = vlab.prefill_note_html(pf)
-    p = _Tags()
-    p.feed(html)
-    assert [t for t, _ in p.tags] == ["p", "b"]  # only our own tags: no <a>, <img>, <script>
-    assert all(set(attrs) <= {"class", "style"} for _, attrs in p.tags)  # no href, src or on... attribute
+    tags = start_tags(html)
+    assert [t for t, _ in tags] == ["p", "b"]  # only our own tags: no <a>, <img>, <script>
+    assert all(set(attrs) <= {"class", "style"} for _, attrs in tags)  # no href, src or on... attribute
     assert "<img" not in html and "&lt;img" in html and "&lt;a href" in html  # shown as text, escaped
     # the page's load event renders exactly that, into an HTML (not Markdown) component
     import gradio as gr

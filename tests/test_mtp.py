@@ -16,57 +16,21 @@ import pytest
 import torch
 from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
 
-from playground.drafters.base import Drafter, TargetState
+from playground.drafters.base import TargetState
 from playground.drafters.mtp import MTPDrafter, load_mtp_drafter, target_kv
 from playground.drafters.mtp_head import MTPConfig, MTPHead, apply_rope, rope_cos_sin, unrolled_states
 from playground.drafters.mtp_weights import load_head, save_head
 from playground.sampling import SamplingParams, logits_to_probs
-
-VOCAB = 300
-EOS = 1
-
-
-def tiny_target(vocab: int = VOCAB, seed: int = 0) -> Gemma3ForCausalLM:
-    torch.manual_seed(seed)
-    cfg = Gemma3TextConfig(
-        vocab_size=vocab,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=4,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        head_dim=16,
-        sliding_window=6,
-        layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
-        max_position_embeddings=512,
-        pad_token_id=0,
-        eos_token_id=EOS,
-        bos_token_id=2,
-        attn_implementation="eager",
-    )
-    return Gemma3ForCausalLM(cfg).eval()
-
-
-def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, layers: int = 1, **cfg) -> MTPHead:
-    """A random-ish head (the target's layer plus noise); cfg: MTPConfig overrides, e.g.
-    num_clusters / clusters_per_step (the clusters then cover every non-candidate token)."""
-    from playground.mtp_clusters import balanced_clusters
-
-    cfg = MTPConfig.from_target(model.config, num_candidates=n_cand, num_layers=layers, **cfg)
-    head = MTPHead(cfg)
-    head.init_from_target(model)
-    g = torch.Generator().manual_seed(seed)
-    perm = torch.randperm(model.config.vocab_size, generator=g)
-    cand = perm[perm != EOS][: n_cand - 1]
-    head.candidates.copy_(torch.cat([torch.tensor([EOS]), cand]))
-    if cfg.num_clusters:
-        static = torch.zeros(model.config.vocab_size, dtype=torch.bool)
-        static[head.candidates] = True
-        head.token_cluster.copy_(balanced_clusters(model.model.embed_tokens.weight.detach(), static, cfg.num_clusters))
-    with torch.no_grad():
-        for p in head.parameters():
-            p.add_(torch.randn(p.shape, generator=g) * noise)
-    return head.eval()
+from tests.contract import (
+    assert_argmax_mode,
+    assert_greedy_draft_protocol,
+    assert_greedy_equals_target,
+    assert_q_is_the_sampling_law,
+    assert_q_rows,
+    assert_stateless_rollback,
+    hf_greedy,
+)
+from tests.tiny_models import EOS, VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
 
 
 @pytest.fixture(scope="module")
@@ -79,41 +43,9 @@ def head(target):
     return tiny_head(target)
 
 
-def prefix_state(model, ids: list[int]) -> TargetState:
-    """What the loop hands the drafter: the cache holds ids[:-1], hidden is h at len-2."""
-    cache = DynamicCache(config=model.config)
-    hidden = None
-    if len(ids) > 1:
-        with torch.no_grad():
-            out = model(input_ids=torch.tensor([ids[:-1]]), cache=cache, use_cache=True, output_hidden_states=True)
-        hidden = out.hidden_states[-1][0, -1]
-    return TargetState(committed_ids=list(ids), hidden=hidden, target_cache=cache)
-
-
-@torch.no_grad()
-def first_draft_state(model, head, ids: list[int]) -> torch.Tensor:
-    """The head's state for draft 1 after committing ``ids`` [H], recomputed independently of
-    MTPDrafter: one full forward for the hidden states, one cached pass for the keys."""
-    seq = torch.tensor([ids])
-    out = model(input_ids=seq, output_hidden_states=True)
-    cache = DynamicCache(config=model.config)
-    model(input_ids=seq, cache=cache, use_cache=True)
-    lay = cache.layers[head.cfg.attn_layer]
-    return unrolled_states(head, model.model.embed_tokens(seq),
-                           out.hidden_states[-1], lay.keys, lay.values, 1)[0][0, -1]
-
-
-def rand_ids(n: int, seed: int = 0) -> list[int]:
-    g = torch.Generator().manual_seed(seed)
-    return torch.randint(3, VOCAB, (n,), generator=g).tolist()
-
-
 def test_protocol_and_info(target, head):
     d = MTPDrafter(target, head, eos_token_ids=[])
-    assert isinstance(d, Drafter)
-    assert d.name == "mtp" and d.needs_target_hidden
-    draft = d.propose(prefix_state(target, rand_ids(10)), 4, SamplingParams(), None)
-    assert len(draft.token_ids) == 4 and draft.draft_probs is None
+    draft = assert_greedy_draft_protocol(d, "mtp", prefix_state(target, rand_ids(10)), 4)
     info = draft.info
     assert info["hidden_from_position"] == 8  # the position before the newest token (index 9)
     assert info["candidates_scored"] == 200 + info["context_candidates"] and info["vocab_size"] == VOCAB
@@ -121,7 +53,6 @@ def test_protocol_and_info(target, head):
     assert info["target_kv_positions"] == 9
     assert info["draft_ms_per_token"] > 0
     assert info["target_kv_layer"] == 1 and info["target_layers"] == 4  # the tiny target's only full-attention layer
-    assert d.cache_len() is None
     d.cfg = dataclasses.replace(d.cfg, attn_layer=-3)  # a layer counted from the end is reported from the front
     assert d._info(None, 0, 0)["target_kv_layer"] == 1
 
@@ -173,16 +104,12 @@ def test_q_rows_exact(target, head, params):
     d = MTPDrafter(target, head, eos_token_ids=[])
     state = prefix_state(target, rand_ids(9, seed=5))
     draft = d.propose(state, 5, params, torch.Generator().manual_seed(0))
-    q = draft.draft_probs
-    assert q is not None and q.shape == (5, VOCAB) and q.dtype == torch.float32
-    torch.testing.assert_close(q.sum(-1), torch.ones(5))
+    q = assert_q_rows(draft, shape=(5, VOCAB))
     cands = torch.unique(torch.cat([head.candidates, torch.tensor(state.committed_ids)]))
     assert torch.equal(torch.unique(d.candidates), cands)  # static set + the context's tokens
     outside = torch.ones(VOCAB, dtype=torch.bool)
     outside[cands] = False
     assert float(q[:, outside].abs().sum()) == 0.0
-    for i, tok in enumerate(draft.token_ids):
-        assert q[i, tok] > 0
     # row 1 is logits_to_probs of the candidate logits, recomputed independently
     cand_emb = target.model.embed_tokens.weight[d.candidates]
     with torch.no_grad():
@@ -215,29 +142,12 @@ def test_q_matches_what_was_sampled(target):
     head = tiny_head(target, n_cand=40, noise=0.3, seed=7)
     d = MTPDrafter(target, head, eos_token_ids=[])
     state = prefix_state(target, rand_ids(6, seed=2))
-    params = SamplingParams(temperature=2.0)
-    g = torch.Generator().manual_seed(123)
-    q0 = d.propose(state, 1, params, g).draft_probs[0]
-    n = 3000
-    counts = torch.zeros(VOCAB)
-    for _ in range(n):
-        dr = d.propose(state, 1, params, g)
-        torch.testing.assert_close(dr.draft_probs[0], q0)  # same state -> same q
-        counts[dr.token_ids[0]] += 1
-    tv = 0.5 * float((counts / n - q0).abs().sum())
-    assert tv < 0.06, tv
-    assert float(counts[q0 == 0].sum()) == 0.0
+    assert_q_is_the_sampling_law(d, state, SamplingParams(temperature=2.0), 3000, VOCAB, max_tv=0.06, same_q=True)
 
 
 def test_greedy_and_argmax_mode(target, head):
     state = prefix_state(target, rand_ids(7, seed=4))
-    greedy = MTPDrafter(target, head, eos_token_ids=[]).propose(state, 3, SamplingParams(), None)
-    assert greedy.draft_probs is None
-    am = MTPDrafter(target, head, eos_token_ids=[], argmax=True)
-    dr = am.propose(state, 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(0))
-    assert dr.token_ids == greedy.token_ids  # argmax drafts regardless of temperature
-    assert dr.draft_probs is None  # q is one-hot: the loop builds it
-    assert dr.soft_probs is not None and dr.soft_probs.shape == (3, VOCAB)  # only for the softmax-q lesson
+    assert_argmax_mode(lambda **kw: MTPDrafter(target, head, eos_token_ids=[], **kw), state, 3, VOCAB)
 
 
 def test_one_token_prompt_without_hidden(target, head):
@@ -262,22 +172,12 @@ def test_stateless_rollback(target, head):
     """After any accept(), proposals depend only on the TargetState: a fresh drafter agrees,
     and target K/V beyond the committed context (rejected drafts not yet cropped) are ignored."""
     ids = rand_ids(14, seed=8)
-    d = MTPDrafter(target, head, eos_token_ids=[])
-    d.start(prefix_state(target, ids[:5]))
-    d.propose(prefix_state(target, ids[:5]), 4, SamplingParams(), None)
-    d.accept(1, prefix_state(target, ids[:7]))
-    later = prefix_state(target, ids[:7])
-    fresh = MTPDrafter(target, head, eos_token_ids=[])
-    a = d.propose(later, 4, SamplingParams(), None)
-    assert a.token_ids == fresh.propose(later, 4, SamplingParams(), None).token_ids
+    d, stale = assert_stateless_rollback(lambda: MTPDrafter(target, head, eos_token_ids=[]),
+                                         lambda ids: prefix_state(target, ids), target, ids, start=True)
     assert d.cache_len() is None
-    # a target cache that still holds 3 rejected draft positions gives the same proposal
-    stale = prefix_state(target, ids[:7])
-    with torch.no_grad():
-        target(input_ids=torch.tensor([ids[6:9]]), cache=stale.target_cache, use_cache=True)
+    # what the drafter reads of the stale cache stops at the 6 positions the target had committed
     k, _ = target_kv(stale.target_cache, head.cfg.attn_layer, 6)
     assert k.shape[-2] == 6
-    assert d.propose(stale, 4, SamplingParams(), None).token_ids == a.token_ids
 
 
 def test_save_load_roundtrip(tmp_path, target, head):
@@ -323,7 +223,7 @@ def test_cost_model_on_gemma3_270m_geometry():
 
 def test_greedy_equality_through_engine():
     """Speculative decoding with the MTP drafter == target greedy generate (float32, eager)."""
-    engine = pytest.importorskip("playground.engine")
+    from playground.engine import GenerationConfig
     from playground.tiny import CharTokenizer, VOCAB as CHAR_VOCAB
 
     model = tiny_target(vocab=CHAR_VOCAB, seed=11)
@@ -331,11 +231,7 @@ def test_greedy_equality_through_engine():
     head = tiny_head(model, n_cand=60, noise=0.02, seed=3)
     drafter = MTPDrafter(model, head, eos_token_ids=[])
     prompt = tok.encode("The quick brown fox")
+    ref = hf_greedy(model, prompt, 24, eos=None)
     for gamma in (1, 3, 5):
-        cfg = engine.GenerationConfig(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
-        res = engine.run(model, tok, prompt, cfg, drafter=drafter, eos_token_ids=[])
-        with torch.no_grad():
-            ref = model.generate(
-                torch.tensor([prompt]), max_new_tokens=24, do_sample=False, eos_token_id=None, pad_token_id=0
-            )[0, len(prompt):].tolist()
-        assert list(res.token_ids) == ref, gamma
+        cfg = GenerationConfig(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
+        assert_greedy_equals_target(model, tok, prompt, cfg, drafter, eos_token_ids=[], expected=ref, msg=gamma)

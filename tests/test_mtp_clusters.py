@@ -16,13 +16,12 @@ import torch
 
 from playground.drafters.mtp import MTPDrafter
 from playground.drafters.mtp_weights import load_head, save_head
-from playground.engine import GenerationConfig, run
+from playground.engine import GenerationConfig
 from playground.mtp_clusters import balanced_clusters, cluster_members
 from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import EOS as CHAR_EOS, CharTokenizer
-from tests.test_distribution import gof_pvalue
-from tests.test_engine import hf_greedy
-from tests.test_mtp import VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
+from tests.contract import assert_first_token_distribution, assert_greedy_equals_target, assert_q_rows
+from tests.tiny_models import VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
 
 K, M = 8, 2  # clusters, clusters scored per step
 
@@ -92,10 +91,7 @@ def test_q_rows_exact_with_clusters(target, head, params, seed):
     d = MTPDrafter(target, head, eos_token_ids=[])
     state = prefix_state(target, rand_ids(12, seed=seed))
     draft = d.propose(state, 4, params, torch.Generator().manual_seed(0))
-    q = draft.draft_probs
-    torch.testing.assert_close(q.sum(-1), torch.ones(q.shape[0]))
-    for i, tok in enumerate(draft.token_ids):
-        assert q[i, tok] > 0
+    q = assert_q_rows(draft)
     expected, support = _expected_first_row(target, head, state, params)
     assert float(q[0, ~support].abs().sum()) == 0.0
     torch.testing.assert_close(q[0], expected, rtol=1e-5, atol=1e-6)
@@ -178,10 +174,9 @@ def test_greedy_equality_with_clusters(gamma, nodes):
     h = tiny_head(model, n_cand=40, noise=0.2, seed=3, num_clusters=K, clusters_per_step=M)
     tok = CharTokenizer()
     for prompt in ("the cat sat. the cat ran. the c", "abcabcabd abcabx"):
-        ids = tok.encode(prompt)
         cfg = GenerationConfig(gamma=gamma, temperature=0.0, max_new_tokens=20, tree_nodes=nodes)
-        r = run(model, tok, ids, cfg, drafter=MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]), eos_token_ids=[CHAR_EOS])
-        assert list(r.token_ids) == hf_greedy(model, ids, 20), prompt
+        assert_greedy_equals_target(model, tok, tok.encode(prompt), cfg, MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]),
+                                    eos_token_ids=[CHAR_EOS], msg=prompt)
 
 
 @pytest.mark.parametrize("nodes", [1, 6])
@@ -189,12 +184,6 @@ def test_first_sampled_token_matches_the_target_with_clusters(nodes):
     model = tiny_target()
     h = tiny_head(model, n_cand=40, noise=0.3, seed=5, num_clusters=K, clusters_per_step=M)
     prompt = CharTokenizer().encode("the cat sat")
-    with torch.no_grad():
-        p = logits_to_probs(model(input_ids=torch.tensor([prompt])).logits[0, -1], SamplingParams(temperature=1.0))
     cfg = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=nodes)
-    counts = torch.zeros(p.shape[0])
-    for seed in range(1200):
-        r = run(model, CharTokenizer(), prompt, cfg, drafter=MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]),
-                eos_token_ids=[CHAR_EOS], generator=torch.Generator().manual_seed(seed))
-        counts[r.token_ids[0]] += 1
-    assert gof_pvalue(counts, p) > 1e-3
+    assert_first_token_distribution(model, CharTokenizer(), prompt, cfg,
+                                    lambda: MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]), 1200, [CHAR_EOS])

@@ -17,7 +17,7 @@ the target then gets more draft tokens than the drafter made, and drafts are cut
 
 import pytest
 import torch
-from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+from transformers import LlamaConfig, LlamaForCausalLM
 
 from playground.drafters.other_tokenizer import OtherTokenizerDrafter, decode, encode, target_tokens_for
 from playground.engine import GenerationConfig, run
@@ -25,11 +25,12 @@ from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import CHARS, EOS, CharTokenizer
 from playground.tiny import BOS as CHAR_BOS
 from playground.tiny_bytes import ByteTokenizer, build_byte_drafter, byte_id_of_char_id
-from tests.test_distribution import ALPHA, gof_pvalue
-from tests.test_engine import CacheSpy, hf_greedy, sliding_pair
+from tests.contract import DrafterCacheSpy, assert_greedy_equals_target, first_pair_counts, seeded
+from tests.prompts import TINY_PROMPTS as PROMPTS
+from tests.stats import assert_does_not_follow, assert_follows, model_pair_pmf
+from tests.tiny_models import sliding_pair
 
 GAMMAS = [1, 2, 4, 8]
-PROMPTS = ["The capital of France is", "a", "def f(x):\n    return x * x\n"]
 
 
 # ---------------------------------------------------------------- a tokenizer with multi-character tokens
@@ -123,27 +124,16 @@ def test_target_tokens_for_prefers_the_in_context_encoding():
 # ---------------------------------------------------------------- greedy equality and both caches
 
 
-class DrafterCacheSpy(CacheSpy):
-    """CacheSpy plus the drafter's own cache: after every step it holds a prefix of the
-    drafter's tokenization of the committed text, equal to a fresh prefill of it."""
+def retokenized_prefix(d, state):
+    """What the drafter holds: a prefix of its own tokenization of the committed text,
+    without the last of those tokens."""
+    ids = encode(d.dtok, decode(d.ttok, state.committed_ids), specials=True)
+    assert d._seen == ids[: len(d._seen)] and len(d._seen) < len(ids)
 
-    def __init__(self, inner, model):
-        super().__init__(inner, model)
-        self.drafter_checks = 0
 
-    @torch.inference_mode()
-    def accept(self, n, state):
-        super().accept(n, state)
-        d = self.inner
-        ids = encode(d.dtok, decode(d.ttok, state.committed_ids), specials=True)
-        assert d._seen == ids[: len(d._seen)] and len(d._seen) < len(ids)
-        assert d.cache.get_seq_length() == len(d._seen)
-        fresh = DynamicCache(config=d.model.config)
-        d.model(input_ids=torch.tensor([d._seen]), cache=fresh, use_cache=True)
-        for a, b in zip(d.cache.layers, fresh.layers):
-            assert a.keys.shape == b.keys.shape
-            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
-        self.drafter_checks += 1
+def spy_on(drafter, target):
+    """The target's cache and the drafter's own after every step."""
+    return DrafterCacheSpy(drafter, target, holds=retokenized_prefix)
 
 
 def _byte_drafter(tiny_pair):
@@ -163,10 +153,9 @@ def test_greedy_equals_transformers_with_both_caches_checked(tiny_pair, make, ga
     target, _, tok = tiny_pair
     cut = 0
     for prompt in PROMPTS:
-        ids = tok.encode(prompt)
-        spy = DrafterCacheSpy(make(tiny_pair), target)
-        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
-        assert list(r.token_ids) == hf_greedy(target, ids, 30), prompt
+        spy = spy_on(make(tiny_pair), target)
+        cfg = GenerationConfig(gamma=gamma, max_new_tokens=30)
+        r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, spy, msg=prompt)
         assert spy.drafter_checks == spy.checks > 0
         for s in r.steps:
             info = s.drafter_info
@@ -194,9 +183,8 @@ def test_greedy_equality_past_a_sliding_window(tiny_pair, gamma):
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")
-    spy = DrafterCacheSpy(_byte_drafter(tiny_pair), target)
-    r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
-    assert list(r.token_ids) == hf_greedy(target, ids, 30)
+    spy = spy_on(_byte_drafter(tiny_pair), target)
+    assert_greedy_equals_target(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), spy)
     assert spy.drafter_checks > 0
 
 
@@ -208,7 +196,7 @@ class _NeverCrops(OtherTokenizerDrafter):
 
 def test_the_drafter_cache_check_catches_a_drafter_that_never_crops(tiny_pair):
     target, drafter, tok = tiny_pair
-    spy = DrafterCacheSpy(_NeverCrops(build_byte_drafter(drafter), ByteTokenizer(), tok, [EOS]), target)
+    spy = spy_on(_NeverCrops(build_byte_drafter(drafter), ByteTokenizer(), tok, [EOS]), target)
     with pytest.raises(AssertionError):
         run(target, tok, tok.encode("The capital of France is"), GenerationConfig(gamma=4, max_new_tokens=30),
             drafter=spy, eos_token_ids=[EOS])
@@ -283,14 +271,6 @@ def _llama(vocab, seed, scale):
     return model
 
 
-@torch.inference_mode()
-def _exact_pair_pmf(model, prompt, params):
-    first = logits_to_probs(model(torch.tensor([prompt])).logits[0, -1], params)  # [V]
-    rows = torch.stack([logits_to_probs(model(torch.tensor([prompt + [y]])).logits[0, -1], params)
-                        for y in range(V)])  # [V, V]
-    return (first[:, None] * rows).flatten()
-
-
 class _MappedSoftmaxQ(OtherTokenizerDrafter):
     """Mutant: the same argmax drafts, judged against the drafter's softmax mapped onto the
     target's tokens by their text (the obvious cross-tokenizer rule; a biased one)."""
@@ -322,24 +302,23 @@ def _sample_pairs(letters_pair, cls, gamma, n=N):
     target, drafter = letters_pair
     params = SamplingParams(temperature=1.0)
     config = GenerationConfig(gamma=gamma, temperature=1.0, max_new_tokens=2, trace=False)
-    counts = torch.zeros(V * V)
-    for seed in range(n):
+
+    def run_seed(seed):
         d = cls(drafter, _ReversedLetters(), _Letters(), [])
-        r = run(target, _Letters(), [0, 1], config, drafter=d, generator=torch.Generator().manual_seed(seed))
-        y1, y2 = r.token_ids
-        counts[y1 * V + y2] += 1
-    return counts, _exact_pair_pmf(target, [0, 1], params)
+        return run(target, _Letters(), [0, 1], config, drafter=d, generator=seeded(seed))
+
+    return first_pair_counts(run_seed, n, V), model_pair_pmf(target, [0, 1], params, V)
 
 
 @pytest.mark.parametrize("gamma", [1, 3])
 def test_sampling_at_t1_follows_the_target_distribution(letters_pair, gamma):
     counts, pmf = _sample_pairs(letters_pair, OtherTokenizerDrafter, gamma)
-    assert gof_pvalue(counts, pmf) > ALPHA
+    assert_follows(counts, pmf)
 
 
 def test_mutant_mapped_softmax_q_is_detected(letters_pair):
     counts, pmf = _sample_pairs(letters_pair, _MappedSoftmaxQ, 1, n=800)
-    assert gof_pvalue(counts, pmf) < 1e-6
+    assert_does_not_follow(counts, pmf)
 
 
 # ---------------------------------------------------------------- the preset and the API

@@ -10,7 +10,7 @@ from playground.engine import GenerationConfig, stream
 from playground.lab.runs import partial_result
 from playground.records import GenerationResult
 from playground.tiny import CharTokenizer
-from tests.test_engine import sliding_pair
+from tests.tiny_models import sliding_pair
 
 COUNTS = ("new_tokens", "steps", "target_calls", "drafted_tokens", "judged_tokens", "accepted_tokens",
           "acceptance_rate", "draft_efficiency", "acceptance_by_position", "accepted_length_hist",

@@ -9,7 +9,6 @@ import functools
 
 import pytest
 import torch
-from transformers import DynamicCache
 
 from playground import tree_step as tree_step_module
 from playground.drafters.base import TreeDraft
@@ -20,34 +19,20 @@ from playground.drafters.prompt_lookup import PromptLookupDrafter, continuation_
 from playground.engine import GenerationConfig, run
 from playground.tiny import EOS, CharTokenizer
 from playground.tree import ROOT, DraftTree
-from tests.fakes import BigramLM
-from tests.test_distribution import PARAMS, V, _Tok, _tables, exact_pair_pmf, gof_pvalue
-from tests.test_engine import CacheSpy, hf_greedy, sliding_pair
-from tests.test_mtp import tiny_head, tiny_target
-
-class TreeSpy(CacheSpy):
-    """CacheSpy for branching drafters: the cache invariant is checked after every tree step."""
-
-    def propose_tree(self, *args):
-        return self.inner.propose_tree(*args)
-
-
-class OwnCacheSpy(TreeSpy):
-    """TreeSpy for a drafter with its own KV cache: after every step its cache must equal a
-    fresh prefill of the tokens it claims to hold, and those must be committed tokens."""
-
-    @torch.inference_mode()
-    def accept(self, n, state):
-        super().accept(n, state)
-        d = self.inner
-        assert d._seen == state.committed_ids[: len(d._seen)]
-        assert d.cache.get_seq_length() == len(d._seen)
-        fresh = DynamicCache(config=d.model.config)
-        d.model(input_ids=torch.tensor([d._seen]), cache=fresh, use_cache=True)
-        for a, b in zip(d.cache.layers, fresh.layers):
-            assert a.keys.shape == b.keys.shape
-            assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
-
+from tests.contract import (
+    CacheSpy,
+    DrafterCacheSpy,
+    assert_checked_every_step,
+    assert_first_token_distribution,
+    assert_greedy_equals_target,
+    branched_steps,
+    first_pair_counts,
+    seeded,
+)
+from tests.fakes import TABLE_V as V
+from tests.fakes import BigramLM, LetterTokenizer, disagreeing_tables
+from tests.stats import PARAMS, assert_does_not_follow, assert_follows, table_pair_pmf
+from tests.tiny_models import sliding_pair, tiny_head, tiny_target
 
 PROMPTS = ["abcabcabd abcabx abcab", "the cat sat. the cat ran. the c", "sliding windows roll back"]
 
@@ -58,12 +43,10 @@ def test_prompt_lookup_tree_greedy_equals_transformers_past_the_window(gamma, no
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     for prompt in PROMPTS:
-        ids = tok.encode(prompt)
-        spy = TreeSpy(PromptLookupDrafter(), target)
-        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30, tree_nodes=nodes), drafter=spy,
-                eos_token_ids=[EOS])
-        assert list(r.token_ids) == hf_greedy(target, ids, 30), prompt
-        assert spy.checks == len(r.steps) - (1 if r.stats.stopped == "eos" else 0)
+        spy = CacheSpy(PromptLookupDrafter(), target)
+        cfg = GenerationConfig(gamma=gamma, max_new_tokens=30, tree_nodes=nodes)
+        r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, spy, msg=prompt)
+        assert_checked_every_step(spy, r)
         if nodes > 1 and "ab" in prompt:
             assert any(len(s.drafted) > 0 and s.drafted[0].parent is not None for s in r.steps)  # tree steps ran
 
@@ -77,13 +60,11 @@ def test_mtp_tree_greedy_equals_transformers(kind, gamma, nodes):
     tok = CharTokenizer()
     branched = 0
     for prompt in PROMPTS:
-        ids = tok.encode(prompt)
         mtp = MTPDrafter(target, head, eos_token_ids=[EOS])
-        drafter = TreeSpy(mtp if kind == "mtp" else HybridDrafter(mtp), target)
-        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=24, tree_nodes=nodes), drafter=drafter,
-                eos_token_ids=[EOS])
-        assert list(r.token_ids) == hf_greedy(target, ids, 24), prompt
-        branched += sum(1 for s in r.steps if len({d.parent for d in s.drafted}) < len(s.drafted))
+        drafter = CacheSpy(mtp if kind == "mtp" else HybridDrafter(mtp), target)
+        cfg = GenerationConfig(gamma=gamma, max_new_tokens=24, tree_nodes=nodes)
+        r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, drafter, msg=prompt)
+        branched += branched_steps(r)
     assert branched > 0  # some steps really had siblings
 
 
@@ -97,13 +78,11 @@ def test_model_drafter_tree_greedy_equals_transformers_past_the_window(gamma, no
     tok = CharTokenizer()
     branched = 0
     for prompt in PROMPTS:
-        ids = tok.encode(prompt)
-        spy = OwnCacheSpy(ModelDrafter(drafter_model, 100), target)
-        r = run(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=24, tree_nodes=nodes), drafter=spy,
-                eos_token_ids=[EOS])
-        assert list(r.token_ids) == hf_greedy(target, ids, 24), prompt
-        assert spy.checks == len(r.steps) - (1 if r.stats.stopped == "eos" else 0)
-        branched += sum(1 for s in r.steps if len({d.parent for d in s.drafted}) < len(s.drafted))
+        spy = DrafterCacheSpy(ModelDrafter(drafter_model, 100), target)
+        cfg = GenerationConfig(gamma=gamma, max_new_tokens=24, tree_nodes=nodes)
+        r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, spy, msg=prompt)
+        assert_checked_every_step(spy, r)
+        branched += branched_steps(r)
     assert branched > 0
 
 
@@ -122,7 +101,7 @@ class KeepsTreeKeys(ModelDrafter):
 def test_mutant_model_drafter_keeping_its_tree_keys_is_caught():
     target, drafter_model = sliding_pair(window=4)
     tok = CharTokenizer()
-    spy = OwnCacheSpy(KeepsTreeKeys(drafter_model, 100), target)
+    spy = DrafterCacheSpy(KeepsTreeKeys(drafter_model, 100), target)
     with pytest.raises(AssertionError, match="assert"):
         run(target, tok, tok.encode(PROMPTS[0]), GenerationConfig(gamma=3, max_new_tokens=12, tree_nodes=8),
             drafter=spy, eos_token_ids=[EOS])
@@ -190,17 +169,13 @@ class SampledTreeDrafter:
 
 
 def sample_tree_pairs(params, drafter_factory, n=3000):
-    target_logits, drafter_logits = _tables()
+    target_logits, drafter_logits = disagreeing_tables()
     target = BigramLM(target_logits)
     config = GenerationConfig(gamma=2, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
                               max_new_tokens=3, trace=False, tree_nodes=6)
-    counts = torch.zeros(V * V)
-    for seed in range(n):
-        r = run(target, _Tok(), [0], config, drafter=drafter_factory(drafter_logits),
-                generator=torch.Generator().manual_seed(seed))
-        y1, y2 = r.token_ids[:2]
-        counts[y1 * V + y2] += 1
-    return counts, exact_pair_pmf(target_logits, params)
+    counts = first_pair_counts(lambda seed: run(target, LetterTokenizer(), [0], config,
+                                                drafter=drafter_factory(drafter_logits), generator=seeded(seed)), n, V)
+    return counts, table_pair_pmf(target_logits, params)
 
 
 @pytest.mark.parametrize("name", ["T=1", "T=0.7,top-k=4"])
@@ -208,7 +183,7 @@ def sample_tree_pairs(params, drafter_factory, n=3000):
 def test_sampled_tree_matches_target_distribution(name, branch):
     params = PARAMS[name]
     counts, pmf = sample_tree_pairs(params, lambda t: SampledTreeDrafter(t, params, branch=branch))
-    assert gof_pvalue(counts, pmf) > 1e-3
+    assert_follows(counts, pmf)
 
 
 @pytest.mark.parametrize("name", ["T=1", "T=0.7,top-k=4"])
@@ -216,13 +191,13 @@ def test_model_drafter_tree_matches_target_distribution(name):
     """The two-model drafter's deterministic top-k children (one-hot q) through the full loop."""
     params = PARAMS[name]
     counts, pmf = sample_tree_pairs(params, lambda t: ModelDrafter(BigramLM(t), V), n=2000)
-    assert gof_pvalue(counts, pmf) > 1e-3
+    assert_follows(counts, pmf)
 
 
 def test_mutant_unconditional_q_for_sampled_siblings_fails():
     params = PARAMS["T=1"]
     counts, pmf = sample_tree_pairs(params, lambda t: SampledTreeDrafter(t, params, branch=3, unconditional=True))
-    assert gof_pvalue(counts, pmf) < 1e-6
+    assert_does_not_follow(counts, pmf)
 
 
 def test_mutant_no_residual_update_between_siblings_fails(monkeypatch):
@@ -230,7 +205,7 @@ def test_mutant_no_residual_update_between_siblings_fails(monkeypatch):
     monkeypatch.setattr(tree_step_module, "verify_tree",
                         functools.partial(tree_step_module.verify_tree, update_residual=False))
     counts, pmf = sample_tree_pairs(params, lambda t: SampledTreeDrafter(t, params, branch=3))
-    assert gof_pvalue(counts, pmf) < 1e-6
+    assert_does_not_follow(counts, pmf)
 
 
 def test_trees_refuse_teaching_rules():
@@ -241,21 +216,10 @@ def test_trees_refuse_teaching_rules():
 def test_mtp_sampled_tree_first_token_matches_the_target():
     """At T=1 the MTP head draws its tree's children without replacement (rows = the exact
     laws); the first emitted token is distributed as the target's own p."""
-    from playground.sampling import SamplingParams, logits_to_probs
-
     target = tiny_target()
     head = tiny_head(target)
     prompt = CharTokenizer().encode("the cat sat")
-    with torch.no_grad():
-        p = logits_to_probs(target(input_ids=torch.tensor([prompt])).logits[0, -1], SamplingParams(temperature=1.0))
     config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=6)
-    counts = torch.zeros(p.shape[0])
-    sampled_rows = 0
-    for seed in range(1500):
-        mtp = MTPDrafter(target, head, eos_token_ids=[EOS])
-        r = run(target, CharTokenizer(), prompt, config, drafter=mtp, eos_token_ids=[EOS],
-                generator=torch.Generator().manual_seed(seed))
-        counts[r.token_ids[0]] += 1
-        sampled_rows += r.stats.judged_tokens
-    assert sampled_rows > 1500  # trees were drafted and judged
-    assert gof_pvalue(counts, p) > 1e-3
+    runs = assert_first_token_distribution(target, CharTokenizer(), prompt, config,
+                                           lambda: MTPDrafter(target, head, eos_token_ids=[EOS]), 1500, [EOS])
+    assert sum(r.stats.judged_tokens for r in runs) > 1500  # trees were drafted and judged

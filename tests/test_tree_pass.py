@@ -12,7 +12,7 @@ from transformers import DynamicCache
 
 from playground.tree import ROOT, DraftTree
 from playground.tree_pass import compact_cache, tree_forward
-from tests.test_engine import sliding_pair
+from tests.tiny_models import sliding_pair
 
 
 def random_tree(rnd: random.Random, n: int, vocab: int = 100) -> DraftTree:

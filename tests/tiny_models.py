@@ -1,0 +1,120 @@
+"""Tiny random transformers models for the drafter tests (float32, eager, no weights).
+
+* ``sliding_pair(window)``: a tiny Gemma 3 over the character vocabulary of
+  ``playground.tiny`` with sliding-window layers, and a noisy copy of it as drafter.
+* ``tiny_target(vocab, seed)`` / ``tiny_head(model, ...)``: a tiny Gemma 3 (``VOCAB``
+  tokens, eos ``EOS``) and a random-ish MTP head for it.
+* ``prefix_state(model, ids)``: the TargetState the loop hands a drafter after committing
+  ``ids``; ``first_draft_state(model, head, ids)``: the MTP head's state for draft 1,
+  recomputed independently of the drafter; ``rand_ids(n, seed)``: random token ids.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
+
+from playground.drafters.base import TargetState
+from playground.drafters.mtp_head import MTPConfig, MTPHead, unrolled_states
+from playground.tiny import EOS as CHAR_EOS
+
+VOCAB = 300
+EOS = 1
+
+
+def sliding_pair(window=4):
+    """Tiny Gemma 3 with sliding-window layers (window 4) and a noisy copy as drafter."""
+    cfg = Gemma3TextConfig(
+        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, sliding_window=window, max_position_embeddings=512,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
+        bos_token_id=CHAR_EOS - 1, eos_token_id=CHAR_EOS, pad_token_id=CHAR_EOS + 1, attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    target = Gemma3ForCausalLM(cfg).eval()
+    with torch.no_grad():
+        target.lm_head.weight.mul_(1.0)  # tied to embeddings
+    drafter = Gemma3ForCausalLM(cfg).eval()
+    drafter.load_state_dict(target.state_dict())
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for name, w in drafter.named_parameters():
+            if w.ndim == 2 and "embed" not in name:
+                w.add_(torch.randn(w.shape, generator=g) * 0.5 * w.std())
+    return target, drafter
+
+
+def tiny_target(vocab: int = VOCAB, seed: int = 0) -> Gemma3ForCausalLM:
+    torch.manual_seed(seed)
+    cfg = Gemma3TextConfig(
+        vocab_size=vocab,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=4,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        head_dim=16,
+        sliding_window=6,
+        layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
+        max_position_embeddings=512,
+        pad_token_id=0,
+        eos_token_id=EOS,
+        bos_token_id=2,
+        attn_implementation="eager",
+    )
+    return Gemma3ForCausalLM(cfg).eval()
+
+
+def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, layers: int = 1, **cfg) -> MTPHead:
+    """A random-ish head (the target's layer plus noise); cfg: MTPConfig overrides, e.g.
+    num_clusters / clusters_per_step (the clusters then cover every non-candidate token)."""
+    from playground.mtp_clusters import balanced_clusters
+
+    cfg = MTPConfig.from_target(model.config, num_candidates=n_cand, num_layers=layers, **cfg)
+    head = MTPHead(cfg)
+    head.init_from_target(model)
+    g = torch.Generator().manual_seed(seed)
+    perm = torch.randperm(model.config.vocab_size, generator=g)
+    cand = perm[perm != EOS][: n_cand - 1]
+    head.candidates.copy_(torch.cat([torch.tensor([EOS]), cand]))
+    if cfg.num_clusters:
+        static = torch.zeros(model.config.vocab_size, dtype=torch.bool)
+        static[head.candidates] = True
+        head.token_cluster.copy_(balanced_clusters(model.model.embed_tokens.weight.detach(), static, cfg.num_clusters))
+    with torch.no_grad():
+        for p in head.parameters():
+            p.add_(torch.randn(p.shape, generator=g) * noise)
+    return head.eval()
+
+
+def prefix_state(model, ids: list[int], record_past: bool = False) -> TargetState:
+    """What the loop hands the drafter: the cache holds ids[:-1], hidden is h at len-2.
+    ``record_past``: the cache records its past (as the loop's does for Gemma 4)."""
+    cache = DynamicCache(config=model.config)
+    if record_past:
+        cache.activate_past_recording()
+    hidden = None
+    if len(ids) > 1:
+        with torch.no_grad():
+            out = model(input_ids=torch.tensor([ids[:-1]]), cache=cache, use_cache=True, output_hidden_states=True)
+        hidden = out.hidden_states[-1][0, -1]
+    return TargetState(committed_ids=list(ids), hidden=hidden, target_cache=cache)
+
+
+@torch.no_grad()
+def first_draft_state(model, head, ids: list[int]) -> torch.Tensor:
+    """The head's state for draft 1 after committing ``ids`` [H], recomputed independently of
+    MTPDrafter: one full forward for the hidden states, one cached pass for the keys."""
+    seq = torch.tensor([ids])
+    out = model(input_ids=seq, output_hidden_states=True)
+    cache = DynamicCache(config=model.config)
+    model(input_ids=seq, cache=cache, use_cache=True)
+    lay = cache.layers[head.cfg.attn_layer]
+    return unrolled_states(head, model.model.embed_tokens(seq),
+                           out.hidden_states[-1], lay.keys, lay.values, 1)[0][0, -1]
+
+
+def rand_ids(n: int, seed: int = 0, vocab: int = VOCAB) -> list[int]:
+    """n token ids drawn from 3..vocab-1 (never pad, eos or bos)."""
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(3, vocab, (n,), generator=g).tolist()
