@@ -67,8 +67,11 @@ def prefill(model, ids) -> DynamicCache:
 
 
 def assert_same_kv(live, fresh):
-    """Layer by layer, the same keys and values (to 1e-5)."""
+    """Layer by layer, the same keys and values (to 1e-5); layers that hold none in both
+    (Gemma 4's KV-shared layers) are skipped."""
     for a, b in zip(live.layers, fresh.layers):
+        if a.keys is None and b.keys is None:
+            continue
         assert a.keys.shape == b.keys.shape
         assert torch.allclose(a.keys, b.keys, atol=1e-5) and torch.allclose(a.values, b.values, atol=1e-5)
 

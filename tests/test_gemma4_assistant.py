@@ -20,12 +20,9 @@ import pytest
 import torch
 from transformers import (
     DynamicCache,
-    Gemma4AssistantConfig,
-    Gemma4AssistantForCausalLM,
     Gemma4Config,
     Gemma4ForCausalLM,
     Gemma4ForConditionalGeneration,
-    Gemma4TextConfig,
 )
 
 from playground.drafters.base import TargetState
@@ -33,6 +30,8 @@ from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter, context
 from playground.engine import GenerationConfig, run
 from playground.sampling import SamplingParams, logits_to_probs
 from tests import tiny_models
+from tests.tiny_models import gemma4_pair as build_pair
+from tests.tiny_models import gemma4_text_config as text_config
 from tests.contract import (
     assert_argmax_mode,
     assert_greedy_draft_protocol,
@@ -54,51 +53,6 @@ V = 64
 EOS = 1
 WINDOW = 4
 H = 32
-
-
-def text_config(vocab: int, layers: int, types: list[str], **kw) -> Gemma4TextConfig:
-    base = dict(
-        vocab_size=vocab, hidden_size=H, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, global_head_dim=16, sliding_window=WINDOW, layer_types=types,
-        max_position_embeddings=256, pad_token_id=0, eos_token_id=EOS, bos_token_id=2, attn_implementation="eager",
-    )
-    base.update(kw)
-    return Gemma4TextConfig(**base)
-
-
-def build_pair(vocab=V, clusters=8, top=4, layer_scale=0.02, head_scale=20.0, seed=0, masked=True):
-    """A tiny Gemma 4 target (sliding window 4, per-layer inputs, 2 KV-shared layers, logit
-    soft-capping, untied head) and a tiny assistant that agrees with it often."""
-    torch.manual_seed(seed)
-    tcfg = text_config(
-        vocab, 4, [S, F, S, F], hidden_size_per_layer_input=8, vocab_size_per_layer_input=vocab,
-        num_kv_shared_layers=2, final_logit_softcapping=30.0, tie_word_embeddings=False,
-    )
-    target = Gemma4ForCausalLM(tcfg).eval()
-    acfg = Gemma4AssistantConfig(
-        text_config=text_config(vocab, 2, [S, F], hidden_size_per_layer_input=0, vocab_size_per_layer_input=0),
-        backbone_hidden_size=H, use_ordered_embeddings=masked, num_centroids=clusters,
-        centroid_intermediate_top_k=top, attn_implementation="eager",
-    )
-    assistant = Gemma4AssistantForCausalLM(acfg).eval()
-    with torch.no_grad():
-        target.lm_head.weight.mul_(head_scale)
-        for layer in target.model.layers:
-            for norm in (layer.post_attention_layernorm, layer.post_feedforward_layernorm, layer.post_per_layer_input_norm):
-                norm.weight.mul_(layer_scale)
-        W = target.lm_head.weight
-        assistant.model.embed_tokens.weight.copy_(W)  # the assistant's tied head = the target's head
-        assistant.pre_projection.weight.zero_()
-        assistant.pre_projection.weight[:, :H].copy_(torch.eye(H))  # pass the token embedding through
-        for layer in assistant.model.layers:
-            for norm in (layer.post_attention_layernorm, layer.post_feedforward_layernorm):
-                norm.weight.mul_(layer_scale)
-        if masked:
-            perm = torch.randperm(vocab)
-            assistant.masked_embedding.token_ordering.copy_(perm)
-            groups = perm.view(clusters, vocab // clusters)
-            assistant.masked_embedding.centroids.weight.copy_(torch.stack([W[g].mean(0) for g in groups]))
-    return target, assistant
 
 
 @pytest.fixture(scope="module")

@@ -118,3 +118,57 @@ def rand_ids(n: int, seed: int = 0, vocab: int = VOCAB) -> list[int]:
     """n token ids drawn from 3..vocab-1 (never pad, eos or bos)."""
     g = torch.Generator().manual_seed(seed)
     return torch.randint(3, vocab, (n,), generator=g).tolist()
+
+
+# The tiny Gemma 4 pair (target + MTP assistant) of the assistant drafter's tests.
+G4_S, G4_F = "sliding_attention", "full_attention"
+G4_VOCAB, G4_EOS, G4_WINDOW, G4_H = 64, 1, 4, 32
+
+
+def gemma4_text_config(vocab: int, layers: int, types: list[str], **kw):
+    base = dict(
+        vocab_size=vocab, hidden_size=G4_H, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=16, global_head_dim=16, sliding_window=G4_WINDOW, layer_types=types,
+        max_position_embeddings=256, pad_token_id=0, eos_token_id=G4_EOS, bos_token_id=2, attn_implementation="eager",
+    )
+    base.update(kw)
+    from transformers import Gemma4TextConfig
+
+    return Gemma4TextConfig(**base)
+
+
+def gemma4_pair(vocab=G4_VOCAB, clusters=8, top=4, layer_scale=0.02, head_scale=20.0, seed=0, masked=True):
+    """A tiny Gemma 4 target (sliding window 4, per-layer inputs, 2 KV-shared layers, logit
+    soft-capping, untied head) and a tiny assistant that agrees with it often."""
+    from transformers import Gemma4AssistantConfig, Gemma4AssistantForCausalLM, Gemma4ForCausalLM
+
+    torch.manual_seed(seed)
+    tcfg = gemma4_text_config(
+        vocab, 4, [G4_S, G4_F, G4_S, G4_F], hidden_size_per_layer_input=8, vocab_size_per_layer_input=vocab,
+        num_kv_shared_layers=2, final_logit_softcapping=30.0, tie_word_embeddings=False,
+    )
+    target = Gemma4ForCausalLM(tcfg).eval()
+    acfg = Gemma4AssistantConfig(
+        text_config=gemma4_text_config(vocab, 2, [G4_S, G4_F], hidden_size_per_layer_input=0, vocab_size_per_layer_input=0),
+        backbone_hidden_size=G4_H, use_ordered_embeddings=masked, num_centroids=clusters,
+        centroid_intermediate_top_k=top, attn_implementation="eager",
+    )
+    assistant = Gemma4AssistantForCausalLM(acfg).eval()
+    with torch.no_grad():
+        target.lm_head.weight.mul_(head_scale)
+        for layer in target.model.layers:
+            for norm in (layer.post_attention_layernorm, layer.post_feedforward_layernorm, layer.post_per_layer_input_norm):
+                norm.weight.mul_(layer_scale)
+        W = target.lm_head.weight
+        assistant.model.embed_tokens.weight.copy_(W)  # the assistant's tied head = the target's head
+        assistant.pre_projection.weight.zero_()
+        assistant.pre_projection.weight[:, :G4_H].copy_(torch.eye(G4_H))  # pass the token embedding through
+        for layer in assistant.model.layers:
+            for norm in (layer.post_attention_layernorm, layer.post_feedforward_layernorm):
+                norm.weight.mul_(layer_scale)
+        if masked:
+            perm = torch.randperm(vocab)
+            assistant.masked_embedding.token_ordering.copy_(perm)
+            groups = perm.view(clusters, vocab // clusters)
+            assistant.masked_embedding.centroids.weight.copy_(torch.stack([W[g].mean(0) for g in groups]))
+    return target, assistant
