@@ -21,8 +21,8 @@ import gradio as gr  # noqa: E402
 
 from playground.config import load_config
 from visual import CSS_PATH
-from visual.bench_ui import build_benchmark_tab
-from visual.lab_ui import build_lab_tabs
+from visual.bench_tab import build_benchmark_tab
+from visual.lab_tab import build_lab_tabs
 from visual.playground_tab import build_playground_tab
 from visual.share import PREFILL_KEYS, prefill_from_query, prefill_updates
 from visual.warmup import Warmup

@@ -246,7 +246,7 @@ def test_bench_leaves_global_rng_alone(tiny_pair):
 
 def test_benchmark_tab_builds_and_runs_live():
     gr = pytest.importorskip("gradio")
-    from visual.bench_ui import build_benchmark_tab, cli_command, live_options, run_live
+    from visual.bench_tab import build_benchmark_tab, cli_command, live_options, run_live
 
     with gr.Blocks():
         with gr.Tab("Benchmark"):
@@ -267,17 +267,17 @@ def test_benchmark_tab_builds_and_runs_live():
 
 def test_benchmark_tab_passes_tree_sizes_through(monkeypatch):
     gr = pytest.importorskip("gradio")
-    from visual import bench_ui
+    from visual import bench_tab
 
-    opts = bench_ui.live_options("tiny-random", "custom", "abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, [8, 1])
-    assert opts.tree_nodes == (1, 8) and "--tree-nodes 1,8" in bench_ui.cli_command(opts)
-    assert bench_ui.live_options("tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1).tree_nodes == (1,)
-    for bad in ([], [1, 4, 8, 16], [0], [bench_ui.MAX_TREE_NODES + 1]):
+    opts = bench_tab.live_options("tiny-random", "custom", "abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, [8, 1])
+    assert opts.tree_nodes == (1, 8) and "--tree-nodes 1,8" in bench_tab.cli_command(opts)
+    assert bench_tab.live_options("tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1).tree_nodes == (1,)
+    for bad in ([], [1, 4, 8, 16], [0], [bench_tab.MAX_TREE_NODES + 1]):
         with pytest.raises(gr.Error):
-            bench_ui.live_options("tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, bad)
-    monkeypatch.setattr(bench_ui.bench, "BRANCHING", ("prompt-lookup",))
+            bench_tab.live_options("tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, bad)
+    monkeypatch.setattr(bench_tab.bench, "BRANCHING", ("prompt-lookup",))
     with pytest.raises(gr.Error, match="branch"):  # no picked drafter can draft a tree
-        bench_ui.live_options("tiny-random", "custom", "abc", ["model"], [2], 4, 0.0, False, 1, [4])
+        bench_tab.live_options("tiny-random", "custom", "abc", ["model"], [2], 4, 0.0, False, 1, [4])
 
     seen = []
 
@@ -286,9 +286,9 @@ def test_benchmark_tab_passes_tree_sizes_through(monkeypatch):
         raise bench.BenchError("stop here")
         yield  # a generator, like the real one
 
-    monkeypatch.setattr(bench_ui.bench, "iter_bench", fake_iter_bench)
+    monkeypatch.setattr(bench_tab.bench, "iter_bench", fake_iter_bench)
     with pytest.raises(gr.Error, match="stop here"):
-        list(bench_ui.run_live("tiny-random", "custom", "abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, [1, 4],
+        list(bench_tab.run_live("tiny-random", "custom", "abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, [1, 4],
                                progress=lambda *a, **k: None))
     assert seen and seen[0].tree_nodes == (1, 4)
 
@@ -296,7 +296,7 @@ def test_benchmark_tab_passes_tree_sizes_through(monkeypatch):
 def test_benchmark_tab_draws_tree_rows_as_their_own_series():
     pytest.importorskip("gradio")
     from visual.bench import bench_figures, summary_markdown
-    from visual.bench_ui import run_live
+    from visual.bench_tab import run_live
 
     final = list(run_live("tiny-random", "custom", "abc abd abc abd abc ab", ["prompt-lookup"], [3], 6, 0.0, False, 1,
                           [1, 4], progress=lambda *a, **k: None))[-1]

@@ -570,11 +570,11 @@ def test_equality_html_shows_divergence_with_escaped_tokens():
 def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
     import gradio as gr
 
-    from visual import lab_ui
+    from visual import lab_tab
 
     with gr.Blocks() as demo:
         with gr.Tab("Classroom lab"):
-            tabs = lab_ui.build_lab_tabs()
+            tabs = lab_tab.build_lab_tabs()
         tabs.wire(demo)
     assert tabs.on_load is not None and len(tabs.load_outputs) > 10
     rule_radio = tabs.components["d_rule"]
@@ -595,14 +595,14 @@ def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
     kept = object()
-    state, *_, msg = lab_ui.import_trace(str(bad), kept)
+    state, *_, msg = lab_tab.import_trace(str(bad), kept)
     assert state is kept and msg.startswith("⛔") and "not valid JSON" in msg
     good = tmp_path / "good.json"
     good.write_text(trace_json[1], encoding="utf-8")
-    state, _, html, _, msg = lab_ui.import_trace(str(good), None)
+    state, _, html, _, msg = lab_tab.import_trace(str(good), None)
     assert isinstance(state, GenerationResult) and "Imported" in msg
-    assert lab_ui.share_link("tiny-random", "Hi", 4, 0.5, 1,
+    assert lab_tab.share_link("tiny-random", "Hi", 4, 0.5, 1,
                              SimpleNamespace(headers={"referer": "https://x.hf.space/?old=1"})).startswith(
         "https://x.hf.space/?preset=tiny-random")
-    path = lab_ui.export_trace(state)
+    path = lab_tab.export_trace(state)
     assert load_trace_file(path).token_ids == state.token_ids

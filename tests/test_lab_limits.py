@@ -5,7 +5,7 @@
   partial result.  The budget takes a clock, so these tests run out of time on purpose with a
   fake clock that ticks on every look (no sleeping, no dependence on machine speed).
 * Stop: ``Budget.cancelled`` raises ``LabCancelled`` between continuations; the UI's Stop
-  buttons cancel the heavy events and press ``lab_ui.STOPS`` for the session.
+  buttons cancel the heavy events and press ``lab_tab.STOPS`` for the session.
 * ``MemoModel`` holds at most its byte cap of tensors, and answers exactly as without a cache.
 * Shared links never render as markup; imported traces with wrong types or absurd values are
   refused naming the field; uploads over ``limits.max_upload_bytes`` are refused unread.
@@ -163,9 +163,9 @@ def test_sample_continuations_counts_what_it_drew(ctx):
 
 
 def test_compare_all_rules_has_one_budget_and_names_the_rules_it_skipped():
-    from visual import lab_ui
+    from visual import lab_tab
 
-    outs = lab_ui.compare_all_rules(PROMPT, "tiny-random", 100, 2, 1.0, 4, 0, [], None, None,
+    outs = lab_tab.compare_all_rules(PROMPT, "tiny-random", 100, 2, 1.0, 4, 0, [], None, None,
                                     budget=Budget(2.0, clock=Ticks(1.0)))
     _, _, _, history, status = outs
     torch.set_num_threads(1)
@@ -229,7 +229,7 @@ def test_measure_run_stops_and_says_the_point_is_partial(ctx):
 
 
 def test_stop_requests_are_per_session_and_only_count_after_the_action_started():
-    from visual.lab_ui import StopRequests
+    from visual.lab_tab import StopRequests
 
     t = SimpleNamespace(now=0.0)
     stops = StopRequests(max_sessions=3, clock=lambda: t.now)
@@ -249,10 +249,10 @@ def test_stop_requests_are_per_session_and_only_count_after_the_action_started()
 def test_stop_buttons_cancel_the_heavy_events_and_the_running_loop():
     import gradio as gr
 
-    from visual import lab_ui
+    from visual import lab_tab
 
     with gr.Blocks() as demo:
-        tabs = lab_ui.build_lab_tabs()
+        tabs = lab_tab.build_lab_tabs()
     c = tabs.components
     deps = demo.get_config_file()["dependencies"]
 
@@ -270,12 +270,12 @@ def test_stop_buttons_cancel_the_heavy_events_and_the_running_loop():
     req = SimpleNamespace(session_hash="stop-test")
 
     def progress(fraction, desc=None):
-        lab_ui.STOPS.press("stop-test")  # pressed while the check runs
+        lab_tab.STOPS.press("stop-test")  # pressed while the check runs
 
-    out = lab_ui.run_distribution(PROMPT, "tiny-random", "lossless", 2000, 2, 1.0, 4, 0, [], req, progress)
+    out = lab_tab.run_distribution(PROMPT, "tiny-random", "lossless", 2000, 2, 1.0, 4, 0, [], req, progress)
     torch.set_num_threads(1)
     assert out[3] == [] and out[4].startswith("Stopped")  # history unchanged, nothing drawn
-    assert lab_ui.press_stop(SimpleNamespace(session_hash="x")) == "Stopping…"
+    assert lab_tab.press_stop(SimpleNamespace(session_hash="x")) == "Stopping…"
 
 
 # --------------------------------------------------------------------------------------------
@@ -342,7 +342,7 @@ HOSTILE_QUERY = {
 
 def test_a_shared_link_never_renders_as_link_or_markup():
     from visual import lab as vlab
-    from visual import lab_ui
+    from visual import lab_tab
     from visual.share import prefill_from_query
 
     pf = prefill_from_query(SimpleNamespace(query_params=HOSTILE_QUERY))
@@ -359,7 +359,7 @@ def test_a_shared_link_never_renders_as_link_or_markup():
     import gradio as gr
 
     with gr.Blocks():
-        tabs = lab_ui.build_lab_tabs()
+        tabs = lab_tab.build_lab_tabs()
     assert isinstance(tabs.components["prefill_note"], gr.HTML)
     out = tabs.on_load(SimpleNamespace(query_params=HOSTILE_QUERY))
     assert out[0] == html
@@ -383,11 +383,11 @@ def test_markdown_messages_quoting_a_file_render_as_plain_text():
 
 
 def test_import_messages_escape_what_the_file_said(tmp_path):
-    from visual import lab_ui
+    from visual import lab_tab
 
     bad = tmp_path / "bad.json"
     bad.write_text('{"[sign in](https://evil.example)": 1, "[sign in](https://evil.example)": 2}', encoding="utf-8")
-    *_, msg = lab_ui.import_trace(str(bad), None)
+    *_, msg = lab_tab.import_trace(str(bad), None)
     assert msg.startswith("⛔") and "repeats the key" in msg
     assert "](" not in msg and "://" not in msg  # escaped: no Markdown link survives
 
@@ -466,7 +466,7 @@ def test_crafted_trace_is_refused_naming_the_field(trace, name):
 def test_crafted_values_are_refused_or_replay_without_crashing(trace):
     """Every field × a list, a string, an object, huge and negative numbers: refused, or replayed."""
     from visual import lab as vlab
-    from visual import lab_ui, replay
+    from visual import lab_tab, replay
 
     values = [["a"], "x", {"a": 1}, 10**30, -5, 1.5, True, None, 1e308, -1e308]
     paths = [["prompt"], ["text"], ["prompt_ids"], ["config", "preset"], ["config", "seed"]]
@@ -486,7 +486,7 @@ def test_crafted_values_are_refused_or_replay_without_crashing(trace):
             for f in range(replay.frame_count(res.steps)):
                 vlab.replay_html(res, f)
             vlab.trace_summary_html(res, "imported")
-            lab_ui.theory_from_trace(res, 0.5, 4, 0.1, 1.3)
+            lab_tab.theory_from_trace(res, 0.5, 4, 0.1, 1.3)
             for i in question_steps(res):
                 q = question(res, i)
                 vlab.reveal_html(reveal(res, i, [True] * len(q.drafts)), q)
@@ -504,7 +504,7 @@ def test_a_real_trace_still_imports(trace):
 
 
 def test_upload_over_the_limit_is_refused_before_reading(tmp_path, monkeypatch):
-    from visual import lab_ui
+    from visual import lab_tab
 
     limit = load_config().limits.max_upload_bytes
     big = tmp_path / "big.json"
@@ -520,12 +520,12 @@ def test_upload_over_the_limit_is_refused_before_reading(tmp_path, monkeypatch):
     monkeypatch.setattr(builtins, "open", guarded_open)
     monkeypatch.setattr(trace_io, "load_trace_file", lambda *a, **k: pytest.fail("must not be parsed"))
     kept = object()
-    state, *_, msg = lab_ui.import_trace(str(big), kept)
+    state, *_, msg = lab_tab.import_trace(str(big), kept)
     assert state is kept and msg.startswith("⛔") and "limited to 20\\.0 MB" in msg and "not read" in msg
     monkeypatch.undo()
 
     small = tmp_path / "small.json"
     small.write_bytes(b"x" * 10)
-    assert lab_ui.upload_too_large(str(small), limit=10) is None  # exactly at the limit is fine
-    assert "limited to 9 bytes" in lab_ui.upload_too_large(str(small), limit=9)
-    assert "could not be found" in lab_ui.upload_too_large(str(tmp_path / "gone.json"))
+    assert lab_tab.upload_too_large(str(small), limit=10) is None  # exactly at the limit is fine
+    assert "limited to 9 bytes" in lab_tab.upload_too_large(str(small), limit=9)
+    assert "could not be found" in lab_tab.upload_too_large(str(tmp_path / "gone.json"))

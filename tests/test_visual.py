@@ -394,10 +394,10 @@ def test_exports_stay_bounded_and_keep_the_latest(tmp_path):
 def test_lab_trace_export_goes_to_the_bounded_folder(tmp_path, monkeypatch):
     import tempfile
 
-    from visual import lab_ui
+    from visual import lab_tab
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
-    path = Path(lab_ui.export_trace(syn.result(syn.spec_steps())))
+    path = Path(lab_tab.export_trace(syn.result(syn.spec_steps())))
     assert path.parent.parent == tmp_path / tables.EXPORT_DIR_NAME and path.exists()
 
 

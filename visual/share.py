@@ -8,7 +8,7 @@ else's).  ``prefill_from_query`` reads the parameters off a gradio request,
 ``prefill_updates`` turns a ``Prefill`` into component updates, and ``share_query`` /
 ``share_url`` build a link for the current settings.
 
-This module does not build tabs (``visual.lab_ui``, ``app.py`` wire the load events) or
+This module does not build tabs (``visual.lab_tab``, ``app.py`` wire the load events) or
 render the link note (``visual.lab.prefill_note_html``).
 """
 

@@ -1,7 +1,7 @@
 """The classroom lab: check losslessness, break it on purpose, reason about speed.
 
 Pure logic (no gradio, plotly or ``visual``); the renderers live in ``visual/lab.py`` and
-the tabs in ``visual/lab_tabs/`` (assembled by ``visual/lab_ui.py``).  One idea per module,
+the tabs in ``visual/lab_tabs/`` (assembled by ``visual/lab_tab.py``).  One idea per module,
 each importing only the ones listed before it:
 
 * ``budget``: ``Budget`` (time limit and Stop for heavy actions), ``LabCancelled``, ``Progress``.

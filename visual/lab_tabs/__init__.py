@@ -1,4 +1,4 @@
-"""The Classroom lab's sub-tabs, one module per tab, assembled by ``visual.lab_ui.build_lab_tabs``.
+"""The Classroom lab's sub-tabs, one module per tab, assembled by ``visual.lab_tab.build_lab_tabs``.
 
 Each tab module has ``build_tab(c, setup)`` (its components, stored in the shared dict
 ``c`` under the tab's prefix) and ``wire_events(c, states)`` (its events; returns the

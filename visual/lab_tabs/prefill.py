@@ -5,7 +5,7 @@
 Replay tab's classroom dropdown applies a preset to the same controls.  The note about a
 link is HTML built by ``visual.lab.prefill_note_html``, which escapes everything.
 
-This module does not register the load event (``visual.lab_ui.LabTabs.wire`` does) or
+This module does not register the load event (``visual.lab_tab.LabTabs.wire`` does) or
 parse the query (``visual.share`` does).
 """
 
