@@ -12,7 +12,7 @@ module does not implement the loop (``playground.engine``) or any rendering.
 from __future__ import annotations
 
 import math
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 
@@ -119,9 +119,20 @@ def stream_generate(
         raise ValueError(f"tree_nodes must be between 1 (a chain) and {MAX_TREE_NODES}, got {tree_nodes!r}")
     if not isinstance(prompt, str):
         raise ValueError("the prompt must be text")
-    args = dict(mode=mode, gamma=int(gamma), temperature=float(temperature), top_k=int(top_k), top_p=float(top_p),
-                seed=int(seed), max_new_tokens=int(max_new_tokens), dtype=dtype or p.dtype, trace=bool(trace), rule=rule,
-                draft_argmax=bool(draft_argmax), tree_nodes=int(tree_nodes))
+    args = dict(
+        mode=mode,
+        gamma=int(gamma),
+        temperature=float(temperature),
+        top_k=int(top_k),
+        top_p=float(top_p),
+        seed=int(seed),
+        max_new_tokens=int(max_new_tokens),
+        dtype=dtype or p.dtype,
+        trace=bool(trace),
+        rule=rule,
+        draft_argmax=bool(draft_argmax),
+        tree_nodes=int(tree_nodes),
+    )
     if shared is None:
         yield from _stream(prompt, p, kind, progress=progress, **args)
         return
@@ -129,9 +140,25 @@ def stream_generate(
     yield from shared.stream(key, lambda: _stream(prompt, p, kind, progress=progress, **args))
 
 
-def _stream(prompt: str, p: Preset, kind: str, *, mode: str, gamma: int, temperature: float, top_k: int, top_p: float,
-            seed: int, max_new_tokens: int, dtype: str, trace: bool, rule: str, draft_argmax: bool,
-            tree_nodes: int = 1, progress=None) -> Iterator[StepRecord | GenerationResult]:
+def _stream(
+    prompt: str,
+    p: Preset,
+    kind: str,
+    *,
+    mode: str,
+    gamma: int,
+    temperature: float,
+    top_k: int,
+    top_p: float,
+    seed: int,
+    max_new_tokens: int,
+    dtype: str,
+    trace: bool,
+    rule: str,
+    draft_argmax: bool,
+    tree_nodes: int = 1,
+    progress=None,
+) -> Iterator[StepRecord | GenerationResult]:
     lim = load_config().limits
     pair = load_pair(p, dtype, progress=progress)
     ids = encode_prompt(prompt, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
@@ -150,7 +177,14 @@ def _stream(prompt: str, p: Preset, kind: str, *, mode: str, gamma: int, tempera
     d = make_drafter(kind, pair, p, argmax=draft_argmax) if mode == "speculative" else None
     gen = torch.Generator().manual_seed(int(seed))
     for item in stream(
-        pair.target, pair.tokenizer, ids, config, drafter=d, eos_token_ids=pair.eos_token_ids, generator=gen, prompt=prompt
+        pair.target,
+        pair.tokenizer,
+        ids,
+        config,
+        drafter=d,
+        eos_token_ids=pair.eos_token_ids,
+        generator=gen,
+        prompt=prompt,
     ):
         if isinstance(item, GenerationResult):
             item.config.update(preset=p.name, dtype=pair.dtype)

@@ -140,7 +140,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--top-p", type=float, default=1.0)
     g.add_argument("--seed", type=int, default=0)
     g.add_argument("--max-new-tokens", type=int, default=64)
-    g.add_argument("--tree-nodes", type=int, default=None, help="draft-tree node budget (1 = chain; default: the preset's)")
+    g.add_argument(
+        "--tree-nodes", type=int, default=None, help="draft-tree node budget (1 = chain; default: the preset's)"
+    )
     g.add_argument("--dtype", choices=["float32", "bfloat16"], default=None)
     g.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
     g.add_argument("--json", action="store_true")

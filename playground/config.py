@@ -33,7 +33,9 @@ class Preset:
     dtype: str
     gamma: int
     description: str = ""
-    drafter_model: str | None = None  # a second model: the "model" or "other-tokenizer" drafter, or the Gemma 4 assistant
+    drafter_model: str | None = (
+        None  # a second model: the "model" or "other-tokenizer" drafter, or the Gemma 4 assistant
+    )
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
     params_millions: float | None = None  # target + drafter model weights, for the memory budget
     tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
@@ -48,8 +50,9 @@ class Preset:
             raise ValueError(f"preset {self.name}: dtype must be one of {DTYPES}")
         if KINDS[self.drafter].needs_drafter_model and not self.drafter_model:
             raise ValueError(f"preset {self.name}: drafter {self.drafter!r} needs drafter_model")
-        if self.exit_layer is not None and (isinstance(self.exit_layer, bool) or not isinstance(self.exit_layer, int)
-                                            or self.exit_layer < 1):
+        if self.exit_layer is not None and (
+            isinstance(self.exit_layer, bool) or not isinstance(self.exit_layer, int) or self.exit_layer < 1
+        ):
             raise ValueError(f"preset {self.name}: exit_layer must be an integer >= 1, got {self.exit_layer!r}")
 
     @property

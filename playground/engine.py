@@ -23,16 +23,20 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any
 
 import torch
 from transformers import DynamicCache
 
 from playground.drafters.base import Draft, Drafter, TargetState
 from playground.hf_calls import logits_to_keep_arg
-from playground.tally import Tally
 from playground.records import Correction, DraftDecision, GenerationResult, StepRecord
+from playground.rows import PointRows
+from playground.rows import draw_point as _draw_point
+from playground.rows import row_top as _row_top
+from playground.rows import top as _top
 from playground.sampling import (
     SamplingParams,
     acceptance_prob,
@@ -42,10 +46,7 @@ from playground.sampling import (
     residual_distribution,
     sample,
 )
-from playground.rows import PointRows
-from playground.rows import draw_point as _draw_point
-from playground.rows import row_top as _row_top
-from playground.rows import top as _top
+from playground.tally import Tally
 from playground.text import IncrementalText, TokenTexts
 from playground.tree_step import tree_step
 from playground.validate import whole_number
@@ -90,12 +91,17 @@ class GenerationConfig:
             raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
         if self.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        for name, lo, hi in (("gamma", 1, MAX_GAMMA), ("seed", 0, 2**63 - 1), ("max_new_tokens", 1, 100_000),
-                             ("top_n", 1, 50), ("tree_nodes", 1, MAX_TREE_NODES)):
+        for name, lo, hi in (
+            ("gamma", 1, MAX_GAMMA),
+            ("seed", 0, 2**63 - 1),
+            ("max_new_tokens", 1, 100_000),
+            ("top_n", 1, 50),
+            ("tree_nodes", 1, MAX_TREE_NODES),
+        ):
             object.__setattr__(self, name, whole_number(name, getattr(self, name), lo, hi))
         if self.tree_nodes > 1 and self.rule != "lossless":
             raise ValueError("tree drafts are verified with the lossless rule only")
-        self.sampling  # validates temperature / top_k / top_p
+        _ = self.sampling  # builds SamplingParams, which validates temperature / top_k / top_p
 
     @property
     def sampling(self) -> SamplingParams:
@@ -139,8 +145,7 @@ class Target:
             self.single_token_ms.append(ms)
         return _Pass(logits=logits, hidden=h, ms=ms)
 
-    def forward_via(self, logits_of: Callable[[Any, list[int], int], torch.Tensor], ids: list[int],
-                    keep: int) -> _Pass:
+    def forward_via(self, logits_of: Callable[[Any, list[int], int], torch.Tensor], ids: list[int], keep: int) -> _Pass:
         """``forward`` through a drafter that computes part of the pass itself (early exit
         with KV reuse): ``logits_of(cache, ids, keep)`` -> [keep, V]; timed and counted alike."""
         t0 = time.perf_counter()
@@ -287,10 +292,33 @@ class _Run:
 
 def _tree_step(run: _Run, k_max: int) -> _Step:
     """Steps 1-4 with a tree: one pass over every node, walk, compact (``playground.tree_step``)."""
-    ts = tree_step(run.target, run.drafter, run.state, run.committed, run.config.tree_nodes, k_max, run.params,
-                   run.generator, run.texts, run.eos, run.config.top_n, run.want_hidden)
-    return _Step(list(ts.decisions), ts.correction, ts.emitted, ts.n_accepted, len(ts.tree), list(ts.judged_depths),
-                 ts.draft_ms, ts.verify_ms, ts.forward_calls, ts.info, ts.hidden)
+    ts = tree_step(
+        run.target,
+        run.drafter,
+        run.state,
+        run.committed,
+        run.config.tree_nodes,
+        k_max,
+        run.params,
+        run.generator,
+        run.texts,
+        run.eos,
+        run.config.top_n,
+        run.want_hidden,
+    )
+    return _Step(
+        list(ts.decisions),
+        ts.correction,
+        ts.emitted,
+        ts.n_accepted,
+        len(ts.tree),
+        list(ts.judged_depths),
+        ts.draft_ms,
+        ts.verify_ms,
+        ts.forward_calls,
+        ts.info,
+        ts.hidden,
+    )
 
 
 def _draft(drafter, state, k_max, config, params, generator, eos, vocab) -> tuple[Draft, list[int], Any, bool, float]:
@@ -335,10 +363,17 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
     texts, eos, want_hidden = run.texts, run.eos, run.want_hidden
     # ---- 1. Draft (never past the budget: a step emits up to k+1 tokens) ----
     if run.speculative:
-        draft, drafts, draft_probs, one_hot_drafts, draft_ms = _draft(run.drafter, run.state, k_max, config, params,
-                                                                      generator, eos, run.vocab)
+        draft, drafts, draft_probs, one_hot_drafts, draft_ms = _draft(
+            run.drafter, run.state, k_max, config, params, generator, eos, run.vocab
+        )
     else:
-        draft, drafts, draft_probs, one_hot_drafts, draft_ms = Draft(token_ids=[], draft_probs=None), [], None, True, 0.0
+        draft, drafts, draft_probs, one_hot_drafts, draft_ms = (
+            Draft(token_ids=[], draft_probs=None),
+            [],
+            None,
+            True,
+            0.0,
+        )
     k = len(drafts)
 
     # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
@@ -386,7 +421,12 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
     correction: Correction | None = None
     emitted = drafts[:n_acc]
     if verdict.correction_token is not None:
-        i, dist, tok, kind = verdict.correction_row, verdict.correction_dist, verdict.correction_token, verdict.correction_kind
+        i, dist, tok, kind = (
+            verdict.correction_row,
+            verdict.correction_dist,
+            verdict.correction_token,
+            verdict.correction_kind,
+        )
         correction = Correction(
             kind=kind,
             position=i + 1,
@@ -405,13 +445,34 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
     # ---- Roll back: keep x_last + accepted drafts in the target cache ----
     target.crop(k - n_acc)
     judged = [(j + 1, ok) for j, ok in enumerate(verdict.accepted)]
-    return _Step(decisions, correction, emitted, n_acc, k, judged, draft_ms, out.ms, draft.forward_calls,
-                 dict(draft.info), out.hidden[n_acc] if want_hidden else None)
+    return _Step(
+        decisions,
+        correction,
+        emitted,
+        n_acc,
+        k,
+        judged,
+        draft_ms,
+        out.ms,
+        draft.forward_calls,
+        dict(draft.info),
+        out.hidden[n_acc] if want_hidden else None,
+    )
 
 
-def _record(step: _Step, index: int, config: GenerationConfig, drafter: Drafter | None, k_max: int, text: str,
-            step_ms: float, elapsed_ms: float, committed_tokens: int, target_cache_len: int,
-            hit_eos: bool) -> StepRecord:
+def _record(
+    step: _Step,
+    index: int,
+    config: GenerationConfig,
+    drafter: Drafter | None,
+    k_max: int,
+    text: str,
+    step_ms: float,
+    elapsed_ms: float,
+    committed_tokens: int,
+    target_cache_len: int,
+    hit_eos: bool,
+) -> StepRecord:
     """The StepRecord of one committed step (what the app, the trace and the lab read)."""
     speculative = config.mode == "speculative"
     return StepRecord(
@@ -480,7 +541,9 @@ def stream(
         state.hidden = pre.hidden[-1] if want_hidden else None
     if speculative:
         drafter.start(state)
-    run = _Run(target, drafter, state, committed, config, params, generator, texts, eos, vocab, want_hidden, speculative)
+    run = _Run(
+        target, drafter, state, committed, config, params, generator, texts, eos, vocab, want_hidden, speculative
+    )
 
     steps: list[StepRecord] = []
     new_ids: list[int] = []
@@ -499,11 +562,29 @@ def stream(
         state.hidden = step.hidden
         if speculative and not hit_eos:
             drafter.accept(step.n_accepted, state)
-        tally.add(draft_ms=step.draft_ms, verify_ms=step.verify_ms, drafted=step.drafted, judged=step.judged,
-                  n_accepted=step.n_accepted, drafter_calls=step.forward_calls, speculative=speculative)
+        tally.add(
+            draft_ms=step.draft_ms,
+            verify_ms=step.verify_ms,
+            drafted=step.drafted,
+            judged=step.judged,
+            n_accepted=step.n_accepted,
+            drafter_calls=step.forward_calls,
+            speculative=speculative,
+        )
         now = time.perf_counter()
-        record = _record(step, len(steps), config, drafter, k_max, committed_text.extend(step.emitted),
-                         (now - t_step) * 1000.0, (now - t_start) * 1000.0, len(new_ids), len(target), hit_eos)
+        record = _record(
+            step,
+            len(steps),
+            config,
+            drafter,
+            k_max,
+            committed_text.extend(step.emitted),
+            (now - t_step) * 1000.0,
+            (now - t_start) * 1000.0,
+            len(new_ids),
+            len(target),
+            hit_eos,
+        )
         steps.append(record)
         yield record
         if hit_eos:
@@ -517,9 +598,18 @@ def stream(
         token_ids=tuple(new_ids),
         text=committed_text.text,
         steps=tuple(steps),
-        stats=tally.stats(mode=config.mode, drafter=drafter_name, new_tokens=len(new_ids), steps=len(steps),
-                          target_calls=target.calls, prefill_calls=int(len(prompt_ids) > 1), prefill_ms=prefill_ms, wall_ms=wall_ms,
-                          single_token_ms=target.single_token_ms, stopped=stopped),
+        stats=tally.stats(
+            mode=config.mode,
+            drafter=drafter_name,
+            new_tokens=len(new_ids),
+            steps=len(steps),
+            target_calls=target.calls,
+            prefill_calls=int(len(prompt_ids) > 1),
+            prefill_ms=prefill_ms,
+            wall_ms=wall_ms,
+            single_token_ms=target.single_token_ms,
+            stopped=stopped,
+        ),
         config={**asdict(config), "drafter": drafter_name},
     )
 
@@ -538,4 +628,3 @@ def run(*args, **kwargs) -> GenerationResult:
         result = item
     assert isinstance(result, GenerationResult)
     return result
-

@@ -82,8 +82,11 @@ def agreement(target, sequences: list[tuple[int, list[int]]]) -> list[float]:
 def pass_costs(target, ids: list[int], layers: list[int], sizes: list[int], reps: int) -> tuple[dict, dict]:
     """({k: c}, {n: v(n)}): interleaved single-pass timings at the same cache length (len(ids) - 9;
     passes of n <= 9 tokens, cropped after each)."""
-    models = {("full", 1): target, **{("exit", k): exit_model(target, k) for k in layers},
-              **{("full", s): target for s in sizes if s > 1}}
+    models = {
+        ("full", 1): target,
+        **{("exit", k): exit_model(target, k) for k in layers},
+        **{("full", s): target for s in sizes if s > 1},
+    }
     caches = {}
     for key, model in models.items():
         cache = DynamicCache(config=model.config)
@@ -95,25 +98,35 @@ def pass_costs(target, ids: list[int], layers: list[int], sizes: list[int], reps
         for key, model in models.items():
             n = key[1] if key[0] == "full" else 1
             t0 = time.perf_counter()
-            out = model(input_ids=torch.tensor([ids[-9:][:n]], device=target.device), cache=caches[key], use_cache=True,
-                        logits_to_keep=n)
+            out = model(
+                input_ids=torch.tensor([ids[-9:][:n]], device=target.device),
+                cache=caches[key],
+                use_cache=True,
+                logits_to_keep=n,
+            )
             out.logits.max(-1)
             times[key].append(time.perf_counter() - t0)
             caches[key].crop(-n)
     med = {key: statistics.median(v) for key, v in times.items()}
     t1 = med[("full", 1)]
-    return ({k: med[("exit", k)] / t1 for k in layers},
-            {s: (med[("full", s)] / t1 if s > 1 else 1.0) for s in sizes})
+    return ({k: med[("exit", k)] / t1 for k in layers}, {s: (med[("full", s)] / t1 if s > 1 else 1.0) for s in sizes})
 
 
-def scan(target, tokenizer, prompts: list[str], max_new_tokens: int = 32, reps: int = 7,
-         gammas: tuple[int, ...] = (1, 2, 3, 4, 6, 8)) -> list[ExitPoint]:
+def scan(
+    target,
+    tokenizer,
+    prompts: list[str],
+    max_new_tokens: int = 32,
+    reps: int = 7,
+    gammas: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
+) -> list[ExitPoint]:
     sequences = []
     with torch.inference_mode():
         for text in prompts:
             ids = [int(i) for i in tokenizer(text)["input_ids"]]
-            out = target.generate(torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens,
-                                  do_sample=False)
+            out = target.generate(
+                torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens, do_sample=False
+            )
             sequences.append((len(ids), [int(t) for t in out[0].tolist()]))
     alphas = agreement(target, sequences)
     layers = list(range(1, num_layers(target)))
@@ -144,15 +157,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps([{**asdict(p), "per_cost": round(p.per_cost, 3)} for p in points]))
         return 0
-    print(f"{preset.name} ({pair.dtype}, {torch.get_num_threads()} threads): exit layer, greedy agreement α, "
-          f"draft cost c, α/c, best γ, predicted speedup S")
+    print(
+        f"{preset.name} ({pair.dtype}, {torch.get_num_threads()} threads): exit layer, greedy agreement α, "
+        f"draft cost c, α/c, best γ, predicted speedup S"
+    )
     for p in points:
-        print(f"  k={p.layer:>2}  α={p.agreement:.3f}  c={p.c:.2f}  α/c={p.per_cost:.2f}  γ={p.best_gamma}  "
-              f"S={p.predicted:.2f}")
+        print(
+            f"  k={p.layer:>2}  α={p.agreement:.3f}  c={p.c:.2f}  α/c={p.per_cost:.2f}  γ={p.best_gamma}  "
+            f"S={p.predicted:.2f}"
+        )
     best = max(points, key=lambda p: p.per_cost)
     fastest = max(points, key=lambda p: p.predicted)
-    print(f"default exit (best α/c): k={best.layer} (α={best.agreement:.3f}, c={best.c:.2f}, S={best.predicted:.2f} "
-          f"at γ={best.best_gamma}); best predicted S: k={fastest.layer} ({fastest.predicted:.2f})")
+    print(
+        f"default exit (best α/c): k={best.layer} (α={best.agreement:.3f}, c={best.c:.2f}, S={best.predicted:.2f} "
+        f"at γ={best.best_gamma}); best predicted S: k={fastest.layer} ({fastest.predicted:.2f})"
+    )
     return 0
 
 

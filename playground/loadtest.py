@@ -100,8 +100,15 @@ def server_rss_mb(url: str, pid: int | None = None) -> float | None:
 
 
 def _request_kwargs(args, seed: int) -> dict:
-    kw = dict(prompt=args.prompt, gamma=args.gamma, temperature=args.temperature, top_k=0, top_p=1.0, seed=seed,
-              max_new_tokens=args.max_new_tokens)
+    kw = dict(
+        prompt=args.prompt,
+        gamma=args.gamma,
+        temperature=args.temperature,
+        top_k=0,
+        top_p=1.0,
+        seed=seed,
+        max_new_tokens=args.max_new_tokens,
+    )
     if args.preset:
         kw["preset"] = args.preset
     if args.drafter:
@@ -123,11 +130,19 @@ def _local_reference(args, seeds: list[int]) -> dict[int, list[int]]:
 def run_load(args) -> LoadReport:
     from gradio_client import Client
 
-    seeds = sorted({(i * args.requests + j) % args.distinct + args.seed for i in range(args.clients)
-                    for j in range(args.requests)})
-    report = LoadReport(url=args.url, clients=args.clients, requests=args.requests, distinct=args.distinct,
-                        preset=args.preset, max_new_tokens=args.max_new_tokens, temperature=args.temperature,
-                        reference=args.reference)
+    seeds = sorted(
+        {(i * args.requests + j) % args.distinct + args.seed for i in range(args.clients) for j in range(args.requests)}
+    )
+    report = LoadReport(
+        url=args.url,
+        clients=args.clients,
+        requests=args.requests,
+        distinct=args.distinct,
+        preset=args.preset,
+        max_new_tokens=args.max_new_tokens,
+        temperature=args.temperature,
+        reference=args.reference,
+    )
     report.rss_before_mb = server_rss_mb(args.url, args.pid)
     if args.reference == "local":
         reference = _local_reference(args, seeds)

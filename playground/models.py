@@ -206,7 +206,11 @@ def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = Non
     try:
         cache.check_fits(estimate, what)
     except ModelUnavailable as exc:
-        hint = " Choose bfloat16 (half the memory) or a smaller preset." if dtype == "float32" else " Choose a smaller preset."
+        hint = (
+            " Choose bfloat16 (half the memory) or a smaller preset."
+            if dtype == "float32"
+            else " Choose a smaller preset."
+        )
         raise type(exc)(f"{exc}.{hint}") from None
     ok, reason = availability(preset)
     if not ok:
@@ -219,8 +223,9 @@ def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = Non
             progress(1.0, "models ready")
         return pair
 
-    return cache.get(key, load, lambda pair: model_bytes(pair.target, pair.drafter_model),
-                     estimate_bytes=estimate, what=what)
+    return cache.get(
+        key, load, lambda pair: model_bytes(pair.target, pair.drafter_model), estimate_bytes=estimate, what=what
+    )
 
 
 def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
@@ -252,8 +257,9 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
             if progress:
                 progress(0.6, f"loading drafter {preset.drafter_model}")
             # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
-            drafter_model, drafter_tok = _load_hub(preset.drafter_model, tdtype,
-                                                   tokenizer=preset.drafter in ("model", "other-tokenizer"))
+            drafter_model, drafter_tok = _load_hub(
+                preset.drafter_model, tdtype, tokenizer=preset.drafter in ("model", "other-tokenizer")
+            )
             if preset.drafter != "other-tokenizer":
                 drafter_tok = None
         eos = _eos_ids(target, tok)

@@ -41,17 +41,37 @@ class Source:
 
 
 SOURCES = (
-    Source("python-docs", "/usr/share/doc/python3.11/html/_sources/**/*.rst.txt",
-           "PSF License (Debian python3-doc)", "text", 760_000),
+    Source(
+        "python-docs",
+        "/usr/share/doc/python3.11/html/_sources/**/*.rst.txt",
+        "PSF License (Debian python3-doc)",
+        "text",
+        760_000,
+    ),
     Source("python-stdlib", "/usr/lib/python3.11/*.py", "PSF License (CPython standard library)", "text", 330_000),
     Source("c-headers", "/usr/include/*.h", "LGPL-2.1+ (GNU C Library headers, Debian libc6-dev)", "text", 170_000),
     Source("javascript", "/usr/lib/node_modules/npm/lib/**/*.js", "Artistic-2.0 (npm CLI source)", "text", 200_000),
-    Source("debian-reference-en", "/usr/share/debian-reference/*.en.html",
-           "GPL-2+ (Debian Reference, debian-reference-en)", "html", 230_000),
-    Source("debian-reference-zh", "/usr/share/debian-reference/*.zh-cn.html",
-           "GPL-2+ (Debian Reference, debian-reference-zh-cn)", "html", 300_000),
-    Source("fortunes-zh", "/usr/share/games/fortunes/[cst][hao]*[!t]",
-           "GPL-3+ (Debian fortunes-zh: sayings, Tang and Song poems)", "fortune", 250_000),
+    Source(
+        "debian-reference-en",
+        "/usr/share/debian-reference/*.en.html",
+        "GPL-2+ (Debian Reference, debian-reference-en)",
+        "html",
+        230_000,
+    ),
+    Source(
+        "debian-reference-zh",
+        "/usr/share/debian-reference/*.zh-cn.html",
+        "GPL-2+ (Debian Reference, debian-reference-zh-cn)",
+        "html",
+        300_000,
+    ),
+    Source(
+        "fortunes-zh",
+        "/usr/share/games/fortunes/[cst][hao]*[!t]",
+        "GPL-3+ (Debian fortunes-zh: sayings, Tang and Song poems)",
+        "fortune",
+        250_000,
+    ),
 )
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
@@ -148,12 +168,18 @@ def write_shards(tok, gen_dir: Path, seed: int, only: set[str] | None = None) ->
             if not glob.glob(src.pattern, recursive=True):
                 print(f"corpus: {src.name}: nothing at {src.pattern} (skipped; see the module docstring)")
                 continue
-            rows = [{"prompt": -1, "variant": -1, "source": src.name, "ids": ids, "n_prompt": 1}
-                    for ids in chunks(tok, src, seed + i)]
+            rows = [
+                {"prompt": -1, "variant": -1, "source": src.name, "ids": ids, "n_prompt": 1}
+                for ids in chunks(tok, src, seed + i)
+            ]
             path.write_text(json.dumps(rows))
         rows = json.loads(path.read_text())
-        stats[src.name] = {"chunks": len(rows), "tokens": sum(len(r["ids"]) for r in rows), "licence": src.licence,
-                           "from": src.pattern}
+        stats[src.name] = {
+            "chunks": len(rows),
+            "tokens": sum(len(r["ids"]) for r in rows),
+            "licence": src.licence,
+            "from": src.pattern,
+        }
         print(f"corpus: {src.name}: {stats[src.name]['chunks']} chunks, {stats[src.name]['tokens']} tokens")
     return stats
 

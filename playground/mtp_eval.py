@@ -60,14 +60,16 @@ def heldout_rows(model, tok, work: Path, seed: int = 0) -> list[dict]:
             ids = torch.tensor([[pad] * (width - len(e)) + e for e in enc])
             mask = torch.tensor([[0] * (width - len(e)) + [1] * len(e) for e in enc])
             g = torch.Generator().manual_seed(seed * 7919 + b + 1000 * variant)
-            out = sample_batch(model, ids, mask, NEW_TOKENS, pad, eos, greedy=variant == 0, generator=g,
-                               temperature=1.0, top_k=None)
+            out = sample_batch(
+                model, ids, mask, NEW_TOKENS, pad, eos, greedy=variant == 0, generator=g, temperature=1.0, top_k=None
+            )
             for r, (cat, _) in enumerate(batch):
                 new = out[r].tolist()
                 stop = [k for k, t in enumerate(new) if t in eos]
                 new = [t for t in (new[: stop[0] + 1] if stop else new) if t != pad]
-                rows.append({"prompt": b + r, "variant": variant, "category": cat, "ids": enc[r] + new,
-                             "n_prompt": len(enc[r])})
+                rows.append(
+                    {"prompt": b + r, "variant": variant, "category": cat, "ids": enc[r] + new, "n_prompt": len(enc[r])}
+                )
     path.write_text(json.dumps(rows))
     return rows
 
@@ -139,8 +141,16 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
         alive = torch.ones(chains.numel(), dtype=torch.bool)
         cat = meta.get("category", "all")
         key = "t0" if meta["variant"] == 0 else "t1"
-        acc = out[key].setdefault(cat, {"reached": [0] * steps, "accepted": [0] * steps, "alpha_sum": [0.0] * steps,
-                                        "alpha_n": [0] * steps, "chains": 0})
+        acc = out[key].setdefault(
+            cat,
+            {
+                "reached": [0] * steps,
+                "accepted": [0] * steps,
+                "alpha_sum": [0.0] * steps,
+                "alpha_n": [0] * steps,
+                "chains": 0,
+            },
+        )
         acc["chains"] += int(chains.numel())
         for j in range(1, steps + 1):
             pos = chains + j - 1  # target distribution at n+j-1 judges draft j
@@ -175,8 +185,13 @@ def _summarise(out: dict, steps: int) -> dict:
     for key in ("t0", "t1"):
         cats = dict(out[key])
         if cats:
-            tot = {"reached": [0] * steps, "accepted": [0] * steps, "alpha_sum": [0.0] * steps, "alpha_n": [0] * steps,
-                   "chains": 0}
+            tot = {
+                "reached": [0] * steps,
+                "accepted": [0] * steps,
+                "alpha_sum": [0.0] * steps,
+                "alpha_n": [0] * steps,
+                "chains": 0,
+            }
             for c in cats.values():
                 for f in ("reached", "accepted", "alpha_sum", "alpha_n"):
                     tot[f] = [x + y for x, y in zip(tot[f], c[f])]
@@ -191,21 +206,32 @@ def _summarise(out: dict, steps: int) -> dict:
                     cum.append(run)
                 res[key][cat] = {"chains": c["chains"], "conditional": cond, "cumulative": cum}
             else:
-                res[key][cat] = {"chains": c["chains"],
-                                 "alpha": [s / n if n else float("nan") for s, n in zip(c["alpha_sum"], c["alpha_n"])]}
+                res[key][cat] = {
+                    "chains": c["chains"],
+                    "alpha": [s / n if n else float("nan") for s, n in zip(c["alpha_sum"], c["alpha_n"])],
+                }
     return res
 
 
 def format_report(res: dict, label: str) -> str:
-    lines = [f"## {label}", "", "T=0, greedy text: acceptance at position 1..6 (conditional; cumulative in brackets)", "",
-             "| category | chains | " + " | ".join(f"pos {j}" for j in range(1, 7)) + " |",
-             "|---|---:|" + "---:|" * 6]
+    lines = [
+        f"## {label}",
+        "",
+        "T=0, greedy text: acceptance at position 1..6 (conditional; cumulative in brackets)",
+        "",
+        "| category | chains | " + " | ".join(f"pos {j}" for j in range(1, 7)) + " |",
+        "|---|---:|" + "---:|" * 6,
+    ]
     for cat, r in res["t0"].items():
         cells = [f"{c:.2f} ({u:.2f})" for c, u in zip(r["conditional"], r["cumulative"])]
         lines.append(f"| {cat} | {r['chains']} | " + " | ".join(cells) + " |")
-    lines += ["", "T=1, sampled text: expected acceptance sum_x min(p, q) at position 1..6", "",
-              "| category | chains | " + " | ".join(f"pos {j}" for j in range(1, 7)) + " |",
-              "|---|---:|" + "---:|" * 6]
+    lines += [
+        "",
+        "T=1, sampled text: expected acceptance sum_x min(p, q) at position 1..6",
+        "",
+        "| category | chains | " + " | ".join(f"pos {j}" for j in range(1, 7)) + " |",
+        "|---|---:|" + "---:|" * 6,
+    ]
     for cat, r in res["t1"].items():
         lines.append(f"| {cat} | {r['chains']} | " + " | ".join(f"{a:.2f}" for a in r["alpha"]) + " |")
     return "\n".join(lines) + "\n"
@@ -221,8 +247,12 @@ def write_bench_prompts(path: Path, per_category: int = 2) -> Path:
         seen[c] = seen.get(c, 0) + 1
         if seen[c] <= per_category:
             items.append((c, p))
-    path.write_text(json.dumps({"prompts": [{"id": f"{c}-{i}", "kind": "held-out", "text": p}
-                                            for i, (c, p) in enumerate(items)]}, ensure_ascii=False))
+    path.write_text(
+        json.dumps(
+            {"prompts": [{"id": f"{c}-{i}", "kind": "held-out", "text": p} for i, (c, p) in enumerate(items)]},
+            ensure_ascii=False,
+        )
+    )
     return path
 
 

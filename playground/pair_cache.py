@@ -19,8 +19,9 @@ from __future__ import annotations
 import threading
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any, Callable, Hashable
+from typing import Any
 
 from playground.errors import Busy, ModelUnavailable
 
@@ -61,7 +62,9 @@ class BudgetedCache:
             return self._held()
 
     def _held(self) -> int:
-        return sum(e.nbytes for e in self._entries.values()) + self._alive_evicted_bytes() + sum(self._reserved.values())
+        return (
+            sum(e.nbytes for e in self._entries.values()) + self._alive_evicted_bytes() + sum(self._reserved.values())
+        )
 
     def keys(self) -> list[Hashable]:
         with self._lock:
@@ -96,8 +99,14 @@ class BudgetedCache:
             )
 
     # -- the one entry point -------------------------------------------------------------
-    def get(self, key: Hashable, load: Callable[[], Any], measure: Callable[[Any], int], estimate_bytes: int = 0,
-            what: str = "this model") -> Any:
+    def get(
+        self,
+        key: Hashable,
+        load: Callable[[], Any],
+        measure: Callable[[Any], int],
+        estimate_bytes: int = 0,
+        what: str = "this model",
+    ) -> Any:
         """The cached value of ``key``, loading it (once) if needed."""
         with self._lock:
             hit = self._hit(key)

@@ -7,6 +7,6 @@ loading, conversion, the lab and the bench all report through it (gradio's
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 Progress = Callable[[float, str], None]

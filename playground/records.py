@@ -158,7 +158,7 @@ class GenerationResult:
         }
 
     @staticmethod
-    def from_dict(data: dict[str, Any]) -> "GenerationResult":
+    def from_dict(data: dict[str, Any]) -> GenerationResult:
         """Rebuild a result from ``to_dict()`` output.  Raises ValueError/TypeError/KeyError on bad data."""
         steps = tuple(_step_from_dict(s) for s in data["steps"])
         stats = _build(RunStats, data["stats"])
@@ -204,8 +204,12 @@ def _step_from_dict(d: dict[str, Any]) -> StepRecord:
     drafted = tuple(
         _build(
             DraftDecision,
-            {**x, "target_top": _cands(x.get("target_top")), "draft_top": _cands(x.get("draft_top")),
-             "residual_top": _cands(x.get("residual_top"))},
+            {
+                **x,
+                "target_top": _cands(x.get("target_top")),
+                "draft_top": _cands(x.get("draft_top")),
+                "residual_top": _cands(x.get("residual_top")),
+            },
         )
         for x in d.get("drafted", [])
     )

@@ -80,24 +80,37 @@ def check_header(readme_text: str, requirements_text: str, config: dict[str, Any
 
     need(head.get("sdk") == "gradio", f"sdk is {head.get('sdk')!r}, not 'gradio'")
     pin = gradio_pin(requirements_text)
-    need(pin is None or str(head.get("sdk_version")) == pin,
-         f"sdk_version {head.get('sdk_version')!r} differs from requirements.txt's gradio=={pin} "
-         "(Spaces installs gradio from the header)")
+    need(
+        pin is None or str(head.get("sdk_version")) == pin,
+        f"sdk_version {head.get('sdk_version')!r} differs from requirements.txt's gradio=={pin} "
+        "(Spaces installs gradio from the header)",
+    )
     app_file = head.get("app_file")
     need(isinstance(app_file, str) and (root / app_file).is_file(), f"app_file {app_file!r} is not a file here")
-    need(isinstance(head.get("python_version"), str),
-         f"python_version {head.get('python_version')!r} must be a quoted string (3.10 unquoted is 3.1)")
+    need(
+        isinstance(head.get("python_version"), str),
+        f"python_version {head.get('python_version')!r} must be a quoted string (3.10 unquoted is 3.1)",
+    )
     short = head.get("short_description") or ""
-    need(len(short) <= MAX_SHORT_DESCRIPTION,
-         f"short_description has {len(short)} characters; Spaces allows {MAX_SHORT_DESCRIPTION}")
+    need(
+        len(short) <= MAX_SHORT_DESCRIPTION,
+        f"short_description has {len(short)} characters; Spaces allows {MAX_SHORT_DESCRIPTION}",
+    )
     models = set(head.get("models") or ())
     allow = set(config.get("hub_allowlist") or ())
     need(models == allow, f"models {sorted(models)} differ from hub_allowlist {sorted(allow)}")
-    hub = {r for p in config.get("presets", ()) if p.get("source") == "hub"
-           for r in (p.get("target"), p.get("drafter_model")) if r}
+    hub = {
+        r
+        for p in config.get("presets", ())
+        if p.get("source") == "hub"
+        for r in (p.get("target"), p.get("drafter_model"))
+        if r
+    }
     need(hub <= models, f"hub presets use repositories missing from models: {sorted(hub - models)}")
     if not out:
-        out.append(Finding("ok", "header", f"front matter agrees with requirements.txt (gradio {pin}) and the hub allowlist"))
+        out.append(
+            Finding("ok", "header", f"front matter agrees with requirements.txt (gradio {pin}) and the hub allowlist")
+        )
     return out
 
 
@@ -110,8 +123,13 @@ def lfs_paths(paths: list[str], root: Path = ROOT) -> set[str]:
     """The paths whose ``filter`` attribute is ``lfs`` (what .gitattributes routes through LFS/Xet)."""
     if not paths:
         return set()
-    res = subprocess.run(["git", "check-attr", "-z", "--stdin", "filter"], cwd=root, capture_output=True,
-                         input="\0".join(paths).encode() + b"\0", check=True)
+    res = subprocess.run(
+        ["git", "check-attr", "-z", "--stdin", "filter"],
+        cwd=root,
+        capture_output=True,
+        input="\0".join(paths).encode() + b"\0",
+        check=True,
+    )
     fields = res.stdout.decode().split("\0")
     return {fields[i] for i in range(0, len(fields) - 2, 3) if fields[i + 2] == "lfs"}
 
@@ -130,27 +148,56 @@ def check_files(root: Path = ROOT, max_bytes: int = MAX_PLAIN_BYTES) -> list[Fin
     out: list[Finding] = []
     for p in plain:
         if sizes[p] > max_bytes:
-            out.append(Finding("error", "files", f"{p} is {sizes[p] / 1e6:.1f} MB and not LFS-tracked; "
-                               f"Hugging Face refuses non-LFS files over {max_bytes / 1048576:.0f} MB"))
+            out.append(
+                Finding(
+                    "error",
+                    "files",
+                    f"{p} is {sizes[p] / 1e6:.1f} MB and not LFS-tracked; "
+                    f"Hugging Face refuses non-LFS files over {max_bytes / 1048576:.0f} MB",
+                )
+            )
     binaries = [p for p in plain if is_binary(root / p)]
     if binaries:
-        out.append(Finding(
-            "warning", "files",
-            f"{len(binaries)} binary file(s) not LFS-tracked ({', '.join(binaries)}): a plain `git push` to a Space "
-            "refuses binary files; push with `hf upload` (stores them in Xet), or `git lfs track` them in the "
-            "Space's clone first"))
+        out.append(
+            Finding(
+                "warning",
+                "files",
+                f"{len(binaries)} binary file(s) not LFS-tracked ({', '.join(binaries)}): a plain `git push` to a Space "
+                "refuses binary files; push with `hf upload` (stores them in Xet), or `git lfs track` them in the "
+                "Space's clone first",
+            )
+        )
     largest = max(paths, key=sizes.get) if paths else None
     if not any(f.level == "error" for f in out):
-        out.append(Finding("ok", "files", f"{len(paths)} tracked files, none over {max_bytes / 1048576:.0f} MB "
-                           f"outside LFS (largest: {largest}, {sizes[largest] / 1e6:.1f} MB)" if largest else
-                           "no tracked files"))
+        out.append(
+            Finding(
+                "ok",
+                "files",
+                f"{len(paths)} tracked files, none over {max_bytes / 1048576:.0f} MB "
+                f"outside LFS (largest: {largest}, {sizes[largest] / 1e6:.1f} MB)"
+                if largest
+                else "no tracked files",
+            )
+        )
     return out
 
 
 def check_resolve(root: Path = ROOT, timeout_s: float = 600) -> list[Finding]:
     """pip resolves requirements.txt from binary wheels only (downloads metadata, installs nothing)."""
-    cmd = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--only-binary=:all:",
-           "--quiet", "--report", "-", "-r", str(root / "requirements.txt")]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--dry-run",
+        "--ignore-installed",
+        "--only-binary=:all:",
+        "--quiet",
+        "--report",
+        "-",
+        "-r",
+        str(root / "requirements.txt"),
+    ]
     try:
         res = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -164,8 +211,13 @@ def check_resolve(root: Path = ROOT, timeout_s: float = 600) -> list[Finding]:
         n = len(json.loads(res.stdout).get("install", []))
     except ValueError:
         n = None
-    return [Finding("ok", "resolve", "requirements.txt resolves from binary wheels only"
-                    + (f" ({n} packages)" if n is not None else ""))]
+    return [
+        Finding(
+            "ok",
+            "resolve",
+            "requirements.txt resolves from binary wheels only" + (f" ({n} packages)" if n is not None else ""),
+        )
+    ]
 
 
 def free_port() -> int:
@@ -179,8 +231,11 @@ def hub_labels_unavailable(page_config: dict, config: dict[str, Any]) -> list[st
     import json
 
     blob = json.dumps(page_config, ensure_ascii=False)
-    return [p["label"] for p in config.get("presets", ()) if p.get("source") == "hub"
-            and f"{p['label']} \u2014 unavailable" not in blob]
+    return [
+        p["label"]
+        for p in config.get("presets", ())
+        if p.get("source") == "hub" and f"{p['label']} \u2014 unavailable" not in blob
+    ]
 
 
 def check_start(root: Path = ROOT, timeout_s: float = 180) -> list[Finding]:
@@ -191,8 +246,14 @@ def check_start(root: Path = ROOT, timeout_s: float = 180) -> list[Finding]:
 
     config = yaml.safe_load((root / "spaces_config.yaml").read_text(encoding="utf-8"))
     port = free_port()
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "PORT": str(port),
-           "GRADIO_SERVER_NAME": "127.0.0.1", "GRADIO_ANALYTICS_ENABLED": "False"}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "PORT": str(port),
+        "GRADIO_SERVER_NAME": "127.0.0.1",
+        "GRADIO_ANALYTICS_ENABLED": "False",
+    }
     url = f"http://127.0.0.1:{port}"
     with tempfile.TemporaryFile("w+") as log:  # a file, not a pipe: a chatty app never blocks on it
         proc = subprocess.Popen([sys.executable, "app.py"], cwd=root, env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -215,10 +276,21 @@ def check_start(root: Path = ROOT, timeout_s: float = 180) -> list[Finding]:
                 with urllib.request.urlopen(url + "/config", timeout=30) as r:
                     missing = hub_labels_unavailable(json.loads(r.read()), config)
                 if missing:
-                    return [Finding("error", "start", f"with the hub offline the page offers hub presets as "
-                                    f"available: {missing}")]
-                return [Finding("ok", "start", f"app.py answered on port {port} with the hub offline after "
-                                f"{waited:.0f} s and lists every hub preset as unavailable")]
+                    return [
+                        Finding(
+                            "error",
+                            "start",
+                            f"with the hub offline the page offers hub presets as available: {missing}",
+                        )
+                    ]
+                return [
+                    Finding(
+                        "ok",
+                        "start",
+                        f"app.py answered on port {port} with the hub offline after "
+                        f"{waited:.0f} s and lists every hub preset as unavailable",
+                    )
+                ]
             return [Finding("error", "start", f"app.py did not answer within {timeout_s:.0f} s")]
         finally:
             proc.terminate()
@@ -231,8 +303,12 @@ def check_start(root: Path = ROOT, timeout_s: float = 180) -> list[Finding]:
 def run_checks(resolve: bool = False, start: bool = False, root: Path = ROOT) -> list[Finding]:
     config = yaml.safe_load((root / "spaces_config.yaml").read_text(encoding="utf-8"))
     req = root / "requirements.txt"
-    findings = check_header((root / "README.md").read_text(encoding="utf-8"),
-                            req.read_text(encoding="utf-8") if req.is_file() else "", config, root)
+    findings = check_header(
+        (root / "README.md").read_text(encoding="utf-8"),
+        req.read_text(encoding="utf-8") if req.is_file() else "",
+        config,
+        root,
+    )
     findings += check_files(root)
     if resolve:
         findings += check_resolve(root)
@@ -242,8 +318,10 @@ def run_checks(resolve: bool = False, start: bool = False, root: Path = ROOT) ->
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m playground check-space",
-                                     description="Check what Hugging Face Spaces will see in this repository.")
+    parser = argparse.ArgumentParser(
+        prog="python -m playground check-space",
+        description="Check what Hugging Face Spaces will see in this repository.",
+    )
     parser.add_argument("--resolve", action="store_true", help="also resolve requirements.txt from binary wheels only")
     parser.add_argument("--start", action="store_true", help="also start app.py with the hub offline")
     args = parser.parse_args(argv)

@@ -10,8 +10,8 @@ This module does not time anything or decide what a step accepts; it only sums.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from playground.records import RunStats, StepRecord
 
@@ -34,8 +34,17 @@ class Tally:
         self.accepted_at = [0] * self.gamma
         self.hist = [0] * (self.gamma + 1)
 
-    def add(self, *, draft_ms: float, verify_ms: float, drafted: int, judged: Iterable[tuple[int, bool]],
-            n_accepted: int, drafter_calls: int, speculative: bool) -> None:
+    def add(
+        self,
+        *,
+        draft_ms: float,
+        verify_ms: float,
+        drafted: int,
+        judged: Iterable[tuple[int, bool]],
+        n_accepted: int,
+        drafter_calls: int,
+        speculative: bool,
+    ) -> None:
         """One step: ``judged`` holds (depth, accepted) for every draft the target judged."""
         self.draft_ms += draft_ms
         self.verify_ms += verify_ms
@@ -53,13 +62,30 @@ class Tally:
     def add_record(self, s: StepRecord, speculative: bool) -> None:
         """One recorded step.  A record keeps no drafter call count: a step that drafted
         counts as one call (a lower bound for drafters that make one call per draft)."""
-        self.add(draft_ms=s.draft_ms, verify_ms=s.verify_ms, drafted=len(s.drafted),
-                 judged=[(d.position, d.accepted) for d in s.drafted if d.judged], n_accepted=s.n_accepted,
-                 drafter_calls=int(bool(s.drafted)), speculative=speculative)
+        self.add(
+            draft_ms=s.draft_ms,
+            verify_ms=s.verify_ms,
+            drafted=len(s.drafted),
+            judged=[(d.position, d.accepted) for d in s.drafted if d.judged],
+            n_accepted=s.n_accepted,
+            drafter_calls=int(bool(s.drafted)),
+            speculative=speculative,
+        )
 
-    def stats(self, *, mode: str, drafter: str | None, new_tokens: int, steps: int, target_calls: int,
-              prefill_calls: int, prefill_ms: float, wall_ms: float, single_token_ms: Sequence[float],
-              stopped: str) -> RunStats:
+    def stats(
+        self,
+        *,
+        mode: str,
+        drafter: str | None,
+        new_tokens: int,
+        steps: int,
+        target_calls: int,
+        prefill_calls: int,
+        prefill_ms: float,
+        wall_ms: float,
+        single_token_ms: Sequence[float],
+        stopped: str,
+    ) -> RunStats:
         decode_calls = max(target_calls - prefill_calls, 1)
         hist = self.hist
         return RunStats(

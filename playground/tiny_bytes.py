@@ -19,10 +19,9 @@ import torch
 from transformers import LlamaForCausalLM
 
 from playground.tiny import BOS as CHAR_BOS
-from playground.tiny import CHARS
+from playground.tiny import CHARS, TinyTokenizer
 from playground.tiny import EOS as CHAR_EOS
 from playground.tiny import PAD as CHAR_PAD
-from playground.tiny import TinyTokenizer
 
 BOS, EOS, PAD = 256, 257, 258
 VOCAB = 259

@@ -24,7 +24,8 @@ import json
 import threading
 import time
 from collections import OrderedDict
-from typing import Any, Callable, Hashable, Iterator
+from collections.abc import Callable, Hashable, Iterator
+from typing import Any
 
 from playground.errors import Busy
 from playground.records import GenerationResult, StepRecord
@@ -74,8 +75,14 @@ class _Flight:
 
 
 class TraceCache:
-    def __init__(self, max_entries: int = 128, max_bytes: int = 64_000_000, slots: int = 2, wait_s: float = 120.0,
-                 size_of: Callable[[GenerationResult], int] = result_bytes) -> None:
+    def __init__(
+        self,
+        max_entries: int = 128,
+        max_bytes: int = 64_000_000,
+        slots: int = 2,
+        wait_s: float = 120.0,
+        size_of: Callable[[GenerationResult], int] = result_bytes,
+    ) -> None:
         self.max_entries, self.max_bytes = int(max_entries), int(max_bytes)
         self.wait_s = float(wait_s)
         self.size_of = size_of
@@ -143,8 +150,10 @@ class TraceCache:
         try:
             if not self._slots.acquire(timeout=self.wait_s):
                 wait = self.retry_after_s(ahead)
-                raise Busy(f"The server is busy: {ahead} run(s) were ahead of yours. Try again in about "
-                           f"{wait:.0f} s.", retry_after_s=wait)
+                raise Busy(
+                    f"The server is busy: {ahead} run(s) were ahead of yours. Try again in about {wait:.0f} s.",
+                    retry_after_s=wait,
+                )
             with self._lock:
                 self._running += 1
         finally:
@@ -213,7 +222,11 @@ def describe_replay(replay: dict[str, Any] | None) -> str:
     if not replay:
         return ""
     if replay.get("live"):
-        return (f"Shared run: an identical request (same preset, prompt, settings and seed) started this run at "
-                f"{replay.get('recorded_at')}; you watched it as it was computed. Timings are that run's.")
-    return (f"Replay of a recorded run: an identical request (same preset, prompt, settings and seed) was computed at "
-            f"{replay.get('recorded_at')}; the trace is that run's, and so are its timings.")
+        return (
+            f"Shared run: an identical request (same preset, prompt, settings and seed) started this run at "
+            f"{replay.get('recorded_at')}; you watched it as it was computed. Timings are that run's."
+        )
+    return (
+        f"Replay of a recorded run: an identical request (same preset, prompt, settings and seed) was computed at "
+        f"{replay.get('recorded_at')}; the trace is that run's, and so are its timings."
+    )

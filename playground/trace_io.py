@@ -18,8 +18,9 @@ import json
 import math
 import os
 import typing
+from collections.abc import Mapping, Sequence
 from dataclasses import fields
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from playground.config import load_config
 from playground.engine import MAX_GAMMA, MAX_TREE_NODES, MODES
@@ -135,8 +136,11 @@ def _in_range(x: float | None, lo: float, hi: float, nan_ok: bool = False) -> bo
 
 def _need(ok: bool, where: str, field: str, what: str, value: Any) -> None:
     if not ok:
-        shown = excerpt(value) if isinstance(value, str) else (f"{value:.4g}" if isinstance(value, float)
-                                                               else excerpt(repr(value)))
+        shown = (
+            excerpt(value)
+            if isinstance(value, str)
+            else (f"{value:.4g}" if isinstance(value, float) else excerpt(repr(value)))
+        )
         raise TraceImportError(f"{where}: field {field!r} {what}, got {shown}")
 
 
@@ -190,23 +194,58 @@ def _check_candidates(cands: Sequence[Candidate], where: str, field: str) -> Non
 
 
 # RunStats fields by what they hold (anything not listed is text or a tuple checked below).
-_STATS_COUNTS = ("new_tokens", "steps", "target_calls", "drafter_calls", "drafted_tokens", "judged_tokens",
-                 "accepted_tokens")
+_STATS_COUNTS = (
+    "new_tokens",
+    "steps",
+    "target_calls",
+    "drafter_calls",
+    "drafted_tokens",
+    "judged_tokens",
+    "accepted_tokens",
+)
 _STATS_RATES = ("acceptance_rate", "draft_efficiency")
-_STATS_MS = ("prefill_ms", "draft_ms", "verify_ms", "wall_ms", "draft_ms_per_token", "verify_ms_per_call",
-             "single_token_ms")
+_STATS_MS = (
+    "prefill_ms",
+    "draft_ms",
+    "verify_ms",
+    "wall_ms",
+    "draft_ms_per_token",
+    "verify_ms_per_call",
+    "single_token_ms",
+)
 # config keys the app reads, and the type each must have when present
 _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
-    "preset": (str,), "drafter": (str, type(None)), "rule": (str,), "mode": (str,), "dtype": (str,),
-    "temperature": (int, float), "top_p": (int, float), "gamma": (int,), "top_k": (int,), "seed": (int,),
-    "max_new_tokens": (int,), "trace": (bool,),
+    "preset": (str,),
+    "drafter": (str, type(None)),
+    "rule": (str,),
+    "mode": (str,),
+    "dtype": (str,),
+    "temperature": (int, float),
+    "top_p": (int, float),
+    "gamma": (int,),
+    "top_k": (int,),
+    "seed": (int,),
+    "max_new_tokens": (int,),
+    "trace": (bool,),
 }
 
 
 # drafter_info keys the drafters write (playground/drafters) and the replay reads: their types.
-_INFO_COUNTS = ("hidden_from_position", "position_id", "target_kv_positions", "sliding_kv_positions",
-                "candidates_scored", "context_candidates", "clusters_scored", "num_clusters", "vocab_size",
-                "draft_steps", "target_layers", "tree_nodes", "branches")
+_INFO_COUNTS = (
+    "hidden_from_position",
+    "position_id",
+    "target_kv_positions",
+    "sliding_kv_positions",
+    "candidates_scored",
+    "context_candidates",
+    "clusters_scored",
+    "num_clusters",
+    "vocab_size",
+    "draft_steps",
+    "target_layers",
+    "tree_nodes",
+    "branches",
+)
 
 
 def _check_drafter_info(info: Mapping[str, Any], where: str) -> None:
@@ -215,10 +254,17 @@ def _check_drafter_info(info: Mapping[str, Any], where: str) -> None:
         v = info.get(key)
         _need(v is None or (type(v) is int and 0 <= v <= MAX_COUNT), w, key, "must be a whole number >= 0 or null", v)
     v = info.get("target_kv_layer")
-    _need(v is None or (type(v) is int and abs(v) <= MAX_COUNT), w, "target_kv_layer", "must be a whole number or null", v)
+    _need(
+        v is None or (type(v) is int and abs(v) <= MAX_COUNT), w, "target_kv_layer", "must be a whole number or null", v
+    )
     v = info.get("draft_ms_per_token")
-    _need(v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_MS), w,
-          "draft_ms_per_token", "must be a time in ms >= 0 or null", v)
+    _need(
+        v is None or (isinstance(v, (int, float)) and not isinstance(v, bool) and 0 <= v <= MAX_MS),
+        w,
+        "draft_ms_per_token",
+        "must be a time in ms >= 0 or null",
+        v,
+    )
     for key, typ in (("source", str), ("matched", bool)):
         _need(key not in info or isinstance(info[key], typ), w, key, f"must be {typ.__name__}", info.get(key))
 
@@ -237,16 +283,36 @@ def _check_stats(st: RunStats) -> None:
         v = getattr(st, name)
         _need(_in_range(v, 0.0, MAX_MS, nan_ok=True), w, name, "must be a time in ms >= 0", v)
     _need(_in_range(st.tokens_per_s, 0.0, 1e9, nan_ok=True), w, "tokens_per_s", "must be >= 0", st.tokens_per_s)
-    _need(_in_range(st.tokens_per_target_call, 0.0, MAX_GAMMA + 1.0, nan_ok=True), w, "tokens_per_target_call",
-          f"must be between 0 and {MAX_GAMMA + 1}", st.tokens_per_target_call)
-    _need(_in_range(st.mean_accepted_length, 0.0, float(MAX_GAMMA), nan_ok=True), w, "mean_accepted_length",
-          f"must be between 0 and {MAX_GAMMA}", st.mean_accepted_length)
-    _need(len(st.acceptance_by_position) <= MAX_GAMMA, w, "acceptance_by_position",
-          f"must have at most {MAX_GAMMA} entries", len(st.acceptance_by_position))
+    _need(
+        _in_range(st.tokens_per_target_call, 0.0, MAX_GAMMA + 1.0, nan_ok=True),
+        w,
+        "tokens_per_target_call",
+        f"must be between 0 and {MAX_GAMMA + 1}",
+        st.tokens_per_target_call,
+    )
+    _need(
+        _in_range(st.mean_accepted_length, 0.0, float(MAX_GAMMA), nan_ok=True),
+        w,
+        "mean_accepted_length",
+        f"must be between 0 and {MAX_GAMMA}",
+        st.mean_accepted_length,
+    )
+    _need(
+        len(st.acceptance_by_position) <= MAX_GAMMA,
+        w,
+        "acceptance_by_position",
+        f"must have at most {MAX_GAMMA} entries",
+        len(st.acceptance_by_position),
+    )
     bad = next((x for x in st.acceptance_by_position if not _in_range(x, 0.0, 1.0, nan_ok=True)), None)
     _need(bad is None, w, "acceptance_by_position", "must hold fractions in [0, 1]", bad)
-    _need(len(st.accepted_length_hist) <= MAX_GAMMA + 1, w, "accepted_length_hist",
-          f"must have at most {MAX_GAMMA + 1} entries", len(st.accepted_length_hist))
+    _need(
+        len(st.accepted_length_hist) <= MAX_GAMMA + 1,
+        w,
+        "accepted_length_hist",
+        f"must have at most {MAX_GAMMA + 1} entries",
+        len(st.accepted_length_hist),
+    )
     bad = next((x for x in st.accepted_length_hist if not 0 <= x <= MAX_COUNT), None)
     _need(bad is None, w, "accepted_length_hist", "must hold counts >= 0", bad)
 
@@ -280,16 +346,22 @@ def _check_values(res: GenerationResult) -> None:
         for j, d in enumerate(s.drafted):
             wd = f"{w}, draft {j + 1}"
             if tree:  # a draft tree: every draft names its parent (-1: the newest committed token)
-                _need(d.parent is not None and -1 <= d.parent < j, wd, "parent",
-                      f"must be between -1 and {j - 1} (an earlier draft)", d.parent)
+                _need(
+                    d.parent is not None and -1 <= d.parent < j,
+                    wd,
+                    "parent",
+                    f"must be between -1 and {j - 1} (an earlier draft)",
+                    d.parent,
+                )
                 depth.append(1 if d.parent == -1 else depth[d.parent] + 1)
                 _need(d.position == depth[j], wd, "position", f"must be {depth[j]} (the draft's depth)", d.position)
             else:
                 _need(d.position == j + 1, wd, "position", f"must be {j + 1} (drafts are numbered from 1)", d.position)
             if not (_prob(d.draft_prob) and _prob(d.target_prob) and _prob(d.accept_prob) and _prob(d.u)):
                 raise TraceImportError(f"{wd}: a probability is outside [0, 1]")
-            _need(0 <= d.token_id <= MAX_TOKEN_ID, wd, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}",
-                  d.token_id)
+            _need(
+                0 <= d.token_id <= MAX_TOKEN_ID, wd, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", d.token_id
+            )
             _need(_in_range(d.ratio, 0.0, math.inf), wd, "ratio", "must be >= 0 (p/q) or null", d.ratio)
             _check_candidates(d.target_top, wd, "target_top")
             _check_candidates(d.draft_top, wd, "draft_top")
@@ -301,8 +373,9 @@ def _check_values(res: GenerationResult) -> None:
                 raise TraceImportError(f"{wc}: kind {excerpt(c.kind)!r} is unknown (resample, bonus or target)")
             last = (max(depth) if depth else 0) if tree else len(s.drafted)
             _need(1 <= c.position <= last + 1, wc, "position", f"must be between 1 and {last + 1}", c.position)
-            _need(0 <= c.token_id <= MAX_TOKEN_ID, wc, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}",
-                  c.token_id)
+            _need(
+                0 <= c.token_id <= MAX_TOKEN_ID, wc, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", c.token_id
+            )
             if not (_prob(c.prob) and _prob(c.target_prob)):
                 raise TraceImportError(f"{wc}: a probability is outside [0, 1]")
             for name in ("distribution_top", "target_top", "draft_top"):
@@ -332,8 +405,9 @@ def _check_values(res: GenerationResult) -> None:
                 ok = math.isfinite(v)
             if ok and isinstance(v, int) and not isinstance(v, bool):
                 ok = abs(v) <= 2**63
-            _need(ok, "config", key, f"must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}",
-                  v)
+            _need(
+                ok, "config", key, f"must be {' or '.join('null' if t is type(None) else t.__name__ for t in types)}", v
+            )
 
 
 def _check_jsonish(obj: Any, where: str) -> None:
@@ -383,7 +457,9 @@ def parse_trace(data: bytes | str, max_bytes: int | None = None) -> GenerationRe
     except RecursionError:
         raise TraceImportError("the JSON is nested too deeply; a trace never is") from None
     except json.JSONDecodeError as exc:
-        raise TraceImportError(f"the file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})") from None
+        raise TraceImportError(
+            f"the file is not valid JSON (line {exc.lineno}, column {exc.colno}: {exc.msg})"
+        ) from None
     except ValueError as exc:  # e.g. an integer with thousands of digits
         raise TraceImportError(f"the file has an invalid number ({str(exc)[:80]})") from None
     _check_depth(obj, MAX_JSON_DEPTH)
@@ -391,9 +467,7 @@ def parse_trace(data: bytes | str, max_bytes: int | None = None) -> GenerationRe
         raise TraceImportError(f"a trace is a JSON object; this file holds a {type(obj).__name__}")
     missing = [k for k in ("token_ids", "text", "steps", "stats") if k not in obj]
     if missing:
-        raise TraceImportError(
-            f"this is not a playground trace: it has no {', '.join(repr(m) for m in missing)}"
-        )
+        raise TraceImportError(f"this is not a playground trace: it has no {', '.join(repr(m) for m in missing)}")
     if not isinstance(obj["steps"], list):
         raise TraceImportError("'steps' must be a list")
     if len(obj["steps"]) > MAX_TRACE_STEPS:
@@ -409,13 +483,15 @@ def parse_trace(data: bytes | str, max_bytes: int | None = None) -> GenerationRe
     _check_shape(obj)
     if isinstance(obj["stats"], dict):  # exports write non-finite floats (e.g. tokens_per_s) as null
         hints = _HINTS[RunStats]
-        obj["stats"] = {k: (float("nan") if v is None and hints.get(k) is float else v) for k, v in obj["stats"].items()}
+        obj["stats"] = {
+            k: (float("nan") if v is None and hints.get(k) is float else v) for k, v in obj["stats"].items()
+        }
     try:
         res = GenerationResult.from_dict(obj)
     except TraceImportError:
         raise
     except KeyError as exc:
-        raise TraceImportError(f"the trace is incomplete: {str(exc).strip(chr(34)+chr(39))}") from None
+        raise TraceImportError(f"the trace is incomplete: {str(exc).strip(chr(34) + chr(39))}") from None
     except (TypeError, ValueError, AttributeError) as exc:
         raise TraceImportError(f"the trace has the wrong structure ({str(exc)[:120]})") from None
     _check_record(res.stats, "stats")

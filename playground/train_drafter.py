@@ -101,37 +101,74 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps-ahead", type=int, default=4, help="draft steps trained (1..k)")
     p.add_argument("--layers", type=int, default=1)
     p.add_argument("--intermediate", type=int, default=0, help="drafter MLP width (0: the target's)")
-    p.add_argument("--clusters", type=int, default=1024,
-                   help="token clusters covering the non-candidate vocabulary (power of two; 0: none)")
+    p.add_argument(
+        "--clusters",
+        type=int,
+        default=1024,
+        help="token clusters covering the non-candidate vocabulary (power of two; 0: none)",
+    )
     p.add_argument("--clusters-per-step", type=int, default=8, help="clusters scored per draft step")
     p.add_argument("--int8", type=int, default=1, help="export large matrices as int8 rows (1/0)")
     p.add_argument("--reg-weight", type=float, default=1.0, help="weight of the hidden-state regression loss")
-    p.add_argument("--corpus-prompts", type=int, default=0,
-                   help="gen stage: also continue this many corpus-chunk openings per source (the target's own "
-                        "text on every kind of training text; always in the training split)")
-    p.add_argument("--init-head", default=None,
-                   help="start from these drafter weights (and keep their candidate vocabulary); "
-                        "parameters they lack, e.g. cluster scores, start fresh")
-    p.add_argument("--gen-share", type=float, default=0.0,
-                   help="fraction of each batch drawn from generated text (0: uniform over all sequences)")
-    p.add_argument("--init-from-target", type=int, default=0,
-                   help="1: copy the target's last full-attention layer into the drafter (measured: learns far slower)")
+    p.add_argument(
+        "--corpus-prompts",
+        type=int,
+        default=0,
+        help="gen stage: also continue this many corpus-chunk openings per source (the target's own "
+        "text on every kind of training text; always in the training split)",
+    )
+    p.add_argument(
+        "--init-head",
+        default=None,
+        help="start from these drafter weights (and keep their candidate vocabulary); "
+        "parameters they lack, e.g. cluster scores, start fresh",
+    )
+    p.add_argument(
+        "--gen-share",
+        type=float,
+        default=0.0,
+        help="fraction of each batch drawn from generated text (0: uniform over all sequences)",
+    )
+    p.add_argument(
+        "--init-from-target",
+        type=int,
+        default=0,
+        help="1: copy the target's last full-attention layer into the drafter (measured: learns far slower)",
+    )
     p.add_argument("--attend", default="target", choices=("target", "none"), help="drafter attention source")
     p.add_argument("--batch", type=int, default=8, help="sequences per optimiser step")
     p.add_argument("--lr", type=float, default=1e-3)
     p.add_argument("--ckpt-every", type=int, default=100)
-    p.add_argument("--max-steps", type=int, default=0, help="optimiser steps (0: fit the cosine schedule to --minutes, timed over the first 20 steps)")
+    p.add_argument(
+        "--max-steps",
+        type=int,
+        default=0,
+        help="optimiser steps (0: fit the cosine schedule to --minutes, timed over the first 20 steps)",
+    )
     p.add_argument("--bf16", type=int, default=1, help="bf16 autocast for training matmuls (1/0)")
-    p.add_argument("--eval-only", action="store_true",
-                   help="only evaluate on playground/data/heldout_prompts.json (acceptance by category, T=0 and T=1)")
-    p.add_argument("--eval-weights", default=None, help="comma-separated weight directories to evaluate (default: --out)")
-    p.add_argument("--eval-bench", default="mtp:4",
-                   help="also one bench run on the held-out prompts, DRAFTERS:GAMMAS[:TREE_NODES] ('' to skip), "
-                        "e.g. mtp,mtp+lookup:3,5:1,16")
+    p.add_argument(
+        "--eval-only",
+        action="store_true",
+        help="only evaluate on playground/data/heldout_prompts.json (acceptance by category, T=0 and T=1)",
+    )
+    p.add_argument(
+        "--eval-weights", default=None, help="comma-separated weight directories to evaluate (default: --out)"
+    )
+    p.add_argument(
+        "--eval-bench",
+        default="mtp:4",
+        help="also one bench run on the held-out prompts, DRAFTERS:GAMMAS[:TREE_NODES] ('' to skip), "
+        "e.g. mtp,mtp+lookup:3,5:1,16",
+    )
     p.add_argument("--eval-bench-prompts", type=int, default=2, help="held-out prompts per category in that bench run")
-    p.add_argument("--threads", type=int, default=1,
-                   help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)",
+    )
     return p
+
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
@@ -191,9 +228,12 @@ def text_stages(args, argv, stages: set[str], model, tok, prompts: list[str], st
     else:
         rows = load_rows(work) if need_rows else []
     if "gen" in stages:
-        stats["gen"] = {"sequences": len(rows), "tokens": sum(len(r["ids"]) for r in rows),
-                        "new_tokens": sum(len(r["ids"]) - r["n_prompt"] for r in rows),
-                        "seconds_this_run": time.perf_counter() - t}
+        stats["gen"] = {
+            "sequences": len(rows),
+            "tokens": sum(len(r["ids"]) for r in rows),
+            "new_tokens": sum(len(r["ids"]) - r["n_prompt"] for r in rows),
+            "seconds_this_run": time.perf_counter() - t,
+        }
         print("gen:", json.dumps(stats["gen"]))
     return prompts, rows
 
@@ -224,9 +264,13 @@ def prepare_data(args, model, tok, rows: list[dict], listed_prompts: list[str], 
     hold_seqs = [i for i, m in enumerate(feats["meta"]) if m["prompt"] in hold_set]
     voc = stage_vocab(args, feats, train_seqs, hold_seqs, vocab_size, eos)
     stats["vocab"] = voc["stats"]
-    stats["split"] = {"train_prompts": len(train_p), "heldout_prompts": len(hold_p),
-                      "train_sequences": len(train_seqs), "heldout_sequences": len(hold_seqs),
-                      "train_positions": sum(int(feats["offsets"][i + 1] - feats["offsets"][i]) for i in train_seqs)}
+    stats["split"] = {
+        "train_prompts": len(train_p),
+        "heldout_prompts": len(hold_p),
+        "train_sequences": len(train_seqs),
+        "heldout_sequences": len(hold_seqs),
+        "train_positions": sum(int(feats["offsets"][i + 1] - feats["offsets"][i]) for i in train_seqs),
+    }
     cand = voc["candidates"]
     if args.init_head:
         cand = load_head(args.init_head).candidates.clone()
@@ -237,33 +281,54 @@ def prepare_data(args, model, tok, rows: list[dict], listed_prompts: list[str], 
     return TrainData(feats, train_seqs, hold_seqs, cand, token_cluster)
 
 
-def train_and_export(args, stages: set[str], model, data: TrainData, embed_weight, scale, stats: dict,
-                     stats_path: Path) -> None:
+def train_and_export(
+    args, stages: set[str], model, data: TrainData, embed_weight, scale, stats: dict, stats_path: Path
+) -> None:
     """The train, eval and export stages (each only if asked for); stats.json is written
     before the export so the model card reads this run's figures."""
     from playground.drafters.mtp_weights import save_head, weight_files
 
     head = None
     if "train" in stages:
-        head, tr = stage_train(args, data.feats, data.train_seqs, data.hold_seqs, data.cand, model.config,
-                               embed_weight, scale, init_from=model if args.init_from_target else None,
-                               token_cluster=data.token_cluster, init_head=args.init_head)
+        head, tr = stage_train(
+            args,
+            data.feats,
+            data.train_seqs,
+            data.hold_seqs,
+            data.cand,
+            model.config,
+            embed_weight,
+            scale,
+            init_from=model if args.init_from_target else None,
+            token_cluster=data.token_cluster,
+            init_head=args.init_head,
+        )
         stats["train"] = {k: v for k, v in tr.items() if k != "history"}
         stats["train"]["last"] = tr["history"][-1] if tr["history"] else None
         stats["train"]["max_steps"] = tr["planned_steps"]
-        stats["train"].update({"batch": args.batch, "lr": args.lr, "steps_ahead": args.steps_ahead,
-                               "layers": args.layers, "attend": args.attend, "seed": args.seed})
+        stats["train"].update(
+            {
+                "batch": args.batch,
+                "lr": args.lr,
+                "steps_ahead": args.steps_ahead,
+                "layers": args.layers,
+                "attend": args.attend,
+                "seed": args.seed,
+            }
+        )
         stats["args"] = {k: v for k, v in vars(args).items() if k not in ("stages", "work", "out", "target_dir")}
     if head is not None and "eval" in stages and head.cfg.num_clusters:
         print("eval: a clustered head is measured by --eval-only (playground/mtp_eval.py scores its clusters)")
     elif head is not None and "eval" in stages:
         steps = max(6, args.steps_ahead)
-        ev = greedy_acceptance(head, data.feats, data.hold_seqs, data.cand, embed_weight, scale, steps=steps,
-                               greedy_only=False)
+        ev = greedy_acceptance(
+            head, data.feats, data.hold_seqs, data.cand, embed_weight, scale, steps=steps, greedy_only=False
+        )
         stats["eval_heldout_greedy"] = ev
         print("held-out greedy acceptance by position:", " ".join(f"{x:.3f}" for x in ev["conditional_by_position"]))
-        ev0 = greedy_acceptance(head, data.feats, data.hold_seqs, data.cand, embed_weight, scale, steps=steps,
-                                greedy_only=True)
+        ev0 = greedy_acceptance(
+            head, data.feats, data.hold_seqs, data.cand, embed_weight, scale, steps=steps, greedy_only=True
+        )
         stats["eval_heldout_greedy_text_only"] = ev0
         print("  on the greedy continuations only:", " ".join(f"{x:.3f}" for x in ev0["conditional_by_position"]))
     stats_path.write_text(json.dumps(stats, indent=1))

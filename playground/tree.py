@@ -26,8 +26,8 @@ This module is pure: no models, no caches; randomness comes in as two callables.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Callable, Sequence
 
 import torch
 
@@ -58,7 +58,7 @@ class DraftTree:
             raise ValueError("draft_probs needs one row per node")
 
     @staticmethod
-    def chain(tokens: Sequence[int], draft_probs: torch.Tensor | None = None) -> "DraftTree":
+    def chain(tokens: Sequence[int], draft_probs: torch.Tensor | None = None) -> DraftTree:
         return DraftTree(tuple(int(t) for t in tokens), tuple(range(-1, len(tokens) - 1)), draft_probs)
 
     def __len__(self) -> int:
@@ -154,7 +154,9 @@ def verify_tree(
                 chosen = c
                 break
             after = residual_distribution(r, q) if update_residual else r
-            decisions.append(NodeDecision(c, u, a, ok, r if keep_residuals else None, after if keep_residuals else None))
+            decisions.append(
+                NodeDecision(c, u, a, ok, r if keep_residuals else None, after if keep_residuals else None)
+            )
             r = after
         if chosen is None:
             kind = "resample" if kids else "bonus"

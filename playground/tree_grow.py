@@ -51,8 +51,15 @@ def allocate(scores: list[float], probs: torch.Tensor, budget: int, branch: int)
     return counts
 
 
-def grow_level(scores: list[float], probs: torch.Tensor, budget: int, branch: int, sample: bool,
-               generator: torch.Generator | None, expandable: list[bool] | None = None) -> list[Child]:
+def grow_level(
+    scores: list[float],
+    probs: torch.Tensor,
+    budget: int,
+    branch: int,
+    sample: bool,
+    generator: torch.Generator | None,
+    expandable: list[bool] | None = None,
+) -> list[Child]:
     """The children of one level, siblings together in the order they are tried.
 
     scores: the frontier nodes' path probabilities; probs: [T, N], row t the distribution

@@ -93,11 +93,16 @@ def compact_cache(cache, n_new: int, keep: list[int]) -> None:
         idx = torch.tensor(keep, dtype=torch.long, device=layer.keys.device)
         for name in ("keys", "values"):
             t = getattr(layer, name)
-            setattr(layer, name, torch.cat([t[..., : t.shape[-2] - n_new, :], t[..., t.shape[-2] - n_new:, :]
-                                            .index_select(-2, idx)], dim=-2))
+            setattr(
+                layer,
+                name,
+                torch.cat(
+                    [t[..., : t.shape[-2] - n_new, :], t[..., t.shape[-2] - n_new :, :].index_select(-2, idx)], dim=-2
+                ),
+            )
         if getattr(layer, "is_sliding", False):
             layer.cumulative_length -= dropped
             window = layer.sliding_window
             if layer.keys.shape[-2] > window - 1 and layer.cumulative_length >= window:
-                layer.keys = layer.keys[..., -window + 1:, :]
-                layer.values = layer.values[..., -window + 1:, :]
+                layer.keys = layer.keys[..., -window + 1 :, :]
+                layer.values = layer.values[..., -window + 1 :, :]

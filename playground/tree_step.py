@@ -43,8 +43,20 @@ class TreeOutcome:
     info: dict[str, Any]
 
 
-def tree_step(target, drafter, state, committed: list[int], max_nodes: int, max_depth: int, params, generator,
-              texts, eos: frozenset[int], top_n: int, want_hidden: bool) -> TreeOutcome:
+def tree_step(
+    target,
+    drafter,
+    state,
+    committed: list[int],
+    max_nodes: int,
+    max_depth: int,
+    params,
+    generator,
+    texts,
+    eos: frozenset[int],
+    top_n: int,
+    want_hidden: bool,
+) -> TreeOutcome:
     t0 = time.perf_counter()
     draft = drafter.propose_tree(state, max_nodes, max_depth, params, generator)
     draft_ms = (time.perf_counter() - t0) * 1000.0
@@ -94,8 +106,9 @@ def tree_step(target, drafter, state, committed: list[int], max_nodes: int, max_
     )
 
 
-def _decisions(tree: DraftTree, verdict, target_probs, argmax, committed: list[int], vocab: int, texts,
-               top_n: int) -> list[DraftDecision]:
+def _decisions(
+    tree: DraftTree, verdict, target_probs, argmax, committed: list[int], vocab: int, texts, top_n: int
+) -> list[DraftDecision]:
     """One DraftDecision per node: judged nodes carry their verdict; an unjudged node its
     p/q against its parent's row, as the step panel shows it."""
     judged = {d.node: d for d in verdict.decisions}
@@ -105,30 +118,41 @@ def _decisions(tree: DraftTree, verdict, target_probs, argmax, committed: list[i
         q = tree.q_row(i, vocab)
         d = judged.get(i)
         r_x = (d.accept_prob * float(q[tok])) if d is not None else float(target_probs[tree.parents[i] + 1, tok])
-        decisions.append(DraftDecision(
-            position=tree.depth(i),
-            token_id=int(tok),
-            text=texts.in_context(prefix, tok) if texts else "",
-            draft_prob=float(q[tok]),
-            target_prob=min(1.0, r_x),
-            ratio=(r_x / float(q[tok])) if float(q[tok]) > 0 else None,
-            accept_prob=d.accept_prob if d is not None else min(1.0, r_x / float(q[tok])) if float(q[tok]) > 0 else 0.0,
-            u=d.u if d is not None else None,
-            judged=d is not None,
-            accepted=bool(d is not None and d.accepted),
-            target_top=row_top(target_probs, tree.parents[i] + 1, top_n, texts,
-                               argmax[tree.parents[i] + 1] if argmax else None),
-            draft_top=(top(q, top_n, texts, int(tok)) if tree.draft_probs is None else top(q, top_n, texts)),
-            parent=int(tree.parents[i]),
-            residual_top=(_residual_top(d.residual_after, top_n, texts)
-                          if d is not None and d.residual_after is not None else ()),
-        ))
+        decisions.append(
+            DraftDecision(
+                position=tree.depth(i),
+                token_id=int(tok),
+                text=texts.in_context(prefix, tok) if texts else "",
+                draft_prob=float(q[tok]),
+                target_prob=min(1.0, r_x),
+                ratio=(r_x / float(q[tok])) if float(q[tok]) > 0 else None,
+                accept_prob=d.accept_prob
+                if d is not None
+                else min(1.0, r_x / float(q[tok]))
+                if float(q[tok]) > 0
+                else 0.0,
+                u=d.u if d is not None else None,
+                judged=d is not None,
+                accepted=bool(d is not None and d.accepted),
+                target_top=row_top(
+                    target_probs, tree.parents[i] + 1, top_n, texts, argmax[tree.parents[i] + 1] if argmax else None
+                ),
+                draft_top=(top(q, top_n, texts, int(tok)) if tree.draft_probs is None else top(q, top_n, texts)),
+                parent=int(tree.parents[i]),
+                residual_top=(
+                    _residual_top(d.residual_after, top_n, texts)
+                    if d is not None and d.residual_after is not None
+                    else ()
+                ),
+            )
+        )
 
     return decisions
 
 
-def _correction(verdict, target_probs, argmax, committed: list[int], n_accepted: int, texts,
-                top_n: int) -> Correction | None:
+def _correction(
+    verdict, target_probs, argmax, committed: list[int], n_accepted: int, texts, top_n: int
+) -> Correction | None:
     """The token the verdict adds after the accepted path (resample or bonus), or None."""
     if verdict.correction_token is None:
         return None

@@ -28,7 +28,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # tests never download weights
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 # After the environment above: importing it loads playground (and transformers).
-from tests.app_server import server, tiny_default  # noqa: F401  (fixtures for every test module)
+from tests.app_server import server, tiny_default  # noqa: E402, F401  (fixtures for every test module)
 
 
 @pytest.fixture

@@ -41,11 +41,12 @@ def hf_greedy(model, ids, n, eos=CHAR_EOS):
     """transformers' greedy decoding of n tokens after ``ids`` (eos None: never stops; pad 0)."""
     pad = eos if eos is not None else 0
     out = model.generate(torch.tensor([ids]), max_new_tokens=n, do_sample=False, eos_token_id=eos, pad_token_id=pad)
-    return out[0, len(ids):].tolist()
+    return out[0, len(ids) :].tolist()
 
 
-def assert_greedy_equals_target(target, tok, ids, config, drafter=None, eos_token_ids=(CHAR_EOS,), expected=None,
-                                msg=None):
+def assert_greedy_equals_target(
+    target, tok, ids, config, drafter=None, eos_token_ids=(CHAR_EOS,), expected=None, msg=None
+):
     """Run the loop (temperature 0) on ``ids``: its tokens must equal transformers' greedy
     decoding on the target, or ``expected`` where the reference is already known.  Returns the run."""
     eos = list(eos_token_ids)
@@ -180,8 +181,15 @@ def assert_first_token_distribution(target, tok, prompt, config, make_drafter, n
     counts = torch.zeros(p.shape[0])
     runs = []
     for seed in range(n):
-        r = run(target, tok, prompt, config, drafter=make_drafter(), eos_token_ids=list(eos_token_ids),
-                generator=seeded(seed))
+        r = run(
+            target,
+            tok,
+            prompt,
+            config,
+            drafter=make_drafter(),
+            eos_token_ids=list(eos_token_ids),
+            generator=seeded(seed),
+        )
         counts[r.token_ids[0]] += 1
         runs.append(r)
     assert_follows(counts, p, alpha)

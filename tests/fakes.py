@@ -23,8 +23,14 @@ class BigramLM(torch.nn.Module):
         super().__init__()
         self.table = table.float()  # [V, V]
         V = table.shape[0]
-        self.config = LlamaConfig(vocab_size=V, num_hidden_layers=1, hidden_size=8, num_attention_heads=1,
-                                  num_key_value_heads=1, intermediate_size=8)
+        self.config = LlamaConfig(
+            vocab_size=V,
+            num_hidden_layers=1,
+            hidden_size=8,
+            num_attention_heads=1,
+            num_key_value_heads=1,
+            intermediate_size=8,
+        )
         self.device = torch.device("cpu")
         self.generation_config = SimpleNamespace(eos_token_id=eos_token_id)
         self.calls = []  # number of input tokens per call

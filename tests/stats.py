@@ -51,9 +51,12 @@ def table_pair_pmf(target_logits, params, last: int = 0):
 def model_pair_pmf(model, prompt, params, vocab: int):
     """P(y1, y2) = p(y1 | prompt) · p(y2 | prompt, y1), from the model's own passes. [V*V]"""
     first = logits_to_probs(model(input_ids=torch.tensor([list(prompt)])).logits[0, -1], params)  # [V]
-    rows = torch.stack([
-        logits_to_probs(model(input_ids=torch.tensor([list(prompt) + [y]])).logits[0, -1], params) for y in range(vocab)
-    ])  # [V, V]
+    rows = torch.stack(
+        [
+            logits_to_probs(model(input_ids=torch.tensor([list(prompt) + [y]])).logits[0, -1], params)
+            for y in range(vocab)
+        ]
+    )  # [V, V]
     return (first[:, None] * rows).flatten()
 
 

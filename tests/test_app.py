@@ -26,8 +26,17 @@ def client(server):
 
 
 def test_speculate_returns_the_trace_as_json(client):
-    out = client.predict(prompt="The capital of France is", preset="tiny-random", gamma=3, temperature=0.8, top_k=20,
-                         top_p=0.95, seed=7, max_new_tokens=12, api_name="/speculate")
+    out = client.predict(
+        prompt="The capital of France is",
+        preset="tiny-random",
+        gamma=3,
+        temperature=0.8,
+        top_k=20,
+        top_p=0.95,
+        seed=7,
+        max_new_tokens=12,
+        api_name="/speculate",
+    )
     assert {"text", "token_ids", "steps", "stats"} <= set(out)
     assert 1 <= len(out["token_ids"]) <= 12
     assert out["stats"]["new_tokens"] == len(out["token_ids"])
@@ -39,8 +48,16 @@ def test_speculate_returns_the_trace_as_json(client):
 
     from playground import generate
 
-    direct = generate("The capital of France is", preset="tiny-random", gamma=3, temperature=0.8, top_k=20, top_p=0.95,
-                      seed=7, max_new_tokens=12)
+    direct = generate(
+        "The capital of France is",
+        preset="tiny-random",
+        gamma=3,
+        temperature=0.8,
+        top_k=20,
+        top_p=0.95,
+        seed=7,
+        max_new_tokens=12,
+    )
     assert list(direct.token_ids) == out["token_ids"]  # the endpoint is the engine, same seed, same tokens
 
 
@@ -54,8 +71,18 @@ def test_speculate_needs_only_the_prompt(client, tiny_default):
 def test_speculate_signature_is_keyword_friendly(client):
     info = client.view_api(return_format="dict", print_info=False)["named_endpoints"]["/speculate"]
     params = {p["parameter_name"]: p for p in info["parameters"]}
-    assert list(params) == ["prompt", "preset", "drafter", "gamma", "temperature", "top_k", "top_p", "seed",
-                            "max_new_tokens", "tree_nodes"]
+    assert list(params) == [
+        "prompt",
+        "preset",
+        "drafter",
+        "gamma",
+        "temperature",
+        "top_k",
+        "top_p",
+        "seed",
+        "max_new_tokens",
+        "tree_nodes",
+    ]
     assert not params["prompt"]["parameter_has_default"]
     assert all(p["parameter_has_default"] for name, p in params.items() if name != "prompt")
 
@@ -97,8 +124,12 @@ def test_nan_over_raw_http_gets_a_clear_message(server, position, name):
     data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4", "null"]
     data[position] = "NaN"
     base = server + "/gradio_api/call/speculate"
-    r = httpx.post(base, content=('{"data": [' + ", ".join(['"hi"', '"tiny-random"'] + data[2:]) + "]}").encode(),
-                   headers={"Content-Type": "application/json"}, timeout=30)
+    r = httpx.post(
+        base,
+        content=('{"data": [' + ", ".join(['"hi"', '"tiny-random"'] + data[2:]) + "]}").encode(),
+        headers={"Content-Type": "application/json"},
+        timeout=30,
+    )
     event_id = r.json()["event_id"]
     with httpx.stream("GET", f"{base}/{event_id}", timeout=60) as resp:
         body = "".join(resp.iter_text())
@@ -110,7 +141,9 @@ def test_app_keeps_serving_after_bad_input(client):
 
     with pytest.raises(AppError):
         client.predict(prompt="", preset="tiny-random", api_name="/speculate")
-    out = client.predict(prompt="<script>alert(1)</script>", preset="tiny-random", max_new_tokens=5, api_name="/speculate")
+    out = client.predict(
+        prompt="<script>alert(1)</script>", preset="tiny-random", max_new_tokens=5, api_name="/speculate"
+    )
     assert len(out["token_ids"]) >= 1
 
 
@@ -122,9 +155,21 @@ def _run(tiny_default, mode="Speculative", calibrate=True, **overrides):
 
     choices = pt.preset_choices(tiny_default)
     handler = pt.make_run_handler(tiny_default, choices)
-    args = dict(trace=pt.empty_trace(), prompt="The capital of <b>France</b> is", preset="tiny-random", drafter="model",
-                gamma=4, temperature=0.7, top_k=0, top_p=1.0, seed=3, max_new_tokens=16, dtype="preset default",
-                mode=mode, calibrate=calibrate)
+    args = dict(
+        trace=pt.empty_trace(),
+        prompt="The capital of <b>France</b> is",
+        preset="tiny-random",
+        drafter="model",
+        gamma=4,
+        temperature=0.7,
+        top_k=0,
+        top_p=1.0,
+        seed=3,
+        max_new_tokens=16,
+        dtype="preset default",
+        mode=mode,
+        calibrate=calibrate,
+    )
     args.update(overrides)
     return list(handler(*args.values()))
 
@@ -138,7 +183,14 @@ def test_run_handler_streams_steps_then_finishes(tiny_default):
     assert final["done"] and final["phase"] == "done" and final["error"] is None
     assert final["spec"].stats.steps == counts[-1]
     assert final["calibration"] is not None and final["calibration"].single_token_ms > 0
-    status, stats_html, table, json_dl, csv_dl, text = outs[-1][1], outs[-1][7], outs[-1][8], outs[-1][9], outs[-1][10], outs[-1][11]
+    status, stats_html, table, json_dl, csv_dl, text = (
+        outs[-1][1],
+        outs[-1][7],
+        outs[-1][8],
+        outs[-1][9],
+        outs[-1][10],
+        outs[-1][11],
+    )
     assert status.startswith("**Done.**")
     assert "calibration run" in stats_html and "Predicted speedup" in stats_html
     assert len(table) == sum(len(s.drafted) + (s.correction is not None) for s in final["spec_steps"])

@@ -3,9 +3,8 @@
 import json
 import subprocess
 import sys
-from pathlib import Path
-
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -110,8 +109,17 @@ def test_visual_builders(report):
 
 def test_bench_restores_the_thread_count():
     before = torch.get_num_threads()
-    opts = BenchOptions(preset="tiny-random", prompts=PROMPTS[:1], max_new_tokens=3, gammas=(2,), repeats=1,
-                        cost_reps=1, methods=("autoregressive",), threads=before + 1, warmup=False)
+    opts = BenchOptions(
+        preset="tiny-random",
+        prompts=PROMPTS[:1],
+        max_new_tokens=3,
+        gammas=(2,),
+        repeats=1,
+        cost_reps=1,
+        methods=("autoregressive",),
+        threads=before + 1,
+        warmup=False,
+    )
     seen = []
     for item in bench.iter_bench(opts):
         seen.append(torch.get_num_threads())
@@ -271,7 +279,9 @@ def test_benchmark_tab_passes_tree_sizes_through(monkeypatch):
 
     opts = bench_tab.live_options("tiny-random", "custom", "abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, [8, 1])
     assert opts.tree_nodes == (1, 8) and "--tree-nodes 1,8" in bench_tab.cli_command(opts)
-    assert bench_tab.live_options("tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1).tree_nodes == (1,)
+    assert bench_tab.live_options(
+        "tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1
+    ).tree_nodes == (1,)
     for bad in ([], [1, 4, 8, 16], [0], [bench_tab.MAX_TREE_NODES + 1]):
         with pytest.raises(gr.Error):
             bench_tab.live_options("tiny-random", "custom", "abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, bad)
@@ -288,8 +298,21 @@ def test_benchmark_tab_passes_tree_sizes_through(monkeypatch):
 
     monkeypatch.setattr(bench_tab.bench, "iter_bench", fake_iter_bench)
     with pytest.raises(gr.Error, match="stop here"):
-        list(bench_tab.run_live("tiny-random", "custom", "abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1, [1, 4],
-                               progress=lambda *a, **k: None))
+        list(
+            bench_tab.run_live(
+                "tiny-random",
+                "custom",
+                "abc abc",
+                ["prompt-lookup"],
+                [2],
+                4,
+                0.0,
+                False,
+                1,
+                [1, 4],
+                progress=lambda *a, **k: None,
+            )
+        )
     assert seen and seen[0].tree_nodes == (1, 4)
 
 
@@ -298,8 +321,21 @@ def test_benchmark_tab_draws_tree_rows_as_their_own_series():
     from visual.bench import bench_figures, summary_markdown
     from visual.bench_tab import run_live
 
-    final = list(run_live("tiny-random", "custom", "abc abd abc abd abc ab", ["prompt-lookup"], [3], 6, 0.0, False, 1,
-                          [1, 4], progress=lambda *a, **k: None))[-1]
+    final = list(
+        run_live(
+            "tiny-random",
+            "custom",
+            "abc abd abc abd abc ab",
+            ["prompt-lookup"],
+            [3],
+            6,
+            0.0,
+            False,
+            1,
+            [1, 4],
+            progress=lambda *a, **k: None,
+        )
+    )[-1]
     assert final[0].startswith("Done") and "--tree-nodes 1,4" in final[0]
     assert "tree nodes" in list(final[2].columns) and sorted(final[2]["tree nodes"].dropna()) == [1, 1, 4]
     names = [t.name for t in final[3].data]
@@ -347,14 +383,14 @@ def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind,
         d = ModelDrafter(drafter_model, 100) if kind == "model" else PromptLookupDrafter()
         cfg = engine.GenerationConfig(gamma=4, temperature=temperature, max_new_tokens=20, seed=3, rule=rule)
         r = engine.run(target, tok, ids, cfg, drafter=d, eos_token_ids=(EOS,))
-        return [
-            {k: v for k, v in s.to_dict().items() if not k.endswith("_ms")} for s in r.steps
-        ], r.token_ids
+        return [{k: v for k, v in s.to_dict().items() if not k.endswith("_ms")} for s in r.steps], r.token_ids
 
     fast = go()
     full_top = engine._top
     monkeypatch.setattr(engine, "_top", lambda probs, n, texts, point=None: full_top(probs, n, texts))
-    monkeypatch.setattr(engine, "_row_top", lambda rows, i, n, texts, point: full_top(rows[i], n, texts) if texts else ())
+    monkeypatch.setattr(
+        engine, "_row_top", lambda rows, i, n, texts, point: full_top(rows[i], n, texts) if texts else ()
+    )
     # dense one-hot rows instead of PointRows: the original code path
     monkeypatch.setattr(engine, "PointRows", lambda ids, V: engine.one_hot(torch.tensor(ids, dtype=torch.long), V))
     slow = go()
@@ -414,9 +450,17 @@ def test_concurrent_sampled_hf_runs_give_their_sequential_answers(tiny_pair):
 
 
 def test_tree_rows_report_nodes_per_pass_and_stay_identical():
-    opts = bench.BenchOptions(preset="tiny-random", max_new_tokens=12, gammas=(3,), tree_nodes=(1, 6),
-                              drafters=("prompt-lookup", "model"), methods=("autoregressive", "speculative"),
-                              repeats=1, warmup=False, cost_reps=1)
+    opts = bench.BenchOptions(
+        preset="tiny-random",
+        max_new_tokens=12,
+        gammas=(3,),
+        tree_nodes=(1, 6),
+        drafters=("prompt-lookup", "model"),
+        methods=("autoregressive", "speculative"),
+        repeats=1,
+        warmup=False,
+        cost_reps=1,
+    )
     rows = [item for item in bench.iter_bench(opts) if isinstance(item, bench.BenchReport)][0].rows
     spec = [r for r in rows if r["method"] == "speculative"]
     trees = [r for r in spec if r["tree_nodes"] == 6]
@@ -444,9 +488,17 @@ def test_a_wall_time_budget_stops_between_complete_rounds(monkeypatch):
     has the same prompts in what it reports (only complete rounds are kept)."""
     clock = iter(range(0, 10_000, 10))  # each reading of the clock is 10 s later
     monkeypatch.setattr(time, "perf_counter", lambda: float(next(clock)))  # the module every bench file reads
-    opts = bench.BenchOptions(preset="tiny-random", max_new_tokens=4, gammas=(2,), drafters=("prompt-lookup",),
-                              methods=("autoregressive", "speculative"), repeats=3, warmup=False, cost_reps=1,
-                              wall_s=25.0)
+    opts = bench.BenchOptions(
+        preset="tiny-random",
+        max_new_tokens=4,
+        gammas=(2,),
+        drafters=("prompt-lookup",),
+        methods=("autoregressive", "speculative"),
+        repeats=3,
+        warmup=False,
+        cost_reps=1,
+        wall_s=25.0,
+    )
     report = [x for x in bench.iter_bench(opts) if isinstance(x, bench.BenchReport)][0]
     assert report.meta["partial"] and "stopped after 25 s" in report.meta["partial"]
     per_spec = {}

@@ -14,8 +14,18 @@ def run_cli(capsys, *argv):
 
 
 def test_generate_tiny_autoregressive_prints_text_and_summary(capsys):
-    code, out, err = run_cli(capsys, "generate", "--preset", "tiny-random", "--prompt", "abc", "--mode",
-                             "autoregressive", "--max-new-tokens", "5")
+    code, out, err = run_cli(
+        capsys,
+        "generate",
+        "--preset",
+        "tiny-random",
+        "--prompt",
+        "abc",
+        "--mode",
+        "autoregressive",
+        "--max-new-tokens",
+        "5",
+    )
     assert code == 0, err
     assert "5 tokens in" in out and "autoregressive" in out
 

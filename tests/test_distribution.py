@@ -25,8 +25,14 @@ def sample_pairs(params, gamma, rule="lossless", draft_argmax=False, mode="specu
     target_logits, drafter_logits = disagreeing_tables()
     target, drafter = BigramLM(target_logits), BigramLM(drafter_logits)
     config = GenerationConfig(
-        mode=mode, gamma=gamma, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
-        max_new_tokens=2, trace=False, rule=rule,
+        mode=mode,
+        gamma=gamma,
+        temperature=params.temperature,
+        top_k=params.top_k,
+        top_p=params.top_p,
+        max_new_tokens=2,
+        trace=False,
+        rule=rule,
     )
     tok = LetterTokenizer()
 

@@ -17,8 +17,8 @@ without an entry here fails ``test_every_registry_kind_is_covered``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import pytest
 import torch
@@ -53,8 +53,13 @@ def _preset_case(preset_name: str, kind: str) -> Case:
     preset = load_config().preset(preset_name)
     pair = load_pair(preset, "float32")
     prompt = pair.tokenizer.encode("the cat sat. the cat ran. the c")
-    return Case(pair.target, pair.tokenizer, prompt, lambda: registry.build_drafter(kind, pair, preset),
-                pair.target.config.get_text_config().vocab_size)
+    return Case(
+        pair.target,
+        pair.tokenizer,
+        prompt,
+        lambda: registry.build_drafter(kind, pair, preset),
+        pair.target.config.get_text_config().vocab_size,
+    )
 
 
 def _mtp_case(hybrid: bool) -> Case:
@@ -72,8 +77,13 @@ def _mtp_case(hybrid: bool) -> Case:
 def _gemma4_case() -> Case:
     target, assistant = gemma4_pair()
     tok = LetterTokenizer()
-    return Case(target, tok, [5, 9, 12, 5, 9, 12, 5, 9, 20, 31, 5, 9], lambda: Gemma4AssistantDrafter(
-        target, assistant, eos_token_ids=[]), target.config.get_text_config().vocab_size)
+    return Case(
+        target,
+        tok,
+        [5, 9, 12, 5, 9, 12, 5, 9, 20, 31, 5, 9],
+        lambda: Gemma4AssistantDrafter(target, assistant, eos_token_ids=[]),
+        target.config.get_text_config().vocab_size,
+    )
 
 
 CASES: dict[str, Callable[[], Case]] = {
@@ -97,9 +107,15 @@ def test_greedy_output_is_the_targets_and_the_cache_holds_only_committed_tokens(
     case = CASES[kind]()
     spy = CacheSpy(case.make(), case.target)
     expected = hf_greedy(case.target, case.prompt, 20, eos=None)
-    r = assert_greedy_equals_target(case.target, case.tokenizer, case.prompt,
-                                    GenerationConfig(gamma=gamma, max_new_tokens=20), spy, eos_token_ids=[],
-                                    expected=expected)
+    r = assert_greedy_equals_target(
+        case.target,
+        case.tokenizer,
+        case.prompt,
+        GenerationConfig(gamma=gamma, max_new_tokens=20),
+        spy,
+        eos_token_ids=[],
+        expected=expected,
+    )
     assert_checked_every_step(spy, r)
 
 
@@ -185,8 +201,14 @@ def test_after_a_rollback_the_next_draft_is_a_fresh_drafters(kind):
     on the same committed tokens (nothing of a rejected draft survives in the drafter)."""
     case = CASES[kind]()
     rec = _RecordingState(case.make())
-    r = run(case.target, case.tokenizer, case.prompt, GenerationConfig(gamma=3, max_new_tokens=16), drafter=rec,
-            eos_token_ids=[])
+    r = run(
+        case.target,
+        case.tokenizer,
+        case.prompt,
+        GenerationConfig(gamma=3, max_new_tokens=16),
+        drafter=rec,
+        eos_token_ids=[],
+    )
     assert any(d.judged and not d.accepted for s in r.steps for d in s.drafted)  # rollbacks happened
     assert len(rec.proposals) > 2
     for committed, got in rec.proposals:

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-
 pytestmark = pytest.mark.browser
 
 CHROMIUM = os.environ.get("CHROMIUM_PATH", "/usr/bin/chromium")
@@ -99,9 +98,17 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     page.evaluate("document.body.classList.add('dark')")
     page.wait_for_timeout(300)
     page.screenshot(path=str(ARTIFACTS / "e2e_dark.png"), full_page=True)
-    (ARTIFACTS / "e2e_timings.json").write_text(json.dumps(
-        {"preset": "tiny-random", "run_to_first_animated_chip_s": round(first_chip_s, 2),
-         "run_to_first_accepted_chip_s": round(accepted_s, 2), "run_to_done_s": round(done_s, 2),
-         "warm_run_to_first_animated_step_s": round(warm_first_s, 2)}, indent=1))
+    (ARTIFACTS / "e2e_timings.json").write_text(
+        json.dumps(
+            {
+                "preset": "tiny-random",
+                "run_to_first_animated_chip_s": round(first_chip_s, 2),
+                "run_to_first_accepted_chip_s": round(accepted_s, 2),
+                "run_to_done_s": round(done_s, 2),
+                "warm_run_to_first_animated_step_s": round(warm_first_s, 2),
+            },
+            indent=1,
+        )
+    )
     assert not errors, errors
     page.close()

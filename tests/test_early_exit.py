@@ -107,8 +107,14 @@ def test_the_drafter_cache_check_catches_a_drafter_that_keeps_rejected_drafts():
     tok = CharTokenizer()
     spy = exit_spy(_KeepsRejectedDrafts(target, 2, reuse_kv=False), target)
     with pytest.raises(AssertionError):
-        run(target, tok, tok.encode("sliding windows roll back"), GenerationConfig(gamma=4, max_new_tokens=30),
-            drafter=spy, eos_token_ids=[EOS])
+        run(
+            target,
+            tok,
+            tok.encode("sliding windows roll back"),
+            GenerationConfig(gamma=4, max_new_tokens=30),
+            drafter=spy,
+            eos_token_ids=[EOS],
+        )
 
 
 class _StatesOffByOne(EarlyExitDrafter):
@@ -143,8 +149,13 @@ def test_reuse_runs_every_verified_token_through_the_lower_layers_once():
         lower, upper = [], []
         hooks = [_count_tokens(target.model.layers[0], lower), _count_tokens(target.model.layers[2], upper)]
         try:
-            r = run(target, tok, ids, GenerationConfig(gamma=3, max_new_tokens=24),
-                    drafter=EarlyExitDrafter(target, 2, reuse_kv=reuse))  # no EOS: no draft is cut
+            r = run(
+                target,
+                tok,
+                ids,
+                GenerationConfig(gamma=3, max_new_tokens=24),
+                drafter=EarlyExitDrafter(target, 2, reuse_kv=reuse),
+            )  # no EOS: no draft is cut
         finally:
             for h in hooks:
                 h.remove()
@@ -210,9 +221,17 @@ N = 1500
 
 
 def _small_llama():
-    cfg = LlamaConfig(vocab_size=V, hidden_size=16, intermediate_size=32, num_hidden_layers=3, num_attention_heads=2,
-                      num_key_value_heads=1, max_position_embeddings=64, tie_word_embeddings=False,
-                      attn_implementation="eager")
+    cfg = LlamaConfig(
+        vocab_size=V,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
     torch.manual_seed(3)
     model = LlamaForCausalLM(cfg).eval()
     with torch.no_grad():
@@ -245,8 +264,13 @@ class _OffByOneQ(EarlyExitDrafter):
 
 def _sample_pairs(model, drafter_cls, gamma, params, prompt=(0, 1), n=N):
     config = GenerationConfig(gamma=gamma, temperature=params.temperature, max_new_tokens=2, trace=False)
-    return first_pair_counts(lambda seed: run(model, LetterTokenizer(), list(prompt), config,
-                                              drafter=drafter_cls(model, 1), generator=seeded(seed)), n, V)
+    return first_pair_counts(
+        lambda seed: run(
+            model, LetterTokenizer(), list(prompt), config, drafter=drafter_cls(model, 1), generator=seeded(seed)
+        ),
+        n,
+        V,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -292,8 +316,17 @@ def test_every_preset_but_gemma4_offers_early_exit_and_the_api_runs_it():
 def test_bench_runs_transformers_early_exit_beside_ours_and_counts_only_full_passes():
     from playground import bench
 
-    opts = bench.BenchOptions(preset="tiny-random", prompts=BENCH_PROMPTS, max_new_tokens=16, gammas=(4,),
-                              drafters=("early-exit",), repeats=1, cost_reps=1, threads=1, warmup=False)
+    opts = bench.BenchOptions(
+        preset="tiny-random",
+        prompts=BENCH_PROMPTS,
+        max_new_tokens=16,
+        gammas=(4,),
+        drafters=("early-exit",),
+        repeats=1,
+        cost_reps=1,
+        threads=1,
+        warmup=False,
+    )
     rows = bench.run_bench(opts).rows
     ours = [r for r in rows if r["method"] == "speculative"]
     theirs = [r for r in rows if r["method"] == "hf_assisted"]
@@ -321,8 +354,14 @@ def test_step_view_says_which_layers_drafted_and_what_was_reused(reuse):
 
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
-    r = run(target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=3, max_new_tokens=8),
-            drafter=EarlyExitDrafter(target, 2, reuse_kv=reuse), eos_token_ids=[EOS])
+    r = run(
+        target,
+        tok,
+        tok.encode("sliding windows"),
+        GenerationConfig(gamma=3, max_new_tokens=8),
+        drafter=EarlyExitDrafter(target, 2, reuse_kv=reuse),
+        eos_token_ids=[EOS],
+    )
     verify = tokens.step_view("sliding windows", r.steps, Frame(0, VERIFY))
     assert "Early exit: the target drafts with its first 2 layers" in verify
     assert "layers 1\u20132 of its 4" in verify
@@ -333,8 +372,14 @@ def test_step_view_says_which_layers_drafted_and_what_was_reused(reuse):
     assert "for the target\u2019s verify pass" in verify
     drafting = tokens.step_view("sliding windows", r.steps, Frame(0, DRAFT))
     assert "the target\u2019s verify pass comes next" in drafting
-    model_run = run(target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=3, max_new_tokens=8),
-                    drafter=ModelDrafter(exit_model(target, 2), 100), eos_token_ids=[EOS])
+    model_run = run(
+        target,
+        tok,
+        tok.encode("sliding windows"),
+        GenerationConfig(gamma=3, max_new_tokens=8),
+        drafter=ModelDrafter(exit_model(target, 2), 100),
+        eos_token_ids=[EOS],
+    )
     assert "Early exit" not in tokens.step_view("sliding windows", model_run.steps, Frame(0, VERIFY))
 
 
@@ -368,9 +413,15 @@ def test_gemma_greedy_with_the_preset_exit_equals_transformers(all_threads, gemm
     layer = load_config().preset("gemma3-270m-early-exit").exit_layer
     ids = tok("The capital of France is")["input_ids"]
     with torch.inference_mode():
-        ref = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids):].tolist()
-    r = run(model, tok, ids, GenerationConfig(gamma=3, max_new_tokens=16), drafter=EarlyExitDrafter(model, layer),
-            eos_token_ids=eos)
+        ref = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids) :].tolist()
+    r = run(
+        model,
+        tok,
+        ids,
+        GenerationConfig(gamma=3, max_new_tokens=16),
+        drafter=EarlyExitDrafter(model, layer),
+        eos_token_ids=eos,
+    )
     assert list(r.token_ids) == ref[: len(r.token_ids)] and len(r.token_ids) == len(ref)
     assert r.stats.accepted_tokens > 0
 
@@ -394,8 +445,9 @@ def test_transformers_early_exit_drafts_gamma_tokens_per_step(gamma):
 
     bench._CallCounter.__exit__ = keep
     try:
-        new, _, calls, _ = bench._hf_run(pair, tok.encode("Hello there"), 12, 0.0, 0,
-                                         bench.Spec("hf_assisted", "early-exit", gamma), exit_layer=1)
+        new, _, calls, _ = bench._hf_run(
+            pair, tok.encode("Hello there"), 12, 0.0, 0, bench.Spec("hf_assisted", "early-exit", gamma), exit_layer=1
+        )
     finally:
         bench._CallCounter.__exit__ = real
     ((full, drafts),) = counted

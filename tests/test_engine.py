@@ -88,14 +88,28 @@ def test_autoregressive_runs_past_the_sliding_window(temperature):
 def test_target_cache_equals_fresh_prefill_after_every_step(tiny_pair, temperature, gamma):
     target, drafter_model, tok = tiny_pair
     spy = CacheSpy(ModelDrafter(drafter_model, 100), target)
-    r = run(target, tok, tok.encode("Check the cache"), GenerationConfig(gamma=gamma, temperature=temperature, max_new_tokens=25, seed=3), drafter=spy, eos_token_ids=[EOS])
+    r = run(
+        target,
+        tok,
+        tok.encode("Check the cache"),
+        GenerationConfig(gamma=gamma, temperature=temperature, max_new_tokens=25, seed=3),
+        drafter=spy,
+        eos_token_ids=[EOS],
+    )
     assert spy.checks >= len(r.steps) - 1 > 0
 
 
 def test_model_drafter_cache_is_a_prefix_of_committed(tiny_pair):
     target, drafter_model, tok = tiny_pair
     d = ModelDrafter(drafter_model, 100)
-    for item in stream(target, tok, tok.encode("prefix"), GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=20), drafter=d, eos_token_ids=[EOS]):
+    for item in stream(
+        target,
+        tok,
+        tok.encode("prefix"),
+        GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=20),
+        drafter=d,
+        eos_token_ids=[EOS],
+    ):
         if isinstance(item, StepRecord) and not item.eos:
             assert item.drafter_cache_len == len(d._seen) <= len(tok.encode("prefix")) + item.committed_tokens - 1
 
@@ -124,14 +138,28 @@ def test_result_round_trips_through_json(tiny_pair):
     import json
 
     target, drafter_model, tok = tiny_pair
-    r = run(target, tok, tok.encode("json"), GenerationConfig(gamma=3, temperature=1.0, max_new_tokens=12), drafter=ModelDrafter(drafter_model, 100), eos_token_ids=[EOS])
+    r = run(
+        target,
+        tok,
+        tok.encode("json"),
+        GenerationConfig(gamma=3, temperature=1.0, max_new_tokens=12),
+        drafter=ModelDrafter(drafter_model, 100),
+        eos_token_ids=[EOS],
+    )
     back = GenerationResult.from_dict(json.loads(json.dumps(r.to_dict())))
     assert back.token_ids == r.token_ids and back.steps == r.steps and back.stats == r.stats
 
 
 def test_stats_are_consistent(tiny_pair):
     target, drafter_model, tok = tiny_pair
-    r = run(target, tok, tok.encode("stats"), GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=40, seed=2), drafter=ModelDrafter(drafter_model, 100), eos_token_ids=[EOS])
+    r = run(
+        target,
+        tok,
+        tok.encode("stats"),
+        GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=40, seed=2),
+        drafter=ModelDrafter(drafter_model, 100),
+        eos_token_ids=[EOS],
+    )
     s = r.stats
     assert s.new_tokens == len(r.token_ids) == sum(len(x.emitted_ids) for x in r.steps)
     assert s.accepted_tokens == sum(x.n_accepted for x in r.steps)
@@ -152,7 +180,14 @@ V, EOS_F = 10, 9
 def test_eos_inside_a_draft_is_accepted_and_stops_without_bonus():
     table = bigram_table({5: 6, 6: 7, 7: EOS_F, EOS_F: 1}, V)
     target, drafter = BigramLM(table), BigramLM(table)
-    r = run(target, Letters(), [4, 5], GenerationConfig(gamma=6, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    r = run(
+        target,
+        Letters(),
+        [4, 5],
+        GenerationConfig(gamma=6, max_new_tokens=20),
+        drafter=ModelDrafter(drafter, V),
+        eos_token_ids=[EOS_F],
+    )
     assert list(r.token_ids) == [6, 7, EOS_F]
     (step,) = r.steps
     assert [d.token_id for d in step.drafted] == [6, 7, EOS_F]  # drafting stopped at EOS
@@ -162,7 +197,14 @@ def test_eos_inside_a_draft_is_accepted_and_stops_without_bonus():
 def test_eos_as_the_bonus_token():
     table = bigram_table({5: 6, 6: 7, 7: EOS_F}, V)
     target, drafter = BigramLM(table), BigramLM(table)
-    r = run(target, Letters(), [5], GenerationConfig(gamma=2, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    r = run(
+        target,
+        Letters(),
+        [5],
+        GenerationConfig(gamma=2, max_new_tokens=20),
+        drafter=ModelDrafter(drafter, V),
+        eos_token_ids=[EOS_F],
+    )
     assert list(r.token_ids) == [6, 7, EOS_F]
     assert r.steps[0].correction.kind == "bonus" and r.steps[0].correction.token_id == EOS_F
 
@@ -170,7 +212,14 @@ def test_eos_as_the_bonus_token():
 def test_eos_from_the_residual_stops_generation():
     target = BigramLM(bigram_table({5: EOS_F}, V))
     drafter = BigramLM(bigram_table({5: 2}, V))
-    r = run(target, Letters(), [5], GenerationConfig(gamma=3, max_new_tokens=20), drafter=ModelDrafter(drafter, V), eos_token_ids=[EOS_F])
+    r = run(
+        target,
+        Letters(),
+        [5],
+        GenerationConfig(gamma=3, max_new_tokens=20),
+        drafter=ModelDrafter(drafter, V),
+        eos_token_ids=[EOS_F],
+    )
     assert list(r.token_ids) == [EOS_F] and r.steps[0].correction.kind == "resample"
 
 
@@ -178,7 +227,14 @@ def test_eos_from_the_residual_stops_generation():
 def test_never_drafts_past_the_budget(max_new):
     table = bigram_table({}, V)
     target, drafter = BigramLM(table), BigramLM(table)
-    r = run(target, Letters(), [0], GenerationConfig(gamma=8, max_new_tokens=max_new), drafter=ModelDrafter(drafter, V), eos_token_ids=[])
+    r = run(
+        target,
+        Letters(),
+        [0],
+        GenerationConfig(gamma=8, max_new_tokens=max_new),
+        drafter=ModelDrafter(drafter, V),
+        eos_token_ids=[],
+    )
     assert len(r.token_ids) == max_new
     for s in r.steps:
         assert len(s.drafted) <= max_new - 1

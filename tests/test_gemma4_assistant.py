@@ -30,8 +30,6 @@ from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter, context
 from playground.engine import GenerationConfig, run
 from playground.sampling import SamplingParams, logits_to_probs
 from tests import tiny_models
-from tests.tiny_models import gemma4_pair as build_pair
-from tests.tiny_models import gemma4_text_config as text_config
 from tests.contract import (
     assert_argmax_mode,
     assert_greedy_draft_protocol,
@@ -47,6 +45,8 @@ from tests.contract import (
 )
 from tests.fakes import LetterTokenizer
 from tests.stats import assert_does_not_follow, assert_follows, model_pair_pmf
+from tests.tiny_models import gemma4_pair as build_pair
+from tests.tiny_models import gemma4_text_config as text_config
 
 S, F = "sliding_attention", "full_attention"
 V = 64
@@ -139,7 +139,11 @@ def test_step_equals_transformers_forward(masked):
 
 @pytest.mark.parametrize(
     "params",
-    [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_k=3), SamplingParams(temperature=1.3, top_p=0.8)],
+    [
+        SamplingParams(temperature=1.0),
+        SamplingParams(temperature=0.7, top_k=3),
+        SamplingParams(temperature=1.3, top_p=0.8),
+    ],
 )
 def test_q_rows_exact(pair, params):
     target, assistant = pair
@@ -171,8 +175,9 @@ def test_q_matches_what_was_sampled(pair):
 def test_greedy_and_argmax_mode(pair):
     target, assistant = pair
     state = prefix_state(target, rand_ids(7, seed=4))
-    greedy, _ = assert_argmax_mode(lambda **kw: Gemma4AssistantDrafter(target, assistant, eos_token_ids=[], **kw),
-                                   state, 3, V)
+    greedy, _ = assert_argmax_mode(
+        lambda **kw: Gemma4AssistantDrafter(target, assistant, eos_token_ids=[], **kw), state, 3, V
+    )
     assert greedy.soft_probs is None
 
 
@@ -182,8 +187,9 @@ def test_one_token_prompt_and_eos(pair):
     state = TargetState(committed_ids=[5], hidden=None, target_cache=DynamicCache(config=target.config))
     empty = d.propose(state, 3, SamplingParams(), None)
     assert empty.token_ids == [] and empty.info["hidden_from_position"] is None  # nothing to read yet
-    r = assert_greedy_equals_target(target, LetterTokenizer(), [5], GenerationConfig(gamma=3, max_new_tokens=12), d,
-                                    eos_token_ids=[])
+    r = assert_greedy_equals_target(
+        target, LetterTokenizer(), [5], GenerationConfig(gamma=3, max_new_tokens=12), d, eos_token_ids=[]
+    )
     assert len(r.steps[0].drafted) == 0 and len(r.steps[1].drafted) > 0
     s = prefix_state(target, rand_ids(8, seed=6))
     toks = d.propose(s, 5, SamplingParams(), None).token_ids
@@ -195,8 +201,12 @@ def test_stateless_rollback(pair):
     """Proposals depend only on the TargetState: a fresh drafter agrees, and target K/V of
     rejected drafts still in the cache (not yet cropped) are ignored."""
     target, assistant = pair
-    assert_stateless_rollback(lambda: Gemma4AssistantDrafter(target, assistant, eos_token_ids=[]),
-                              lambda ids: prefix_state(target, ids), target, rand_ids(14, seed=8))
+    assert_stateless_rollback(
+        lambda: Gemma4AssistantDrafter(target, assistant, eos_token_ids=[]),
+        lambda ids: prefix_state(target, ids),
+        target,
+        rand_ids(14, seed=8),
+    )
 
 
 def test_rejects_mismatched_models(pair):
@@ -247,8 +257,9 @@ def test_greedy_equality_through_engine(pair):
         for seed in range(3):
             prompt = rand_ids(10, seed=seed)
             cfg = GenerationConfig(gamma=gamma, max_new_tokens=24)
-            res = assert_greedy_equals_target(target, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[],
-                                              msg=(gamma, seed))
+            res = assert_greedy_equals_target(
+                target, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[], msg=(gamma, seed)
+            )
             accepted += res.stats.accepted_tokens
             rejected += rejected_drafts(res)
             assert all(s.drafter_info["sliding_kv_positions"] == WINDOW - 1 for s in res.steps if s.drafted)
@@ -265,8 +276,9 @@ def test_tree_greedy_equality_through_engine(pair, nodes):
         for seed in range(2):
             prompt = rand_ids(10, seed=seed)
             cfg = GenerationConfig(gamma=gamma, max_new_tokens=20, tree_nodes=nodes)
-            res = assert_greedy_equals_target(target, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[],
-                                              msg=(gamma, seed))
+            res = assert_greedy_equals_target(
+                target, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[], msg=(gamma, seed)
+            )
             branched += branched_steps(res)
     assert branched > 0
 
@@ -276,15 +288,22 @@ def test_tree_sampling_matches_target_distribution(small_pair):
     params = SamplingParams(temperature=1.0)
     config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, tree_nodes=6)
     drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
-    counts = first_pair_counts(lambda seed: run(target, LetterTokenizer(), PROMPT, config, drafter=drafter,
-                                                eos_token_ids=[], generator=seeded(seed)), 1500, DV)
+    counts = first_pair_counts(
+        lambda seed: run(
+            target, LetterTokenizer(), PROMPT, config, drafter=drafter, eos_token_ids=[], generator=seeded(seed)
+        ),
+        1500,
+        DV,
+    )
     assert_follows(counts, model_pair_pmf(target, PROMPT, params, DV))
 
 
 def test_greedy_equality_through_multimodal_wrapper(pair):
     """The hub checkpoint loads as Gemma4ForConditionalGeneration: the text path works the same."""
     target, assistant = pair
-    cfg = Gemma4Config(text_config=target.config.to_dict(), vision_config=None, audio_config=None, tie_word_embeddings=False)
+    cfg = Gemma4Config(
+        text_config=target.config.to_dict(), vision_config=None, audio_config=None, tie_word_embeddings=False
+    )
     mm = Gemma4ForConditionalGeneration(cfg).eval()
     with torch.no_grad():
         mm.model.language_model.load_state_dict(target.model.state_dict())
@@ -292,8 +311,9 @@ def test_greedy_equality_through_multimodal_wrapper(pair):
     drafter = load_gemma4_assistant_drafter(mm, assistant, eos_token_ids=[])
     prompt = rand_ids(9, seed=3)
     cfg = GenerationConfig(gamma=3, max_new_tokens=16)
-    res = assert_greedy_equals_target(mm, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[],
-                                      expected=hf_greedy(target, prompt, 16, eos=None))
+    res = assert_greedy_equals_target(
+        mm, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[], expected=hf_greedy(target, prompt, 16, eos=None)
+    )
     assert res.stats.accepted_tokens > 0
 
 

@@ -64,15 +64,25 @@ def test_lookup_first_fallback_otherwise():
     # no 2-token match (a 1-token match is not enough): the fallback drafts, its q untouched
     ids = [0, 1, 2, 3, 4, 1]
     d = h.propose(_state(ids), 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(5))
-    ref = TableDrafter(drafter_logits).propose(_state(ids), 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(5))
+    ref = TableDrafter(drafter_logits).propose(
+        _state(ids), 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(5)
+    )
     assert d.token_ids == ref.token_ids and torch.equal(d.draft_probs, ref.draft_probs)
     assert d.info == {"table": True, "source": "table"}
 
 
 def _sample_pairs(params, gamma, rule="lossless", n=3000):
     target_logits, drafter_logits = disagreeing_tables()
-    config = GenerationConfig(mode="speculative", gamma=gamma, temperature=params.temperature, top_k=params.top_k,
-                              top_p=params.top_p, max_new_tokens=2, trace=False, rule=rule)
+    config = GenerationConfig(
+        mode="speculative",
+        gamma=gamma,
+        temperature=params.temperature,
+        top_k=params.top_k,
+        top_p=params.top_p,
+        max_new_tokens=2,
+        trace=False,
+        rule=rule,
+    )
     sources = set()
 
     def run_seed(seed):
@@ -108,7 +118,8 @@ def test_hybrid_uses_both_sources_and_a_broken_rule_is_caught():
 def test_greedy_equality_with_mtp_fallback():
     """mtp+lookup at temperature 0 == the target's greedy generate (tiny Gemma 3, float32)."""
     from playground.drafters.mtp import MTPDrafter
-    from playground.tiny import VOCAB as CHAR_VOCAB, CharTokenizer
+    from playground.tiny import VOCAB as CHAR_VOCAB
+    from playground.tiny import CharTokenizer
     from tests.tiny_models import tiny_head, tiny_target
 
     model = tiny_target(vocab=CHAR_VOCAB, seed=11)

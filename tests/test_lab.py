@@ -23,7 +23,14 @@ from playground.config import load_config
 from playground.engine import MAX_GAMMA, GenerationConfig, run
 from playground.lab.context import LabContext
 from playground.lab.distribution import MAX_SAMPLES, DistributionSettings, display_bins, distribution_check
-from playground.lab.equality import Divergence, EqualityCheck, TokenLogit, diff_tokens, divergence_logits, equality_check
+from playground.lab.equality import (
+    Divergence,
+    EqualityCheck,
+    TokenLogit,
+    diff_tokens,
+    divergence_logits,
+    equality_check,
+)
 from playground.lab.quiz import Question, Scoreboard, question, question_steps, reveal, score_rate_guess
 from playground.lab.stats import (
     chi_square_goodness_of_fit,
@@ -156,11 +163,31 @@ def test_theory_curve_known_values():
 
 def _stats(**kw) -> RunStats:
     base = dict(
-        mode="speculative", drafter="model", gamma=4, new_tokens=20, steps=8, target_calls=9, drafter_calls=32,
-        drafted_tokens=32, judged_tokens=20, accepted_tokens=12, acceptance_rate=0.6, draft_efficiency=0.375,
-        acceptance_by_position=(0.7, 0.6, 0.5, 0.5), accepted_length_hist=(2, 2, 2, 1, 1), mean_accepted_length=1.5,
-        tokens_per_target_call=2.5, prefill_ms=10.0, draft_ms=64.0, verify_ms=240.0, wall_ms=320.0, tokens_per_s=62.5,
-        draft_ms_per_token=2.0, verify_ms_per_call=30.0, single_token_ms=None, stopped="max_new_tokens",
+        mode="speculative",
+        drafter="model",
+        gamma=4,
+        new_tokens=20,
+        steps=8,
+        target_calls=9,
+        drafter_calls=32,
+        drafted_tokens=32,
+        judged_tokens=20,
+        accepted_tokens=12,
+        acceptance_rate=0.6,
+        draft_efficiency=0.375,
+        acceptance_by_position=(0.7, 0.6, 0.5, 0.5),
+        accepted_length_hist=(2, 2, 2, 1, 1),
+        mean_accepted_length=1.5,
+        tokens_per_target_call=2.5,
+        prefill_ms=10.0,
+        draft_ms=64.0,
+        verify_ms=240.0,
+        wall_ms=320.0,
+        tokens_per_s=62.5,
+        draft_ms_per_token=2.0,
+        verify_ms_per_call=30.0,
+        single_token_ms=None,
+        stopped="max_new_tokens",
     )
     base.update(kw)
     return RunStats(**base)
@@ -168,8 +195,15 @@ def _stats(**kw) -> RunStats:
 
 def test_measured_point_uses_the_baseline_single_token_cost():
     spec = _stats()
-    base = _stats(mode="autoregressive", drafter=None, gamma=0, verify_ms_per_call=20.0, tokens_per_s=50.0,
-                  drafted_tokens=0, draft_ms_per_token=None)
+    base = _stats(
+        mode="autoregressive",
+        drafter=None,
+        gamma=0,
+        verify_ms_per_call=20.0,
+        tokens_per_s=50.0,
+        drafted_tokens=0,
+        draft_ms_per_token=None,
+    )
     pt = measured_point(spec, base)
     assert pt.c == pytest.approx(0.1) and pt.v == pytest.approx(1.5) and pt.alpha == pytest.approx(0.6)
     assert pt.predicted == pytest.approx(predicted_speedup(0.6, 4, 0.1, 1.5))
@@ -183,24 +217,72 @@ def test_measured_point_uses_the_baseline_single_token_cost():
 
 
 def _decision(pos, accepted, judged=True, u=0.5):
-    return DraftDecision(position=pos, token_id=pos, text=f"t{pos}", draft_prob=0.5, target_prob=0.4, ratio=0.8,
-                         accept_prob=0.8, u=u if judged else None, judged=judged, accepted=accepted, target_top=(),
-                         draft_top=())
+    return DraftDecision(
+        position=pos,
+        token_id=pos,
+        text=f"t{pos}",
+        draft_prob=0.5,
+        target_prob=0.4,
+        ratio=0.8,
+        accept_prob=0.8,
+        u=u if judged else None,
+        judged=judged,
+        accepted=accepted,
+        target_top=(),
+        draft_top=(),
+    )
 
 
 def _result_with_step(n_acc: int, k: int = 3) -> GenerationResult:
     drafted = tuple(_decision(i + 1, i < n_acc, judged=i <= n_acc) for i in range(k))
-    corr = Correction(kind="resample" if n_acc < k else "bonus", position=n_acc + 1, token_id=9, text="Z", prob=0.5,
-                      target_prob=0.4, distribution_top=(), target_top=(), draft_top=())
+    corr = Correction(
+        kind="resample" if n_acc < k else "bonus",
+        position=n_acc + 1,
+        token_id=9,
+        text="Z",
+        prob=0.5,
+        target_prob=0.4,
+        distribution_top=(),
+        target_top=(),
+        draft_top=(),
+    )
     emitted = tuple(range(1, n_acc + 1)) + (9,)
-    step = StepRecord(index=0, mode="speculative", drafter="model", gamma=k, drafted=drafted, n_accepted=n_acc,
-                      correction=corr, emitted_ids=emitted, emitted_text="x" * len(emitted), draft_ms=1.0, verify_ms=2.0,
-                      step_ms=3.0, elapsed_ms=3.0, committed_tokens=len(emitted), target_cache_len=5,
-                      drafter_cache_len=5, eos=False)
-    st = _stats(steps=1, new_tokens=len(emitted), drafted_tokens=k, judged_tokens=min(n_acc + 1, k),
-                accepted_tokens=n_acc, gamma=k)
-    return GenerationResult(prompt="Hi", prompt_ids=(1, 2), token_ids=emitted, text="x", steps=(step,), stats=st,
-                            config={"preset": "tiny-random"})
+    step = StepRecord(
+        index=0,
+        mode="speculative",
+        drafter="model",
+        gamma=k,
+        drafted=drafted,
+        n_accepted=n_acc,
+        correction=corr,
+        emitted_ids=emitted,
+        emitted_text="x" * len(emitted),
+        draft_ms=1.0,
+        verify_ms=2.0,
+        step_ms=3.0,
+        elapsed_ms=3.0,
+        committed_tokens=len(emitted),
+        target_cache_len=5,
+        drafter_cache_len=5,
+        eos=False,
+    )
+    st = _stats(
+        steps=1,
+        new_tokens=len(emitted),
+        drafted_tokens=k,
+        judged_tokens=min(n_acc + 1, k),
+        accepted_tokens=n_acc,
+        gamma=k,
+    )
+    return GenerationResult(
+        prompt="Hi",
+        prompt_ids=(1, 2),
+        token_ids=emitted,
+        text="x",
+        steps=(step,),
+        stats=st,
+        config={"preset": "tiny-random"},
+    )
 
 
 def test_reveal_scores_each_draft_against_the_accepted_prefix():
@@ -253,8 +335,12 @@ def test_memoised_models_change_nothing(ctx):
     make_memo, target_memo = ctx.drafter_factory(False, memo=True)
     make_real, target_real = ctx.drafter_factory(False, memo=False)
     for seed in range(40):
-        a = run(target_memo, ctx.tokenizer, ids, cfg, drafter=make_memo(), generator=torch.Generator().manual_seed(seed))
-        b = run(target_real, ctx.tokenizer, ids, cfg, drafter=make_real(), generator=torch.Generator().manual_seed(seed))
+        a = run(
+            target_memo, ctx.tokenizer, ids, cfg, drafter=make_memo(), generator=torch.Generator().manual_seed(seed)
+        )
+        b = run(
+            target_real, ctx.tokenizer, ids, cfg, drafter=make_real(), generator=torch.Generator().manual_seed(seed)
+        )
         assert a.token_ids == b.token_ids and a.stats.accepted_tokens == b.stats.accepted_tokens
     assert target_memo.hits > target_memo.misses  # and it did answer from the table
 
@@ -270,8 +356,11 @@ def test_lossless_rule_passes(reference):
 
 @pytest.mark.parametrize("rule", ["softmax-q", "target-sample", "bonus-wrong-position", "typical"])
 def test_each_wrong_or_lossy_rule_drifts_detectably(ctx, reference, rule):
-    r = distribution_check(DistributionSettings(PROMPT, rule=rule, n_samples=N, n_tokens=2, temperature=1.0, seed=0),
-                           ctx=ctx, reference=reference)
+    r = distribution_check(
+        DistributionSettings(PROMPT, rule=rule, n_samples=N, n_tokens=2, temperature=1.0, seed=0),
+        ctx=ctx,
+        reference=reference,
+    )
     assert r.target is reference.target  # the target-only sample was reused, not redrawn
     assert r.p_value < ALPHA, (rule, r.tv, r.p_value)
     assert r.chi2_exact.p_value < ALPHA
@@ -301,8 +390,9 @@ def test_distribution_check_rejects_bad_settings(ctx):
 
 def test_distribution_check_progress_and_one_token_note(ctx):
     seen = []
-    r = distribution_check(DistributionSettings(PROMPT, n_samples=200, n_tokens=1),
-                           ctx=ctx, progress=lambda f, m: seen.append(f))
+    r = distribution_check(
+        DistributionSettings(PROMPT, n_samples=200, n_tokens=1), ctx=ctx, progress=lambda f, m: seen.append(f)
+    )
     assert seen and seen[-1] == 1.0 and all(0 <= f <= 1 for f in seen) and seen == sorted(seen)
     assert any("1-token" in n for n in r.notes)
     rows = display_bins(r, max_bins=5)
@@ -371,19 +461,36 @@ BAD_TRACES = {
     "top-level list": (lambda t: "[1, 2, 3]", "JSON object"),
     "missing keys": (lambda t: '{"text": "hi"}', "not a playground trace"),
     "deep nesting": (lambda t: "[" * 100_000 + "]" * 100_000, "nested"),
-    "moderate nesting": (lambda t: '{"text": "", "token_ids": [], "stats": {}, "steps": []' + ', "config": '
-                         + '{"a": ' * 40 + "1" + "}" * 40 + "}", "nested"),
+    "moderate nesting": (
+        lambda t: (
+            '{"text": "", "token_ids": [], "stats": {}, "steps": []'
+            + ', "config": '
+            + '{"a": ' * 40
+            + "1"
+            + "}" * 40
+            + "}"
+        ),
+        "nested",
+    ),
     "huge integer": (lambda t: '{"token_ids": [' + "9" * 5000 + "]}", "invalid number"),
     "string token ids": (lambda t: _mutate(t, lambda o: o.__setitem__("token_ids", ["1", "2"])), "integers"),
     "steps not a list": (lambda t: _mutate(t, lambda o: o.__setitem__("steps", "os.system('rm -rf /')")), "list"),
     "step missing a field": (lambda t: _mutate(t, lambda o: o["steps"][0].pop("n_accepted")), "missing n_accepted"),
     "wrong field type": (lambda t: _mutate(t, lambda o: o["steps"][0].__setitem__("verify_ms", "fast")), "wrong type"),
-    "probability > 1": (lambda t: _mutate(t, lambda o: o["steps"][0]["drafted"][0].__setitem__("target_prob", 7.5)),
-                        "outside [0, 1]"),
-    "inconsistent tokens": (lambda t: _mutate(t, lambda o: o.__setitem__("token_ids", o["token_ids"][:-1] + [0, 1])),
-                            "do not add up"),
-    "deep drafter_info": (lambda t: _mutate(t, lambda o: o["steps"][0].__setitem__(
-        "drafter_info", {"x": json.loads("[" * 20 + "]" * 20)})), "nested"),
+    "probability > 1": (
+        lambda t: _mutate(t, lambda o: o["steps"][0]["drafted"][0].__setitem__("target_prob", 7.5)),
+        "outside [0, 1]",
+    ),
+    "inconsistent tokens": (
+        lambda t: _mutate(t, lambda o: o.__setitem__("token_ids", o["token_ids"][:-1] + [0, 1])),
+        "do not add up",
+    ),
+    "deep drafter_info": (
+        lambda t: _mutate(
+            t, lambda o: o["steps"][0].__setitem__("drafter_info", {"x": json.loads("[" * 20 + "]" * 20)})
+        ),
+        "nested",
+    ),
     "pickle": (lambda t: pickle.dumps({"steps": []}), "UTF-8"),
 }
 
@@ -446,8 +553,9 @@ def test_trace_import_size_limit(trace_json, tmp_path):
 
 
 def test_query_prefill_valid_values():
-    pf = validate_query({"preset": "tiny-random", "prompt": "Hi\x00 there\r\n", "gamma": "6", "temperature": "0.7",
-                         "seed": "42"})
+    pf = validate_query(
+        {"preset": "tiny-random", "prompt": "Hi\x00 there\r\n", "gamma": "6", "temperature": "0.7", "seed": "42"}
+    )
     assert pf.values() == {"preset": "tiny-random", "prompt": "Hi there\n", "gamma": 6, "temperature": 0.7, "seed": 42}
     assert pf.errors == ()
     assert validate_query({}).values() == {} and validate_query(None).errors == ()
@@ -492,8 +600,13 @@ def test_classroom_presets_are_valid_and_shareable():
         by_slug = validate_query({"classroom": cp.slug})
         by_index = validate_query({"classroom": str(i)})
         assert by_slug.classroom == by_index.classroom == cp.slug and by_slug.errors == ()
-        assert by_slug.values() == {"preset": cp.preset, "prompt": cp.prompt, "gamma": cp.gamma,
-                                    "temperature": cp.temperature, "seed": cp.seed}
+        assert by_slug.values() == {
+            "preset": cp.preset,
+            "prompt": cp.prompt,
+            "gamma": cp.gamma,
+            "temperature": cp.temperature,
+            "seed": cp.seed,
+        }
     over = validate_query({"classroom": presets[0].slug, "gamma": "2"})  # explicit values win
     assert over.gamma == 2 and over.prompt == presets[0].prompt
 
@@ -503,8 +616,13 @@ def test_classroom_preset_validation_catches_mistakes():
 
     cfg = load_config()
     good = dict(label="X", preset="tiny-random", prompt="hi", gamma=4, temperature=0.5, seed=0, explanation="why")
-    for bad, msg in [({"preset": "nope"}, "unknown preset"), ({"gamma": 0}, "gamma"), ({"temperature": 7}, "temperature"),
-                     ({"extra": 1}, "unknown keys"), ({"explanation": ""}, "must not be empty")]:
+    for bad, msg in [
+        ({"preset": "nope"}, "unknown preset"),
+        ({"gamma": 0}, "gamma"),
+        ({"temperature": 7}, "temperature"),
+        ({"extra": 1}, "unknown keys"),
+        ({"explanation": ""}, "must not be empty"),
+    ]:
         with pytest.raises(ValueError, match=msg):
             classroom_presets(replace(cfg, classroom=({**good, **bad},)))
     with pytest.raises(ValueError, match="missing"):
@@ -516,8 +634,13 @@ def test_share_query_round_trips_through_validation():
 
     q = share_query(preset="tiny-random", prompt="a & b = c?", gamma=3, temperature=0.25, seed=7)
     params = dict(parse_qsl(urlsplit(q).query))
-    assert validate_query(params).values() == {"preset": "tiny-random", "prompt": "a & b = c?", "gamma": 3,
-                                               "temperature": 0.25, "seed": 7}
+    assert validate_query(params).values() == {
+        "preset": "tiny-random",
+        "prompt": "a & b = c?",
+        "gamma": 3,
+        "temperature": 0.25,
+        "seed": 7,
+    }
 
 
 # --------------------------------------------------------------------------------------------
@@ -556,12 +679,27 @@ def test_equality_html_shows_divergence_with_escaped_tokens():
 
     res = _result_with_step(1)
     tl = TokenLogit
-    div = Divergence(position=2, ar=(tl(1, "<script>", 15.125, 0.4), tl(2, "&", 15.0625, 0.38)),
-                     spec=(tl(1, "<script>", 15.0625, 0.38), tl(2, "&", 15.125, 0.4)), spec_rows=5,
-                     explanation="near tie")
+    div = Divergence(
+        position=2,
+        ar=(tl(1, "<script>", 15.125, 0.4), tl(2, "&", 15.0625, 0.38)),
+        spec=(tl(1, "<script>", 15.0625, 0.38), tl(2, "&", 15.125, 0.4)),
+        spec_rows=5,
+        explanation="near tie",
+    )
     rows, _ = diff_tokens([5, 6, 1], ["x", "y", "<script>"], [5, 6, 2], ["x", "y", "&"])
-    eq = EqualityCheck(prompt="p", preset="tiny-random", drafter="model", dtype="bfloat16", gamma=4, ar=res, spec=res,
-                       rows=rows, identical=False, divergence=div, summary="diverge")
+    eq = EqualityCheck(
+        prompt="p",
+        preset="tiny-random",
+        drafter="model",
+        dtype="bfloat16",
+        gamma=4,
+        ar=res,
+        spec=res,
+        rows=rows,
+        identical=False,
+        divergence=div,
+        summary="diverge",
+    )
     html = vlab.equality_html(eq)
     assert "<script>" not in html
     assert "&lt;script&gt;" in html and "+0.0625" in html and "-0.0625" in html and "near tie" in html
@@ -601,8 +739,8 @@ def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
     good.write_text(trace_json[1], encoding="utf-8")
     state, _, html, _, msg = lab_tab.import_trace(str(good), None)
     assert isinstance(state, GenerationResult) and "Imported" in msg
-    assert lab_tab.share_link("tiny-random", "Hi", 4, 0.5, 1,
-                             SimpleNamespace(headers={"referer": "https://x.hf.space/?old=1"})).startswith(
-        "https://x.hf.space/?preset=tiny-random")
+    assert lab_tab.share_link(
+        "tiny-random", "Hi", 4, 0.5, 1, SimpleNamespace(headers={"referer": "https://x.hf.space/?old=1"})
+    ).startswith("https://x.hf.space/?preset=tiny-random")
     path = lab_tab.export_trace(state)
     assert load_trace_file(path).token_ids == state.token_ids

@@ -110,16 +110,21 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
     def progress(fraction, message):
         side["speculative"] = message.startswith("speculative")
 
-    check = distribution_check(DistributionSettings(PROMPT, n_samples=n, n_tokens=2, temperature=1.0, seed=0),
-                               ctx=ctx, budget=Budget(60.0, clock=tick), progress=progress)
+    check = distribution_check(
+        DistributionSettings(PROMPT, n_samples=n, n_tokens=2, temperature=1.0, seed=0),
+        ctx=ctx,
+        budget=Budget(60.0, clock=tick),
+        progress=progress,
+    )
     k = check.spec.n
     assert 1 <= k < n and check.target.n == k  # the target side draws as many as the speculative side got
     assert sum(check.spec_counts) == sum(check.target_counts) == k
     assert check.partial and "Stopped after 60 s" in check.stopped and f"{k:,} of {n:,}" in check.stopped
     assert check.reading.startswith("PARTIAL RESULT") and f"N = {k:,} continuations per side" in check.reading
     # sample i always uses generator (seed, i): the stopped sample is exactly the first k of a full one
-    full = distribution_check(DistributionSettings(PROMPT, n_samples=k, n_tokens=2, temperature=1.0, seed=0),
-                              ctx=ctx, budget=Budget(None))
+    full = distribution_check(
+        DistributionSettings(PROMPT, n_samples=k, n_tokens=2, temperature=1.0, seed=0), ctx=ctx, budget=Budget(None)
+    )
     assert not full.partial and full.stopped == ""
     as_dict = lambda c: {o: (s, t) for o, s, t in zip(c.outcomes, c.spec_counts, c.target_counts)}  # noqa: E731
     assert as_dict(check) == as_dict(full)
@@ -134,8 +139,9 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
 
 
 def test_a_spent_budget_still_gives_one_continuation_per_side(ctx):
-    check = distribution_check(DistributionSettings(PROMPT, n_samples=100, n_tokens=2, temperature=1.0, seed=0),
-                               ctx=ctx, budget=Budget(0.0))
+    check = distribution_check(
+        DistributionSettings(PROMPT, n_samples=100, n_tokens=2, temperature=1.0, seed=0), ctx=ctx, budget=Budget(0.0)
+    )
     assert check.spec.n == check.target.n == 1 and check.partial
     assert 0.0 <= check.tv <= 1.0  # statistics on what was collected, no crash
 
@@ -149,8 +155,12 @@ def test_stop_raises_between_continuations(ctx):
 
     seen = []
     with pytest.raises(LabCancelled):
-        distribution_check(DistributionSettings(PROMPT, n_samples=1000, n_tokens=2, temperature=1.0, seed=0),
-                           ctx=ctx, budget=Budget(None, cancelled=cancelled), progress=lambda f, m: seen.append(m))
+        distribution_check(
+            DistributionSettings(PROMPT, n_samples=1000, n_tokens=2, temperature=1.0, seed=0),
+            ctx=ctx,
+            budget=Budget(None, cancelled=cancelled),
+            progress=lambda f, m: seen.append(m),
+        )
     assert looks["n"] == 6  # raised at the first look after Stop, i.e. before continuation 6
     assert all("speculative" in m for m in seen)  # never reached the target-only side or the statistics
 
@@ -165,8 +175,9 @@ def test_sample_continuations_counts_what_it_drew(ctx):
 def test_compare_all_rules_has_one_budget_and_names_the_rules_it_skipped():
     from visual import lab_tab
 
-    outs = lab_tab.compare_all_rules(PROMPT, "tiny-random", 100, 2, 1.0, 4, 0, [], None, None,
-                                    budget=Budget(2.0, clock=Ticks(1.0)))
+    outs = lab_tab.compare_all_rules(
+        PROMPT, "tiny-random", 100, 2, 1.0, 4, 0, [], None, None, budget=Budget(2.0, clock=Ticks(1.0))
+    )
     _, _, _, history, status = outs
     torch.set_num_threads(1)
     assert len(history) == 1 and history[0].rule == "lossless" and history[0].partial
@@ -174,10 +185,16 @@ def test_compare_all_rules_has_one_budget_and_names_the_rules_it_skipped():
 
 
 def test_equality_check_stops_and_compares_what_both_runs_produced(ctx):
-    full = equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=24,
-                          budget=Budget(None))
-    cut = equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=24,
-                         budget=Budget(8.0, clock=Ticks(1.0)))
+    full = equality_check(
+        "The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=24, budget=Budget(None)
+    )
+    cut = equality_check(
+        "The capital of France is",
+        preset="tiny-random",
+        gamma=4,
+        max_new_tokens=24,
+        budget=Budget(8.0, clock=Ticks(1.0)),
+    )
     torch.set_num_threads(1)
     assert full.stopped == "" and len(full.rows) == 24
     assert cut.ar.stats.stopped == STOPPED_TIME
@@ -195,13 +212,35 @@ def test_partial_result_rebuilds_the_engines_stats(ctx):
     ids = ctx.encode(PROMPT)
     cfg = GenerationConfig(mode="speculative", gamma=3, temperature=1.0, max_new_tokens=20)
     make, target = ctx.drafter_factory(False, memo=False)
-    res = run(target, ctx.tokenizer, ids, cfg, drafter=make(), eos_token_ids=ctx.pair.eos_token_ids,
-              generator=torch.Generator().manual_seed(5))
+    res = run(
+        target,
+        ctx.tokenizer,
+        ids,
+        cfg,
+        drafter=make(),
+        eos_token_ids=ctx.pair.eos_token_ids,
+        generator=torch.Generator().manual_seed(5),
+    )
     part = partial_result(res.prompt, ids, res.steps, mode="speculative", gamma=3)
     a, b = res.stats, part.stats
-    for name in ("new_tokens", "steps", "target_calls", "drafted_tokens", "judged_tokens", "accepted_tokens",
-                 "acceptance_rate", "acceptance_by_position", "accepted_length_hist", "mean_accepted_length",
-                 "tokens_per_target_call", "draft_ms", "verify_ms", "gamma", "mode", "drafter"):
+    for name in (
+        "new_tokens",
+        "steps",
+        "target_calls",
+        "drafted_tokens",
+        "judged_tokens",
+        "accepted_tokens",
+        "acceptance_rate",
+        "acceptance_by_position",
+        "accepted_length_hist",
+        "mean_accepted_length",
+        "tokens_per_target_call",
+        "draft_ms",
+        "verify_ms",
+        "gamma",
+        "mode",
+        "drafter",
+    ):
         assert getattr(b, name) == pytest.approx(getattr(a, name)), name
     assert part.token_ids == res.token_ids and b.stopped == STOPPED_TIME
     assert b.wall_ms == pytest.approx(res.steps[-1].elapsed_ms)
@@ -213,13 +252,19 @@ def test_partial_result_rebuilds_the_engines_stats(ctx):
 
 
 def test_measure_run_stops_and_says_the_point_is_partial(ctx):
-    spec, base, point = measure_run("The capital of France is", preset="tiny-random", gamma=3,
-                                    max_new_tokens=32, budget=Budget(10.0, clock=Ticks(1.0)))
+    spec, base, point = measure_run(
+        "The capital of France is",
+        preset="tiny-random",
+        gamma=3,
+        max_new_tokens=32,
+        budget=Budget(10.0, clock=Ticks(1.0)),
+    )
     torch.set_num_threads(1)
     assert STOPPED_TIME in (spec.stats.stopped, base.stats.stopped)
     assert base.stats.new_tokens < 32 and point.note.startswith("Partial")
-    done = measure_run("The capital of France is", preset="tiny-random", gamma=3, max_new_tokens=8,
-                       budget=Budget(None))[2]
+    done = measure_run(
+        "The capital of France is", preset="tiny-random", gamma=3, max_new_tokens=8, budget=Budget(None)
+    )[2]
     assert done.note == ""
 
 
@@ -304,8 +349,12 @@ def test_memo_cache_holds_at_most_its_byte_cap_and_changes_nothing(ctx, cap):
     assert isinstance(target_memo, MemoModel) and isinstance(drafter_memo, MemoModel)
     assert target_memo.budget is drafter_memo.budget  # one cap for both tables
     for seed in range(30):
-        a = run(target_memo, ctx.tokenizer, ids, cfg, drafter=make_memo(), generator=torch.Generator().manual_seed(seed))
-        b = run(target_real, ctx.tokenizer, ids, cfg, drafter=make_real(), generator=torch.Generator().manual_seed(seed))
+        a = run(
+            target_memo, ctx.tokenizer, ids, cfg, drafter=make_memo(), generator=torch.Generator().manual_seed(seed)
+        )
+        b = run(
+            target_real, ctx.tokenizer, ids, cfg, drafter=make_real(), generator=torch.Generator().manual_seed(seed)
+        )
         assert a.token_ids == b.token_ids and a.stats.accepted_tokens == b.stats.accepted_tokens
     held = _held_bytes(target_memo) + _held_bytes(drafter_memo)
     assert held == target_memo.stored_bytes + drafter_memo.stored_bytes == target_memo.budget.used <= cap
@@ -363,7 +412,7 @@ def test_a_shared_link_never_renders_as_link_or_markup():
     assert isinstance(tabs.components["prefill_note"], gr.HTML)
     out = tabs.on_load(SimpleNamespace(query_params=HOSTILE_QUERY))
     assert out[0] == html
-    assert tabs.on_load(SimpleNamespace(query_params={})) [0] == ""
+    assert tabs.on_load(SimpleNamespace(query_params={}))[0] == ""
 
 
 def test_markdown_messages_quoting_a_file_render_as_plain_text():
@@ -426,8 +475,11 @@ CRAFTED = {
     "string for a number": (D0 + ["draft_prob"], "0.5", "field 'draft_prob'"),
     "string for a count": (["stats", "new_tokens"], "12", "field 'new_tokens'"),
     "nested dict for a token id": (D0 + ["token_id"], {"id": 5}, "field 'token_id'"),
-    "nested dict for a candidate": (D0 + ["target_top", 0], {"token_id": {"x": 1}, "text": "a", "prob": 0.5},
-                                    "field 'token_id'"),
+    "nested dict for a candidate": (
+        D0 + ["target_top", 0],
+        {"token_id": {"x": 1}, "text": "a", "prob": 0.5},
+        "field 'token_id'",
+    ),
     "string for the drafts": (S0 + ["drafted"], "abc", "field 'drafted' must be a list of objects"),
     "list of lists for candidates": (D0 + ["target_top"], [["a"]], "field 'target_top' must be a list of objects"),
     "list for the correction": (C0, [1, 2], "field 'correction' must be an object"),
@@ -445,8 +497,11 @@ CRAFTED = {
     "rate list entry": (["stats", "acceptance_by_position"], [0.5, 7.0], "field 'acceptance_by_position'"),
     "negative histogram": (["stats", "accepted_length_hist"], [1, -1], "field 'accepted_length_hist'"),
     "candidate probability": (D0 + ["target_top", 0, "prob"], 3.0, "field 'prob' is a probability outside"),
-    "string for an MTP position": (S0 + ["drafter_info"], {"hidden_from_position": "7"},
-                                   "field 'hidden_from_position'"),
+    "string for an MTP position": (
+        S0 + ["drafter_info"],
+        {"hidden_from_position": "7"},
+        "field 'hidden_from_position'",
+    ),
     "list for a config value": (["config", "temperature"], [1.0], "field 'temperature' must be"),
     "string mode": (["stats", "mode"], "<b>fast</b>", "field 'mode' must be one of"),
 }

@@ -9,8 +9,25 @@ from playground import loadtest
 
 
 def test_loadtest_mixed_seeds_no_cross_talk(server, capsys):
-    code = loadtest.main(["--url", server, "--clients", "6", "--requests", "2", "--distinct", "4", "--temperature",
-                          "1.0", "--preset", "tiny-random", "--max-new-tokens", "10", "--json"])
+    code = loadtest.main(
+        [
+            "--url",
+            server,
+            "--clients",
+            "6",
+            "--requests",
+            "2",
+            "--distinct",
+            "4",
+            "--temperature",
+            "1.0",
+            "--preset",
+            "tiny-random",
+            "--max-new-tokens",
+            "10",
+            "--json",
+        ]
+    )
     out = json.loads(capsys.readouterr().out)
     s = out["summary"]
     assert code == 0, out["errors"]
@@ -20,8 +37,22 @@ def test_loadtest_mixed_seeds_no_cross_talk(server, capsys):
 
 
 def test_loadtest_classroom_case_shares_one_run(server, capsys):
-    code = loadtest.main(["--url", server, "--clients", "8", "--prompt", "Once upon a time", "--preset", "tiny-random",
-                          "--max-new-tokens", "10", "--seed", "77"])
+    code = loadtest.main(
+        [
+            "--url",
+            server,
+            "--clients",
+            "8",
+            "--prompt",
+            "Once upon a time",
+            "--preset",
+            "tiny-random",
+            "--max-new-tokens",
+            "10",
+            "--seed",
+            "77",
+        ]
+    )
     text = capsys.readouterr().out
     assert code == 0, text
     assert "| p50 | p95 |" in text
@@ -33,7 +64,8 @@ def test_loadtest_classroom_case_shares_one_run(server, capsys):
 def test_a_mismatch_is_reported_and_fails(server, capsys, monkeypatch):
     """Mutant: a wrong reference must show up as mismatches and exit 1."""
     monkeypatch.setattr(loadtest, "_local_reference", lambda args, seeds: {s: [0] for s in seeds})
-    code = loadtest.main(["--url", server, "--clients", "2", "--preset", "tiny-random", "--max-new-tokens", "5",
-                          "--json"])
+    code = loadtest.main(
+        ["--url", server, "--clients", "2", "--preset", "tiny-random", "--max-new-tokens", "5", "--json"]
+    )
     s = json.loads(capsys.readouterr().out)["summary"]
     assert code == 1 and s["mismatches"] == 2

@@ -98,7 +98,11 @@ def test_unrolled_training_form_equals_propose(target, layers):
 
 @pytest.mark.parametrize(
     "params",
-    [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_k=20), SamplingParams(temperature=1.3, top_p=0.8)],
+    [
+        SamplingParams(temperature=1.0),
+        SamplingParams(temperature=0.7, top_k=20),
+        SamplingParams(temperature=1.3, top_p=0.8),
+    ],
 )
 def test_q_rows_exact(target, head, params):
     d = MTPDrafter(target, head, eos_token_ids=[])
@@ -126,8 +130,11 @@ def test_context_candidates_match_training_view(target, head):
     d = MTPDrafter(target, head, eos_token_ids=[])
     lut = torch.full((VOCAB,), -1, dtype=torch.long)
     lut[head.candidates] = torch.arange(head.candidates.numel())
-    batch = {"tok": torch.tensor([ids]), "valid": torch.ones(1, 20, dtype=torch.bool),
-             "tid": torch.tensor([ids]).unsqueeze(-1)}
+    batch = {
+        "tok": torch.tensor([ids]),
+        "valid": torch.ones(1, 20, dtype=torch.bool),
+        "tid": torch.tensor([ids]).unsqueeze(-1),
+    }
     cv = batch_candidates(batch, lut, head.candidates.numel(), target.model.embed_tokens.weight.detach())
     all_ids = torch.cat([head.candidates, cv["ext_ids"]])
     for n in (0, 4, 19):
@@ -172,8 +179,13 @@ def test_stateless_rollback(target, head):
     """After any accept(), proposals depend only on the TargetState: a fresh drafter agrees,
     and target K/V beyond the committed context (rejected drafts not yet cropped) are ignored."""
     ids = rand_ids(14, seed=8)
-    d, stale = assert_stateless_rollback(lambda: MTPDrafter(target, head, eos_token_ids=[]),
-                                         lambda ids: prefix_state(target, ids), target, ids, start=True)
+    d, stale = assert_stateless_rollback(
+        lambda: MTPDrafter(target, head, eos_token_ids=[]),
+        lambda ids: prefix_state(target, ids),
+        target,
+        ids,
+        start=True,
+    )
     assert d.cache_len() is None
     # what the drafter reads of the stale cache stops at the 6 positions the target had committed
     k, _ = target_kv(stale.target_cache, head.cfg.attn_layer, 6)
@@ -206,8 +218,13 @@ def test_from_pretrained_rejects_other_target(tmp_path, head):
 def test_cost_model_on_gemma3_270m_geometry():
     """Multiply-adds of one draft step <= 10% of one target token (Gemma 3 270M shapes)."""
     cfg = Gemma3TextConfig(
-        vocab_size=262144, hidden_size=640, intermediate_size=2048, num_hidden_layers=18,
-        num_attention_heads=4, num_key_value_heads=1, head_dim=256,
+        vocab_size=262144,
+        hidden_size=640,
+        intermediate_size=2048,
+        num_hidden_layers=18,
+        num_attention_heads=4,
+        num_key_value_heads=1,
+        head_dim=256,
     )
     mc = MTPConfig.from_target(cfg, num_candidates=8192)
     assert mc.attn_layer == 17 and mc.rope_theta == 1_000_000.0
@@ -224,7 +241,8 @@ def test_cost_model_on_gemma3_270m_geometry():
 def test_greedy_equality_through_engine():
     """Speculative decoding with the MTP drafter == target greedy generate (float32, eager)."""
     from playground.engine import GenerationConfig
-    from playground.tiny import CharTokenizer, VOCAB as CHAR_VOCAB
+    from playground.tiny import VOCAB as CHAR_VOCAB
+    from playground.tiny import CharTokenizer
 
     model = tiny_target(vocab=CHAR_VOCAB, seed=11)
     tok = CharTokenizer()

@@ -19,7 +19,8 @@ from playground.drafters.mtp_weights import load_head, save_head
 from playground.engine import GenerationConfig
 from playground.mtp_clusters import balanced_clusters, cluster_members
 from playground.sampling import SamplingParams, logits_to_probs
-from playground.tiny import EOS as CHAR_EOS, CharTokenizer
+from playground.tiny import EOS as CHAR_EOS
+from playground.tiny import CharTokenizer
 from tests.contract import assert_first_token_distribution, assert_greedy_equals_target, assert_q_rows
 from tests.tiny_models import VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
 
@@ -84,8 +85,14 @@ def _expected_first_row(target, head, state, params):
         return logits_to_probs(logits, params), support
 
 
-@pytest.mark.parametrize("params", [SamplingParams(temperature=1.0), SamplingParams(temperature=0.7, top_k=20),
-                                    SamplingParams(temperature=1.3, top_p=0.8)])
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(temperature=1.0),
+        SamplingParams(temperature=0.7, top_k=20),
+        SamplingParams(temperature=1.3, top_p=0.8),
+    ],
+)
 @pytest.mark.parametrize("seed", [5, 6, 7])
 def test_q_rows_exact_with_clusters(target, head, params, seed):
     d = MTPDrafter(target, head, eos_token_ids=[])
@@ -175,8 +182,15 @@ def test_greedy_equality_with_clusters(gamma, nodes):
     tok = CharTokenizer()
     for prompt in ("the cat sat. the cat ran. the c", "abcabcabd abcabx"):
         cfg = GenerationConfig(gamma=gamma, temperature=0.0, max_new_tokens=20, tree_nodes=nodes)
-        assert_greedy_equals_target(model, tok, tok.encode(prompt), cfg, MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]),
-                                    eos_token_ids=[CHAR_EOS], msg=prompt)
+        assert_greedy_equals_target(
+            model,
+            tok,
+            tok.encode(prompt),
+            cfg,
+            MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]),
+            eos_token_ids=[CHAR_EOS],
+            msg=prompt,
+        )
 
 
 @pytest.mark.parametrize("nodes", [1, 6])
@@ -185,5 +199,6 @@ def test_first_sampled_token_matches_the_target_with_clusters(nodes):
     h = tiny_head(model, n_cand=40, noise=0.3, seed=5, num_clusters=K, clusters_per_step=M)
     prompt = CharTokenizer().encode("the cat sat")
     cfg = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=nodes)
-    assert_first_token_distribution(model, CharTokenizer(), prompt, cfg,
-                                    lambda: MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]), 1200, [CHAR_EOS])
+    assert_first_token_distribution(
+        model, CharTokenizer(), prompt, cfg, lambda: MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]), 1200, [CHAR_EOS]
+    )

@@ -22,8 +22,8 @@ from transformers import LlamaConfig, LlamaForCausalLM
 from playground.drafters.other_tokenizer import OtherTokenizerDrafter, decode, encode, target_tokens_for
 from playground.engine import GenerationConfig, run
 from playground.sampling import SamplingParams, logits_to_probs
-from playground.tiny import CHARS, EOS, CharTokenizer
 from playground.tiny import BOS as CHAR_BOS
+from playground.tiny import CHARS, EOS, CharTokenizer
 from playground.tiny_bytes import ByteTokenizer, build_byte_drafter, byte_id_of_char_id
 from tests.contract import DrafterCacheSpy, assert_greedy_equals_target, first_pair_counts, seeded
 from tests.prompts import TINY_PROMPTS as PROMPTS
@@ -170,8 +170,14 @@ def test_greedy_equals_transformers_with_both_caches_checked(tiny_pair, make, ga
 
 def test_merge_drafter_emits_multi_character_tokens(tiny_pair):
     target, _, tok = tiny_pair
-    r = run(target, tok, tok.encode("the cat and the hat"), GenerationConfig(gamma=4, max_new_tokens=30),
-            drafter=_merge_drafter(tiny_pair), eos_token_ids=[EOS])
+    r = run(
+        target,
+        tok,
+        tok.encode("the cat and the hat"),
+        GenerationConfig(gamma=4, max_new_tokens=30),
+        drafter=_merge_drafter(tiny_pair),
+        eos_token_ids=[EOS],
+    )
     pieces = [p for s in r.steps for p in s.drafter_info.get("drafter_tokens", [])]
     assert any(len(p) > 1 for p in pieces)  # e.g. "the", " t": one drafter token, several target tokens
 
@@ -198,8 +204,14 @@ def test_the_drafter_cache_check_catches_a_drafter_that_never_crops(tiny_pair):
     target, drafter, tok = tiny_pair
     spy = spy_on(_NeverCrops(build_byte_drafter(drafter), ByteTokenizer(), tok, [EOS]), target)
     with pytest.raises(AssertionError):
-        run(target, tok, tok.encode("The capital of France is"), GenerationConfig(gamma=4, max_new_tokens=30),
-            drafter=spy, eos_token_ids=[EOS])
+        run(
+            target,
+            tok,
+            tok.encode("The capital of France is"),
+            GenerationConfig(gamma=4, max_new_tokens=30),
+            drafter=spy,
+            eos_token_ids=[EOS],
+        )
 
 
 def test_drafts_do_not_depend_on_the_temperature_or_the_generator(tiny_pair):
@@ -261,9 +273,17 @@ class _ReversedLetters(_Letters):
 
 
 def _llama(vocab, seed, scale):
-    cfg = LlamaConfig(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=64,
-                      tie_word_embeddings=False, attn_implementation="eager")
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
     torch.manual_seed(seed)
     model = LlamaForCausalLM(cfg).eval()
     with torch.no_grad():
@@ -343,8 +363,14 @@ def test_step_view_shows_both_tokenizations(tiny_pair):
     from visual.replay import VERIFY, Frame
 
     target, _, tok = tiny_pair
-    r = run(target, tok, tok.encode("the cat and the hat"), GenerationConfig(gamma=3, max_new_tokens=12),
-            drafter=_merge_drafter(tiny_pair), eos_token_ids=[EOS])
+    r = run(
+        target,
+        tok,
+        tok.encode("the cat and the hat"),
+        GenerationConfig(gamma=3, max_new_tokens=12),
+        drafter=_merge_drafter(tiny_pair),
+        eos_token_ids=[EOS],
+    )
     i = next(j for j, s in enumerate(r.steps) if any(len(p) > 1 for p in s.drafter_info.get("drafter_tokens", [])))
     info = r.steps[i].drafter_info
     html_text = tokens.step_view("the cat and the hat", r.steps, Frame(i, VERIFY))
@@ -363,6 +389,7 @@ def test_bench_offers_transformers_universal_assisted_generation_only_with_hf_to
     assert bench.Spec("hf_assisted", "other-tokenizer", 3) in with_uag
     assert all(s.method == "speculative" for s in bench._specs(opts, ("other-tokenizer",), True, hf_uag=False))
     target, drafter, tok = tiny_pair
-    pair = ModelPair(target=target, tokenizer=tok, eos_token_ids=(EOS,), drafter_model=drafter,
-                     drafter_tokenizer=ByteTokenizer())
+    pair = ModelPair(
+        target=target, tokenizer=tok, eos_token_ids=(EOS,), drafter_model=drafter, drafter_tokenizer=ByteTokenizer()
+    )
     assert not bench._hf_tokenizers(pair)  # the tiny tokenizers are not transformers tokenizers

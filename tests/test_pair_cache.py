@@ -38,8 +38,10 @@ def test_concurrent_first_requests_load_once():
     cache, calls = BudgetedCache(100), []
     gate = threading.Event()
     results = []
-    threads = [threading.Thread(target=lambda: results.append(cache.get("a", loader("a", 10, calls, gate), size, 10)))
-               for _ in range(8)]
+    threads = [
+        threading.Thread(target=lambda: results.append(cache.get("a", loader("a", 10, calls, gate), size, 10)))
+        for _ in range(8)
+    ]
     for t in threads:
         t.start()
     time.sleep(0.1)

@@ -36,14 +36,23 @@ def gemma(gemma_fp32):
         for p in PROMPTS:
             ids = tok(p)["input_ids"]
             out = model.generate(torch.tensor([ids]), max_new_tokens=NEW, do_sample=False)
-            refs[p] = (ids, out[0, len(ids):].tolist())
+            refs[p] = (ids, out[0, len(ids) :].tolist())
     return model, tok, eos, refs
 
 
 def random_gemma_vocab_drafter(vocab):
-    cfg = Gemma3TextConfig(vocab_size=vocab, hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                           num_attention_heads=1, num_key_value_heads=1, head_dim=16, sliding_window=8,
-                           layer_types=["sliding_attention"], attn_implementation="eager")
+    cfg = Gemma3TextConfig(
+        vocab_size=vocab,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=1,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=8,
+        layer_types=["sliding_attention"],
+        attn_implementation="eager",
+    )
     torch.manual_seed(0)
     return Gemma3ForCausalLM(cfg).eval()
 
@@ -55,7 +64,9 @@ def test_gemma_greedy_speculative_equals_transformers(gemma, all_threads, kind, 
     vocab = model.config.vocab_size
     for prompt in PROMPTS:
         ids, ref = refs[prompt]
-        drafter = PromptLookupDrafter() if kind == "prompt-lookup" else ModelDrafter(random_gemma_vocab_drafter(vocab), vocab)
+        drafter = (
+            PromptLookupDrafter() if kind == "prompt-lookup" else ModelDrafter(random_gemma_vocab_drafter(vocab), vocab)
+        )
         r = run(model, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=NEW), drafter=drafter, eos_token_ids=eos)
         assert list(r.token_ids) == ref, (prompt, tok.decode(ref), r.text)
 
@@ -89,7 +100,9 @@ def test_gemma_multibyte_text_is_never_broken(gemma):
 
 # ---------------------------------------------------------------- past the 512-token sliding window
 
-LONG_PROMPT = " ".join(f"Item {i}: the {['red', 'green', 'blue', 'amber'][i % 4]} lantern number {i} is lit." for i in range(60))
+LONG_PROMPT = " ".join(
+    f"Item {i}: the {['red', 'green', 'blue', 'amber'][i % 4]} lantern number {i} is lit." for i in range(60)
+)
 
 
 @pytest.mark.parametrize("mode", ["autoregressive", "speculative", "race"])
@@ -119,8 +132,22 @@ def test_default_preset_runs_past_the_sliding_window(all_threads, mode):
     choices = preset_choices(cfg)
     handler = make_run_handler(cfg, choices)
     last = None
-    for last in handler(None, LONG_PROMPT, preset.name, preset.drafter, preset.gamma, 0.0, 0, 1.0, 0, 12, None,
-                        "Race", False, progress=lambda *a, **k: None):
+    for last in handler(
+        None,
+        LONG_PROMPT,
+        preset.name,
+        preset.drafter,
+        preset.gamma,
+        0.0,
+        0,
+        1.0,
+        0,
+        12,
+        None,
+        "Race",
+        False,
+        progress=lambda *a, **k: None,
+    ):
         pass
     trace = last[0]
     assert not trace.get("error"), trace.get("error")
@@ -146,6 +173,12 @@ def test_gemma_greedy_with_draft_trees_equals_transformers(gemma, all_threads, k
         else:
             mtp = load_mtp_drafter(model, preset, eos_token_ids=eos)
             drafter = mtp if kind == "mtp" else HybridDrafter(mtp)
-        r = run(model, tok, ids, GenerationConfig(gamma=5, max_new_tokens=NEW, tree_nodes=nodes), drafter=drafter,
-                eos_token_ids=eos)
+        r = run(
+            model,
+            tok,
+            ids,
+            GenerationConfig(gamma=5, max_new_tokens=NEW, tree_nodes=nodes),
+            drafter=drafter,
+            eos_token_ids=eos,
+        )
         assert list(r.token_ids) == ref[: len(r.token_ids)] and (len(r.token_ids) == NEW or r.stats.stopped == "eos")

@@ -9,9 +9,9 @@ import torch
 from playground.engine import verify
 from playground.sampling import (
     SamplingParams,
-    draw_draft_token,
     acceptance_prob,
     accepted_length_pmf,
+    draw_draft_token,
     expected_tokens_per_step,
     is_accepted,
     logits_to_probs,
@@ -252,7 +252,9 @@ def _dists(seed, V=7):
 
 
 @pytest.mark.parametrize("seed", [0, 1, 2])
-@pytest.mark.parametrize("case", ["random", "sparse_q", "topk_truncated", "one_hot_q", "p_equals_q", "disjoint_support"])
+@pytest.mark.parametrize(
+    "case", ["random", "sparse_q", "topk_truncated", "one_hot_q", "p_equals_q", "disjoint_support"]
+)
 def test_verifier_output_distribution_equals_target_exactly(seed, case):
     p, q = _dists(seed)[case]
     pmf = enumerate_first_token_pmf(p, q)

@@ -20,8 +20,15 @@ REQUIREMENTS = "torch==2.13.0\ngradio==6.31.0\n"
 
 
 def readme(**changes) -> str:
-    head = {"title": "T", "sdk": "gradio", "sdk_version": "6.31.0", "app_file": "app.py",
-            "python_version": "3.11", "short_description": "short", "models": ["org/target", "org/drafter"]}
+    head = {
+        "title": "T",
+        "sdk": "gradio",
+        "sdk_version": "6.31.0",
+        "app_file": "app.py",
+        "python_version": "3.11",
+        "short_description": "short",
+        "models": ["org/target", "org/drafter"],
+    }
     head.update(changes)
     return "---\n" + yaml.safe_dump(head, sort_keys=False) + "---\n\n# T\n"
 
@@ -34,14 +41,17 @@ def test_a_consistent_header_passes():
     assert errors(space_check.check_header(readme(), REQUIREMENTS, CONFIG, ROOT)) == []
 
 
-@pytest.mark.parametrize("changes, needle", [
-    ({"sdk": "streamlit"}, "sdk is"),
-    ({"sdk_version": "6.30.0"}, "sdk_version"),
-    ({"app_file": "missing.py"}, "app_file"),
-    ({"python_version": 3.1}, "python_version"),  # what an unquoted 3.10 becomes
-    ({"short_description": "x" * 61}, "61 characters"),
-    ({"models": ["org/target"]}, "hub_allowlist"),
-])
+@pytest.mark.parametrize(
+    "changes, needle",
+    [
+        ({"sdk": "streamlit"}, "sdk is"),
+        ({"sdk_version": "6.30.0"}, "sdk_version"),
+        ({"app_file": "missing.py"}, "app_file"),
+        ({"python_version": 3.1}, "python_version"),  # what an unquoted 3.10 becomes
+        ({"short_description": "x" * 61}, "61 characters"),
+        ({"models": ["org/target"]}, "hub_allowlist"),
+    ],
+)
 def test_each_header_mistake_is_an_error(changes, needle):
     found = errors(space_check.check_header(readme(**changes), REQUIREMENTS, CONFIG, ROOT))
     assert len(found) >= 1 and any(needle in m for m in found), found
@@ -105,8 +115,12 @@ def test_the_cli_prints_one_line_per_finding_and_exits_by_errors(capsys, monkeyp
 
 
 def test_hub_presets_must_be_listed_as_unavailable():
-    config = {"presets": [{"name": "h", "label": "Big (hub)", "source": "hub"},
-                          {"name": "o", "label": "Offline", "source": "packaged"}]}
+    config = {
+        "presets": [
+            {"name": "h", "label": "Big (hub)", "source": "hub"},
+            {"name": "o", "label": "Offline", "source": "packaged"},
+        ]
+    }
     page = {"components": [{"props": {"choices": [["Big (hub) \u2014 unavailable", "h"], ["Offline", "o"]]}}]}
     assert space_check.hub_labels_unavailable(page, config) == []
     offered = {"components": [{"props": {"choices": [["Big (hub)", "h"], ["Offline", "o"]]}}]}

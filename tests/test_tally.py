@@ -12,9 +12,22 @@ from playground.records import GenerationResult
 from playground.tiny import CharTokenizer
 from tests.tiny_models import sliding_pair
 
-COUNTS = ("new_tokens", "steps", "target_calls", "drafted_tokens", "judged_tokens", "accepted_tokens",
-          "acceptance_rate", "draft_efficiency", "acceptance_by_position", "accepted_length_hist",
-          "mean_accepted_length", "tokens_per_target_call", "draft_ms", "verify_ms")
+COUNTS = (
+    "new_tokens",
+    "steps",
+    "target_calls",
+    "drafted_tokens",
+    "judged_tokens",
+    "accepted_tokens",
+    "acceptance_rate",
+    "draft_efficiency",
+    "acceptance_by_position",
+    "accepted_length_hist",
+    "mean_accepted_length",
+    "tokens_per_target_call",
+    "draft_ms",
+    "verify_ms",
+)
 
 
 @pytest.mark.parametrize("nodes", [1, 8])

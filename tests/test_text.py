@@ -20,7 +20,7 @@ def test_incremental_text_never_emits_broken_characters(text):
 def test_incomplete_tail_is_held_back():
     tok = ByteTokenizer()
     inc = IncrementalText(tok)
-    b = "中".encode("utf-8")  # 3 bytes
+    b = "中".encode()  # 3 bytes
     assert inc.extend([b[0]]) == "" and inc.extend([b[1]]) == ""
     assert inc.extend([b[2]]) == "中"
 
@@ -28,7 +28,7 @@ def test_incomplete_tail_is_held_back():
 def test_token_texts_show_bytes_for_partial_characters():
     tok = ByteTokenizer()
     texts = TokenTexts(tok)
-    b = list("é".encode("utf-8"))
+    b = list("é".encode())
     assert texts.solo(b[0]) == "<0xC3>"  # alone it is half a character: show the byte
     assert texts.in_context([b[0]], b[1]) == "é"  # the token that completes a character shows it
     assert texts.in_context(tok.encode("ab"), ord("c")) == "c"

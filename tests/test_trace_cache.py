@@ -33,8 +33,17 @@ def test_an_identical_request_is_replayed_and_says_so():
     assert len(again.steps) == len(first.steps)
 
 
-@pytest.mark.parametrize("change", [dict(seed=2), dict(temperature=0.5), dict(gamma=2), dict(prompt="abd"),
-                                    dict(max_new_tokens=11), dict(rule="target-sample")])
+@pytest.mark.parametrize(
+    "change",
+    [
+        dict(seed=2),
+        dict(temperature=0.5),
+        dict(gamma=2),
+        dict(prompt="abd"),
+        dict(max_new_tokens=11),
+        dict(rule="target-sample"),
+    ],
+)
 def test_any_difference_is_a_new_run(change):
     shared = TraceCache()
     base = dict(REQ, seed=1, prompt="abc")
@@ -108,7 +117,9 @@ def test_a_follower_of_an_identical_request_never_waits_for_a_slot():
     shared = TraceCache(slots=1, wait_s=0.2)
     gate, started = threading.Event(), threading.Event()
     out = {}  # by role: the two threads may finish in either order
-    leader = threading.Thread(target=lambda: out.__setitem__("leader", list(shared.stream("k", _blocking_run(gate, started)))))
+    leader = threading.Thread(
+        target=lambda: out.__setitem__("leader", list(shared.stream("k", _blocking_run(gate, started))))
+    )
     leader.start()
     assert started.wait(10)
     follower = threading.Thread(target=lambda: out.__setitem__("follower", list(shared.stream("k", lambda: iter(())))))

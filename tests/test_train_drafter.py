@@ -75,8 +75,9 @@ def test_gen_is_deterministic_and_greedy_variant_is_greedy(tmp_path, tiny_pair):
         if v != 0:
             continue
         n = len(tok(PROMPTS[i]).input_ids)
-        want = target.generate(torch.tensor([ids[:n]]), do_sample=False, max_new_tokens=3,
-                               pad_token_id=tok.pad_token_id)[0, n:].tolist()
+        want = target.generate(
+            torch.tensor([ids[:n]]), do_sample=False, max_new_tokens=3, pad_token_id=tok.pad_token_id
+        )[0, n:].tolist()
         got = ids[n:]
         assert got == want[: len(got)] and len(got) >= 1
 
@@ -90,8 +91,19 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
-    args = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=4, clusters_per_step=1, batch=2,
-                 max_steps=3, minutes=5.0, steps_ahead=2, intermediate=64)
+    args = _args(
+        tmp_path,
+        new_tokens=12,
+        topk=5,
+        candidates=20,
+        clusters=4,
+        clusters_per_step=1,
+        batch=2,
+        max_steps=3,
+        minutes=5.0,
+        steps_ahead=2,
+        intermediate=64,
+    )
     gen.stage_gen(args, target, tok, PROMPTS)
     rows = gen.load_rows(tmp_path)
     feats = features.stage_features(args, target, rows)
@@ -101,8 +113,9 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     voc = vocab.stage_vocab(args, feats, seqs[2:], seqs[:2], E.shape[0], tok.eos_token_id)
     tc = vocab.stage_clusters(args, voc["candidates"], E)
     assert int((tc >= 0).sum()) == E.shape[0] - 20
-    head, tr = train.stage_train(args, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0,
-                                 token_cluster=tc)
+    head, tr = train.stage_train(
+        args, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0, token_cluster=tc
+    )
     assert tr["steps"] == 3 and all(torch.isfinite(torch.tensor([h[1] for h in tr["history"]] or [0.0])))
     assert head.cluster_proj.weight.abs().sum() > 0 and torch.equal(head.token_cluster, tc)
     save_head(head, tmp_path / "out", int8=True)
@@ -141,8 +154,18 @@ def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_p
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
-    base = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=0, batch=2, max_steps=2, minutes=5.0,
-                 steps_ahead=2, intermediate=64)
+    base = _args(
+        tmp_path,
+        new_tokens=12,
+        topk=5,
+        candidates=20,
+        clusters=0,
+        batch=2,
+        max_steps=2,
+        minutes=5.0,
+        steps_ahead=2,
+        intermediate=64,
+    )
     gen.stage_gen(base, target, tok, PROMPTS)
     feats = features.stage_features(base, target, gen.load_rows(tmp_path))
     seqs = list(range(feats["n_seqs"]))
@@ -152,11 +175,34 @@ def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_p
     save_head(first, tmp_path / "first")
     start = load_head(tmp_path / "first")
 
-    more = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=4, clusters_per_step=1, batch=2,
-                 max_steps=1, minutes=5.0, steps_ahead=2, intermediate=64, lr=1e-9, gen_share=0.5)
+    more = _args(
+        tmp_path,
+        new_tokens=12,
+        topk=5,
+        candidates=20,
+        clusters=4,
+        clusters_per_step=1,
+        batch=2,
+        max_steps=1,
+        minutes=5.0,
+        steps_ahead=2,
+        intermediate=64,
+        lr=1e-9,
+        gen_share=0.5,
+    )
     tc = vocab.stage_clusters(more, start.candidates, E)
-    head, tr = train.stage_train(more, feats, seqs[2:], seqs[:2], start.candidates.clone(), target.config, E, 1.0,
-                                 token_cluster=tc, init_head=str(tmp_path / "first"))
+    head, tr = train.stage_train(
+        more,
+        feats,
+        seqs[2:],
+        seqs[:2],
+        start.candidates.clone(),
+        target.config,
+        E,
+        1.0,
+        token_cluster=tc,
+        init_head=str(tmp_path / "first"),
+    )
     assert f"_h{'first'}_g0.5" in tr["tag"]
     assert torch.equal(head.candidates, start.candidates)
     # lr 1e-9: one step leaves the loaded weights where they were (a fresh init would not match)
@@ -165,8 +211,19 @@ def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_p
             assert torch.allclose(head.state_dict()[name].float(), p.float(), atol=1e-5), name
     assert head.cluster_proj.weight.abs().sum() > 0
 
-    alone = _args(tmp_path, new_tokens=12, topk=5, candidates=20, clusters=0, batch=2, max_steps=1, minutes=5.0,
-                  steps_ahead=2, intermediate=64, gen_share=0.5)
+    alone = _args(
+        tmp_path,
+        new_tokens=12,
+        topk=5,
+        candidates=20,
+        clusters=0,
+        batch=2,
+        max_steps=1,
+        minutes=5.0,
+        steps_ahead=2,
+        intermediate=64,
+        gen_share=0.5,
+    )
     _, tr = train.stage_train(alone, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0)
     assert "_h-_g0.5" in tr["tag"]
 
@@ -175,12 +232,22 @@ def test_corpus_openings_are_seeded_prompts_from_every_corpus_shard(tmp_path, ti
     from playground import mtp_corpus
 
     _, _, tok = tiny_pair
-    (tmp_path / "corpus_a.json").write_text(json.dumps(
-        [{"prompt": -1, "variant": -1, "source": "a", "ids": tok.encode(f"text number {i} of a"), "n_prompt": 1}
-         for i in range(10)]))
-    (tmp_path / "corpus_b.json").write_text(json.dumps(
-        [{"prompt": -1, "variant": -1, "source": "b", "ids": tok.encode(f"other {i}"), "n_prompt": 1}
-         for i in range(3)]))
+    (tmp_path / "corpus_a.json").write_text(
+        json.dumps(
+            [
+                {"prompt": -1, "variant": -1, "source": "a", "ids": tok.encode(f"text number {i} of a"), "n_prompt": 1}
+                for i in range(10)
+            ]
+        )
+    )
+    (tmp_path / "corpus_b.json").write_text(
+        json.dumps(
+            [
+                {"prompt": -1, "variant": -1, "source": "b", "ids": tok.encode(f"other {i}"), "n_prompt": 1}
+                for i in range(3)
+            ]
+        )
+    )
     got = mtp_corpus.openings(tok, tmp_path, 4, seed=0, n_tokens=6)
     assert len(got) == 4 + 3 and got == mtp_corpus.openings(tok, tmp_path, 4, seed=0, n_tokens=6)
     assert all(len(tok.encode(t)) <= 6 + 1 for t in got)

@@ -56,6 +56,7 @@ def sibling_draws(q: torch.Tensor, k: int, scheme: str):
 def random_trees(shape: tuple[int, ...], p, q, scheme: str, unconditional: bool = False):
     """Every tree of the given shape (children per level) with its probability.
     unconditional: MUTANT rows for without-replacement siblings (the plain q)."""
+
     def grow(level: int, node: int, prefix: tuple, tokens, parents, rows):
         if level == len(shape):
             yield tokens, parents, rows, 1.0
@@ -134,7 +135,8 @@ def max_error(pmf: dict, p, length: int) -> float:
 # Children per level: one child, a wide root, a small tree, a chain.  Sampled siblings are
 # enumerated over every draw, so their trees stay small ((2, 2) would be 15,625 trees).
 CASES = [("topk", s) for s in [(1,), (3,), (2, 2), (1, 1, 1)]] + [
-    (scheme, s) for scheme in ("iid", "wor") for s in [(1,), (3,), (2, 1), (1, 1, 1)]]
+    (scheme, s) for scheme in ("iid", "wor") for s in [(1,), (3,), (2, 1), (1, 1, 1)]
+]
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.7, 1.0])
@@ -235,10 +237,15 @@ def test_the_registry_says_which_drafters_branch():
 
     from playground.drafters.registry import KINDS
 
-    classes = {"model": "model.ModelDrafter", "prompt-lookup": "prompt_lookup.PromptLookupDrafter",
-               "mtp": "mtp.MTPDrafter", "mtp+lookup": "hybrid.HybridDrafter",
-               "gemma4-assistant": "gemma4_assistant.Gemma4AssistantDrafter", "early-exit": "early_exit.EarlyExitDrafter",
-               "other-tokenizer": "other_tokenizer.OtherTokenizerDrafter"}
+    classes = {
+        "model": "model.ModelDrafter",
+        "prompt-lookup": "prompt_lookup.PromptLookupDrafter",
+        "mtp": "mtp.MTPDrafter",
+        "mtp+lookup": "hybrid.HybridDrafter",
+        "gemma4-assistant": "gemma4_assistant.Gemma4AssistantDrafter",
+        "early-exit": "early_exit.EarlyExitDrafter",
+        "other-tokenizer": "other_tokenizer.OtherTokenizerDrafter",
+    }
     assert set(classes) == set(KINDS)
     for name, path in classes.items():
         module, cls = path.rsplit(".", 1)

@@ -17,8 +17,12 @@ Q_ROOT = torch.tensor([0.10, 0.50, 0.20, 0.15, 0.05])  # the drafter at the root
 
 
 def test_allocation_is_a_prefix_per_node_and_follows_path_probability():
-    probs = torch.tensor([[0.7, 0.2, 0.1, 0.0, 0.0],   # a confident node
-                          [0.3, 0.3, 0.2, 0.1, 0.1]])  # an unsure one
+    probs = torch.tensor(
+        [
+            [0.7, 0.2, 0.1, 0.0, 0.0],  # a confident node
+            [0.3, 0.3, 0.2, 0.1, 0.1],
+        ]
+    )  # an unsure one
     # slots: node0 0.7, 0.2, 0.1; node1 (score 0.5) 0.15, 0.15, 0.1, ...
     assert tree_grow.allocate([1.0, 0.5], probs, budget=3, branch=4) == [2, 1]
     assert tree_grow.allocate([1.0, 0.5], probs, budget=5, branch=2) == [2, 2]  # branch caps a node
@@ -44,8 +48,15 @@ def test_sampled_children_carry_the_law_they_were_drawn_from():
 
 
 def test_expandable_false_gets_no_children():
-    kids = tree_grow.grow_level([1.0, 1.0], torch.stack([Q_ROOT, Q_ROOT]), budget=4, branch=4, sample=False,
-                                generator=None, expandable=[False, True])
+    kids = tree_grow.grow_level(
+        [1.0, 1.0],
+        torch.stack([Q_ROOT, Q_ROOT]),
+        budget=4,
+        branch=4,
+        sample=False,
+        generator=None,
+        expandable=[False, True],
+    )
     assert {k.slot for k in kids} == {1}
 
 
@@ -64,8 +75,12 @@ def _first_token_counts(grow, n=6000, nodes=2, seed=0):
     for _ in range(n):
         kids = grow([1.0], Q_ROOT[None], nodes, 4, True, g)
         tree = DraftTree(tuple(k.index for k in kids), (ROOT,) * len(kids), torch.stack([k.row for k in kids]))
-        verdict = verify_tree(tree, target[: len(kids) + 1], uniform=lambda: float(torch.rand((), generator=g)),
-                              draw=lambda d: int(torch.multinomial(d, 1, generator=g)))
+        verdict = verify_tree(
+            tree,
+            target[: len(kids) + 1],
+            uniform=lambda: float(torch.rand((), generator=g)),
+            draw=lambda d: int(torch.multinomial(d, 1, generator=g)),
+        )
         first = tree.tokens[verdict.path[0]] if verdict.path else verdict.correction_token
         counts[first] += 1
     return counts

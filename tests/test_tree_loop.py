@@ -103,8 +103,14 @@ def test_mutant_model_drafter_keeping_its_tree_keys_is_caught():
     tok = CharTokenizer()
     spy = DrafterCacheSpy(KeepsTreeKeys(drafter_model, 100), target)
     with pytest.raises(AssertionError, match="assert"):
-        run(target, tok, tok.encode(PROMPTS[0]), GenerationConfig(gamma=3, max_new_tokens=12, tree_nodes=8),
-            drafter=spy, eos_token_ids=[EOS])
+        run(
+            target,
+            tok,
+            tok.encode(PROMPTS[0]),
+            GenerationConfig(gamma=3, max_new_tokens=12, tree_nodes=8),
+            drafter=spy,
+            eos_token_ids=[EOS],
+        )
     assert spy.checks == 1  # the first step: the target's cache passed, the drafter's own failed
 
 
@@ -171,10 +177,22 @@ class SampledTreeDrafter:
 def sample_tree_pairs(params, drafter_factory, n=3000):
     target_logits, drafter_logits = disagreeing_tables()
     target = BigramLM(target_logits)
-    config = GenerationConfig(gamma=2, temperature=params.temperature, top_k=params.top_k, top_p=params.top_p,
-                              max_new_tokens=3, trace=False, tree_nodes=6)
-    counts = first_pair_counts(lambda seed: run(target, LetterTokenizer(), [0], config,
-                                                drafter=drafter_factory(drafter_logits), generator=seeded(seed)), n, V)
+    config = GenerationConfig(
+        gamma=2,
+        temperature=params.temperature,
+        top_k=params.top_k,
+        top_p=params.top_p,
+        max_new_tokens=3,
+        trace=False,
+        tree_nodes=6,
+    )
+    counts = first_pair_counts(
+        lambda seed: run(
+            target, LetterTokenizer(), [0], config, drafter=drafter_factory(drafter_logits), generator=seeded(seed)
+        ),
+        n,
+        V,
+    )
     return counts, table_pair_pmf(target_logits, params)
 
 
@@ -202,8 +220,9 @@ def test_mutant_unconditional_q_for_sampled_siblings_fails():
 
 def test_mutant_no_residual_update_between_siblings_fails(monkeypatch):
     params = PARAMS["T=1"]
-    monkeypatch.setattr(tree_step_module, "verify_tree",
-                        functools.partial(tree_step_module.verify_tree, update_residual=False))
+    monkeypatch.setattr(
+        tree_step_module, "verify_tree", functools.partial(tree_step_module.verify_tree, update_residual=False)
+    )
     counts, pmf = sample_tree_pairs(params, lambda t: SampledTreeDrafter(t, params, branch=3))
     assert_does_not_follow(counts, pmf)
 
@@ -220,6 +239,7 @@ def test_mtp_sampled_tree_first_token_matches_the_target():
     head = tiny_head(target)
     prompt = CharTokenizer().encode("the cat sat")
     config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=6)
-    runs = assert_first_token_distribution(target, CharTokenizer(), prompt, config,
-                                           lambda: MTPDrafter(target, head, eos_token_ids=[EOS]), 1500, [EOS])
+    runs = assert_first_token_distribution(
+        target, CharTokenizer(), prompt, config, lambda: MTPDrafter(target, head, eos_token_ids=[EOS]), 1500, [EOS]
+    )
     assert sum(r.stats.judged_tokens for r in runs) > 1500  # trees were drafted and judged

@@ -102,8 +102,10 @@ def test_tree_pass_on_gemma3_270m_past_its_window(all_threads, gemma_fp32):
     rnd = random.Random(0)
     committed = [rnd.randrange(1000, 20000) for _ in range(600)]
     cache = prefill(model, committed[:-1])
-    tree = DraftTree(tuple(rnd.randrange(1000, 20000) for _ in range(16)),
-                     (ROOT, ROOT, ROOT, 0, 0, 1, 3, 3, 4, 6, 6, 7, 9, 10, 12, 13))
+    tree = DraftTree(
+        tuple(rnd.randrange(1000, 20000) for _ in range(16)),
+        (ROOT, ROOT, ROOT, 0, 0, 1, 3, 3, 4, 6, 6, 7, 9, 10, 12, 13),
+    )
     logits, _ = tree_forward(model, cache, committed[-1], tree)
     for i in (0, 5, 9, 15):  # a root child, a depth-2 node, deeper ones
         branch = committed + [tree.tokens[j] for j in tree.path(i)]

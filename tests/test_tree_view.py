@@ -14,13 +14,18 @@ PROMPT = "abc abd abe abc abd ab"
 
 
 def tree_run(**kw):
-    return generate(PROMPT, preset="tiny-random", drafter="prompt-lookup", gamma=4, tree_nodes=8, max_new_tokens=24, **kw)
+    return generate(
+        PROMPT, preset="tiny-random", drafter="prompt-lookup", gamma=4, tree_nodes=8, max_new_tokens=24, **kw
+    )
 
 
 def first_branching_step(result):
     for s in result.steps:
-        if is_tree_step(s) and len({d.parent for d in s.drafted}) < len(s.drafted) and any(
-                d.judged and not d.accepted for d in s.drafted):
+        if (
+            is_tree_step(s)
+            and len({d.parent for d in s.drafted}) < len(s.drafted)
+            and any(d.judged and not d.accepted for d in s.drafted)
+        ):
             return s
     raise AssertionError("no step with siblings and a rejection")
 
@@ -64,9 +69,9 @@ def test_chain_steps_have_no_tree_panel():
 
 def test_speculate_carries_the_tree_and_it_round_trips():
     """/speculate with tree_nodes: every draft has its parent; the JSON imports back."""
+    from playground.config import load_config
     from playground.records import GenerationResult
     from visual.playground_tab import make_speculate
-    from playground.config import load_config
 
     speculate = make_speculate(load_config())
     out = speculate(PROMPT, preset="tiny-random", drafter="prompt-lookup", gamma=4, max_new_tokens=16, tree_nodes=8)
@@ -74,8 +79,13 @@ def test_speculate_carries_the_tree_and_it_round_trips():
     assert parents and all(isinstance(p, int) and p >= -1 for p in parents)
     back = GenerationResult.from_dict(out)
     assert [d.parent for s in back.steps for d in s.drafted] == parents
-    old = {**out, "steps": [{**s, "drafted": [{k: v for k, v in d.items() if k != "parent"} for d in s["drafted"]]}
-                            for s in out["steps"]]}
+    old = {
+        **out,
+        "steps": [
+            {**s, "drafted": [{k: v for k, v in d.items() if k != "parent"} for d in s["drafted"]]}
+            for s in out["steps"]
+        ],
+    }
     assert all(d.parent is None for s in GenerationResult.from_dict(old).steps for d in s.drafted)  # old traces import
 
 
@@ -105,16 +115,30 @@ def node(i, tid, text, parent, depth, q, r, u, judged=True, residual=(), target_
     from playground.records import DraftDecision
 
     a = min(1.0, r / q)
-    return DraftDecision(position=depth, token_id=tid, text=text, draft_prob=q, target_prob=r, ratio=r / q,
-                         accept_prob=a, u=u if judged else None, judged=judged, accepted=bool(judged and u < a),
-                         target_top=target_top, draft_top=(), parent=parent, residual_top=residual)
+    return DraftDecision(
+        position=depth,
+        token_id=tid,
+        text=text,
+        draft_prob=q,
+        target_prob=r,
+        ratio=r / q,
+        accept_prob=a,
+        u=u if judged else None,
+        judged=judged,
+        accepted=bool(judged and u < a),
+        target_top=target_top,
+        draft_top=(),
+        parent=parent,
+        residual_top=residual,
+    )
 
 
 def hand_tree_step(cache_len=44, resample=False):
     """Root children “ a” (rejected; “ a2” under it never judged) and “ b” (accepted); under “ b”:
     SCRIPT (rejected), then “ c” (accepted, a leaf: bonus) — or, with ``resample``, “ c” rejected
     too and a resample drawn at “ b”."""
-    from playground.records import Candidate as C, Correction, StepRecord
+    from playground.records import Candidate as C
+    from playground.records import Correction, StepRecord
 
     p_root = (C(10, "x", 0.5), C(1, " a", 0.3), C(2, " b", 0.2))
     res_a = (C(10, "x", 0.714), C(2, " b", 0.286))  # p without “ a”, renormalised
@@ -126,21 +150,55 @@ def hand_tree_step(cache_len=44, resample=False):
         node(1, 5, " a2", 0, 2, 1.0, 0.0, None, judged=False),
         node(2, 2, " b", -1, 1, 1.0, 0.286, 0.1, target_top=p_root),
         node(3, 3, SCRIPT, 2, 2, 1.0, 0.4, 0.95, residual=res_script, target_top=p_b),
-        node(4, 13, " c", 2, 2, 1.0, 0.875, 0.99 if resample else 0.5, residual=res_c if resample else (),
-             target_top=p_b),
+        node(
+            4, 13, " c", 2, 2, 1.0, 0.875, 0.99 if resample else 0.5, residual=res_c if resample else (), target_top=p_b
+        ),
     )
     if resample:
-        corr = Correction(kind="resample", position=2, token_id=14, text=" d", prob=1.0, target_prob=0.05,
-                          distribution_top=res_c, target_top=p_b, draft_top=())
+        corr = Correction(
+            kind="resample",
+            position=2,
+            token_id=14,
+            text=" d",
+            prob=1.0,
+            target_prob=0.05,
+            distribution_top=res_c,
+            target_top=p_b,
+            draft_top=(),
+        )
         emitted = (2, 14)
     else:
-        corr = Correction(kind="bonus", position=3, token_id=20, text=" e", prob=0.9, target_prob=0.9,
-                          distribution_top=(C(20, " e", 0.9),), target_top=(), draft_top=())
+        corr = Correction(
+            kind="bonus",
+            position=3,
+            token_id=20,
+            text=" e",
+            prob=0.9,
+            target_prob=0.9,
+            distribution_top=(C(20, " e", 0.9),),
+            target_top=(),
+            draft_top=(),
+        )
         emitted = (2, 13, 20)
-    return StepRecord(index=3, mode="speculative", drafter="prompt-lookup", gamma=4, drafted=drafted,
-                      n_accepted=sum(d.accepted for d in drafted), correction=corr, emitted_ids=emitted,
-                      emitted_text="", draft_ms=1.0, verify_ms=5.0, step_ms=7.0, elapsed_ms=30.0, committed_tokens=9,
-                      target_cache_len=cache_len, drafter_cache_len=None, eos=False)
+    return StepRecord(
+        index=3,
+        mode="speculative",
+        drafter="prompt-lookup",
+        gamma=4,
+        drafted=drafted,
+        n_accepted=sum(d.accepted for d in drafted),
+        correction=corr,
+        emitted_ids=emitted,
+        emitted_text="",
+        draft_ms=1.0,
+        verify_ms=5.0,
+        step_ms=7.0,
+        elapsed_ms=30.0,
+        committed_tokens=9,
+        target_cache_len=cache_len,
+        drafter_cache_len=None,
+        eos=False,
+    )
 
 
 def test_branching_points_show_the_residual_after_each_rejected_sibling():
@@ -149,12 +207,12 @@ def test_branching_points_show_the_residual_after_each_rejected_sibling():
     step = hand_tree_step()
     html = tree_panel(step, VERIFY)
     assert html.count('class="tree__residuals"') == 2  # at the root and at “ b”; none under “ a”
-    root_block = html[html.index('class="tree__residuals"'):html.index('<ul class="tree')]
+    root_block = html[html.index('class="tree__residuals"') : html.index('<ul class="tree')]
     assert "p at this node" in root_block and "after \u201c\u00b7a\u201d was rejected" in root_block
     assert ">0.714<" in root_block and ">0.286<" in root_block  # the residual's numbers
     assert "is-pick--accepted" in root_block  # “ b” was judged against it and kept
     assert "is-struck" in root_block  # “ a” struck in p's bars
-    second = html[html.index('class="tree__residuals"', html.index('class="tree__residuals"') + 1):]
+    second = html[html.index('class="tree__residuals"', html.index('class="tree__residuals"') + 1) :]
     assert ">0.875<" in second and ">0.125<" in second
     # the rejected <script> token is escaped everywhere, bars titles included
     assert "<script" not in html and "&lt;script&gt;" in html
@@ -176,9 +234,11 @@ def test_an_old_trace_without_residuals_says_so():
 
 def test_the_kv_strip_shows_what_the_pass_wrote_and_what_compaction_kept():
     html = tree_panel(hand_tree_step(cache_len=44), VERIFY)
-    assert ("The verify pass wrote 6 cache entries (the root + 5 nodes); kept 3 (root + accepted path), "
-            "compacted to positions 41\u201343; discarded 3.") in html
-    strip = html[html.index('class="kv"'):]
+    assert (
+        "The verify pass wrote 6 cache entries (the root + 5 nodes); kept 3 (root + accepted path), "
+        "compacted to positions 41\u201343; discarded 3."
+    ) in html
+    strip = html[html.index('class="kv"') :]
     assert strip.count("kv__cell--dropped") == 3 and strip.count("kv__cell--kept") == 3 + 3  # written + compacted
     assert "pos 42" in strip and "&lt;script&gt;" in strip and "<script" not in strip
     rel = tree_panel(hand_tree_step(cache_len=0), VERIFY)  # a record without cache lengths: relative positions
@@ -230,7 +290,9 @@ def test_residuals_round_trip_through_trace_import():
 
     r = tree_run(temperature=1.0, seed=3)
     back = parse_trace(trace_to_json(r))
-    assert [d.residual_top for s in back.steps for d in s.drafted] == [d.residual_top for s in r.steps for d in s.drafted]
+    assert [d.residual_top for s in back.steps for d in s.drafted] == [
+        d.residual_top for s in r.steps for d in s.drafted
+    ]
     data = json.loads(trace_to_json(r))
     where = next((i, j) for i, s in enumerate(data["steps"]) for j, d in enumerate(s["drafted"]) if d["residual_top"])
     old = json.loads(json.dumps(data))

@@ -48,7 +48,14 @@ def view(frame_index: int, steps=None) -> str:
 def test_frames_two_per_drafted_step_one_per_plain_step():
     steps = syn.spec_steps()
     fs = replay.frames(steps)
-    assert fs == [Frame(-1, START), Frame(0, DRAFT), Frame(0, VERIFY), Frame(1, DRAFT), Frame(1, VERIFY), Frame(2, VERIFY)]
+    assert fs == [
+        Frame(-1, START),
+        Frame(0, DRAFT),
+        Frame(0, VERIFY),
+        Frame(1, DRAFT),
+        Frame(1, VERIFY),
+        Frame(2, VERIFY),
+    ]
     assert replay.frame_count(steps) == 6
     assert replay.frame_count([]) == 1
     assert replay.clamp(99, steps) == 5 and replay.clamp(-3, steps) == 0
@@ -162,7 +169,7 @@ def test_number_line_shows_u_against_min_one_p_over_q():
 def test_step_table_hides_the_targets_numbers_until_verify():
     s = syn.spec_steps()[0]
     drafting = tokens.step_table(s, DRAFT)
-    assert drafting.count("<tr class=\"row--drafted\"") == 3 and "waiting for the target" in drafting
+    assert drafting.count('<tr class="row--drafted"') == 3 and "waiting for the target" in drafting
     assert "0.6" not in drafting  # p of “ Paris” not shown yet
     verified = tokens.step_table(s, VERIFY)
     assert verified.count('class="row--accepted"') == 1
@@ -191,7 +198,8 @@ def test_narration_sentences():
     assert "all 3 drafts accepted" in tokens.narration(s2, VERIFY) and "bonus token" in tokens.narration(s2, VERIFY)
     assert "no draft this step" in tokens.narration(s3, VERIFY)
     assert tokens.draft_sentence(s1.drafted[0]) == (
-        "Draft 1 \u201c\u00b7Paris\u201d: drafter gave it 0.4, target 0.6, ratio 1.5 \u2265 1 \u2192 accepted (always).")
+        "Draft 1 \u201c\u00b7Paris\u201d: drafter gave it 0.4, target 0.6, ratio 1.5 \u2265 1 \u2192 accepted (always)."
+    )
     assert tokens.draft_sentence(s1.drafted[1]).endswith("ratio 0.2 < 1; u = 0.7 \u2265 0.2 \u2192 rejected.")
 
 
@@ -254,8 +262,13 @@ def test_timeline_and_tokens_per_call_figures():
 
 
 def test_empty_figures_say_what_to_do():
-    for fig in (charts.race_figure([]), charts.timeline_figure([]), charts.acceptance_by_position_figure([], 4),
-                charts.accepted_length_figure([], 4), charts.tokens_per_call_figure([])):
+    for fig in (
+        charts.race_figure([]),
+        charts.timeline_figure([]),
+        charts.acceptance_by_position_figure([], 4),
+        charts.accepted_length_figure([], 4),
+        charts.tokens_per_call_figure([]),
+    ):
         _dark_mode_ready(fig)
         assert len(fig.data) == 0 and fig.layout.annotations
 
@@ -272,7 +285,9 @@ def test_metrics_and_predicted_speedup_from_measured_terms():
     assert m["full_steps"] == 2
     assert m["c"] == pytest.approx((5 / 6) / 10) and m["v"] == pytest.approx(1.1)
     assert m["E"] == pytest.approx(expected_tokens_per_step(0.8, 3))
-    assert m["predicted_speedup"] == pytest.approx(predicted_speedup(0.8, 3, 1 / 12, 1.1)) == pytest.approx(2.952 / 1.35)
+    assert (
+        m["predicted_speedup"] == pytest.approx(predicted_speedup(0.8, 3, 1 / 12, 1.1)) == pytest.approx(2.952 / 1.35)
+    )
     assert m["measured_speedup"] is None  # no autoregressive run: not measured, not invented
     card = stats.stats_card(m)
     assert "2.19\u00d7" in card and "calibration run" in card
@@ -313,8 +328,17 @@ def test_token_table_rows_and_exports(tmp_path):
     assert list(df.columns) == tables.COLUMNS
     spec = df[df.run == "speculative"]
     assert len(spec) == 6 + 3  # six drafts, three target tokens
-    assert list(spec.verdict) == ["accepted", "rejected", "not judged", "resampled", "accepted", "accepted", "accepted",
-                                  "bonus", "target"]
+    assert list(spec.verdict) == [
+        "accepted",
+        "rejected",
+        "not judged",
+        "resampled",
+        "accepted",
+        "accepted",
+        "accepted",
+        "bonus",
+        "target",
+    ]
     assert spec.committed.sum() == 7
     assert len(df[df.run == "autoregressive"]) == 2
     assert math.isnan(spec.iloc[2].u)
@@ -418,8 +442,13 @@ def test_prediction_warns_when_the_machine_speed_drifted():
 # ---------------------------------------------------------------------------- the MTP drafter
 
 MTP_INFO = {
-    "target_kv_layer": 17, "target_layers": 18, "candidates_scored": 8197, "context_candidates": 5,
-    "vocab_size": 262144, "draft_steps": 3, "draft_ms_per_token": 2.4,
+    "target_kv_layer": 17,
+    "target_layers": 18,
+    "candidates_scored": 8197,
+    "context_candidates": 5,
+    "vocab_size": 262144,
+    "draft_steps": 3,
+    "draft_ms_per_token": 2.4,
 }
 MTP_PROMPT_TOKENS = 42
 
@@ -429,17 +458,65 @@ def mtp_steps():
     hidden state (position 43 = the second-newest committed token) is over “<i>b</i>”."""
     from dataclasses import replace
 
-    bonus = Correction(kind="bonus", position=3, token_id=53, text="c", prob=0.9, target_prob=0.9,
-                       distribution_top=(syn.cand(53, "c", 0.9),), target_top=(), draft_top=())
-    s1 = syn.step(0, [syn.draft(1, 51, "a", 0.5, 0.9, 0.1), syn.draft(2, 52, "<i>b</i>", 0.5, 0.9, 0.1)], bonus,
-                  [51, 52, 53], elapsed_ms=100.0, committed=3, draft_ms=5.0, verify_ms=80.0, gamma=2)
-    s1 = replace(s1, drafter="mtp", drafter_info={**MTP_INFO, "hidden_from_position": 40, "target_kv_positions": 41,
-                                                  "candidates_scored": 8195, "context_candidates": 3})
-    resample = Correction(kind="resample", position=2, token_id=64, text="e", prob=0.5, target_prob=0.4,
-                          distribution_top=(), target_top=(), draft_top=())
-    s2 = syn.step(1, [syn.draft(1, 61, "d", 0.5, 0.9, 0.1), syn.draft(2, 62, "x", 0.5, 0.1, 0.9),
-                      syn.draft(3, 63, "y", 0.5, 0.1, None, judged=False)], resample,
-                  [61, 64], elapsed_ms=200.0, committed=5, draft_ms=7.5, verify_ms=96.0, gamma=3)
+    bonus = Correction(
+        kind="bonus",
+        position=3,
+        token_id=53,
+        text="c",
+        prob=0.9,
+        target_prob=0.9,
+        distribution_top=(syn.cand(53, "c", 0.9),),
+        target_top=(),
+        draft_top=(),
+    )
+    s1 = syn.step(
+        0,
+        [syn.draft(1, 51, "a", 0.5, 0.9, 0.1), syn.draft(2, 52, "<i>b</i>", 0.5, 0.9, 0.1)],
+        bonus,
+        [51, 52, 53],
+        elapsed_ms=100.0,
+        committed=3,
+        draft_ms=5.0,
+        verify_ms=80.0,
+        gamma=2,
+    )
+    s1 = replace(
+        s1,
+        drafter="mtp",
+        drafter_info={
+            **MTP_INFO,
+            "hidden_from_position": 40,
+            "target_kv_positions": 41,
+            "candidates_scored": 8195,
+            "context_candidates": 3,
+        },
+    )
+    resample = Correction(
+        kind="resample",
+        position=2,
+        token_id=64,
+        text="e",
+        prob=0.5,
+        target_prob=0.4,
+        distribution_top=(),
+        target_top=(),
+        draft_top=(),
+    )
+    s2 = syn.step(
+        1,
+        [
+            syn.draft(1, 61, "d", 0.5, 0.9, 0.1),
+            syn.draft(2, 62, "x", 0.5, 0.1, 0.9),
+            syn.draft(3, 63, "y", 0.5, 0.1, None, judged=False),
+        ],
+        resample,
+        [61, 64],
+        elapsed_ms=200.0,
+        committed=5,
+        draft_ms=7.5,
+        verify_ms=96.0,
+        gamma=3,
+    )
     s2 = replace(s2, drafter="mtp", drafter_info={**MTP_INFO, "hidden_from_position": 43, "target_kv_positions": 42})
     return [s1, s2]
 
@@ -448,10 +525,15 @@ def test_mtp_panel_states_what_the_drafter_read_scored_and_cost():
     steps = mtp_steps()
     html_text = tokens.step_view(PROMPT, steps, Frame(1, VERIFY))
     (box,) = re.findall(r'<div class="mtp-info".*?</div>', html_text)
-    assert "Read:</strong> the target\u2019s final hidden state at position 43 (token <code class=\"tok\">&lt;i&gt;b&lt;/i&gt;</code>)" in box
+    assert (
+        'Read:</strong> the target\u2019s final hidden state at position 43 (token <code class="tok">&lt;i&gt;b&lt;/i&gt;</code>)'
+        in box
+    )
     assert "the keys/values of the target\u2019s layer 17 (the last of its 18) at 42 positions" in box
     assert "no drafter cache of its own" in box
-    assert "Scored:</strong> 8,192 candidate + 5 context tokens of 262,144 (3.1% of the vocabulary) per draft step" in box
+    assert (
+        "Scored:</strong> 8,192 candidate + 5 context tokens of 262,144 (3.1% of the vocabulary) per draft step" in box
+    )
     assert "3 tokens in 7.5 ms (2.5 ms/token) vs 96 ms for the target\u2019s verify pass" in box
     assert "one draft token cost 2.6% of it" in box  # 2.5 / 96
     tags = [t for t, _ in parse(html_text)]
@@ -470,12 +552,15 @@ def test_mtp_hidden_state_token_uses_the_prompt_length_when_known():
     assert drafter_info.hidden_state_token(steps, 1, prompt_tokens=41) == ("generated", "c")  # exact mapping wins
     assert drafter_info.hidden_state_token(steps, 0) == ("prompt", None)
     html_text = tokens.step_view(PROMPT, steps, Frame(1, VERIFY), prompt_tokens=41)
-    assert "position 43 (token <code class=\"tok\">c</code>)" in html_text
+    assert 'position 43 (token <code class="tok">c</code>)' in html_text
 
 
 def test_mtp_panel_while_drafting_does_not_show_the_verify_time():
     html_text = tokens.step_view(PROMPT, mtp_steps(), Frame(1, DRAFT))
-    assert "mtp-info" in html_text and "3 tokens in 7.5 ms (2.5 ms/token); the target\u2019s verify pass comes next." in html_text
+    assert (
+        "mtp-info" in html_text
+        and "3 tokens in 7.5 ms (2.5 ms/token); the target\u2019s verify pass comes next." in html_text
+    )
     assert "96 ms" not in html_text
 
 
@@ -485,7 +570,9 @@ def test_mtp_panel_absent_for_other_drafters_and_tolerates_missing_keys():
     for frame in range(6):
         html_text = view(frame)  # drafter "model", empty drafter_info
         assert "mtp-info" not in html_text and "MTP drafter" not in html_text
-    lookup = [replace(s, drafter="prompt-lookup", drafter_info={"ngram": 3, "match_position": 7}) for s in syn.spec_steps()]
+    lookup = [
+        replace(s, drafter="prompt-lookup", drafter_info={"ngram": 3, "match_position": 7}) for s in syn.spec_steps()
+    ]
     for frame in range(6):
         assert "mtp-info" not in tokens.step_view(PROMPT, lookup, replay.frame_at(lookup, frame))
     bare = replace(mtp_steps()[1], drafter_info={"hidden_from_position": None})

@@ -25,10 +25,20 @@ EOS = 1
 def sliding_pair(window=4):
     """Tiny Gemma 3 with sliding-window layers (window 4) and a noisy copy as drafter."""
     cfg = Gemma3TextConfig(
-        vocab_size=100, hidden_size=32, intermediate_size=64, num_hidden_layers=4, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, sliding_window=window, max_position_embeddings=512,
+        vocab_size=100,
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=4,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=window,
+        max_position_embeddings=512,
         layer_types=["sliding_attention", "full_attention", "sliding_attention", "sliding_attention"],
-        bos_token_id=CHAR_EOS - 1, eos_token_id=CHAR_EOS, pad_token_id=CHAR_EOS + 1, attn_implementation="eager",
+        bos_token_id=CHAR_EOS - 1,
+        eos_token_id=CHAR_EOS,
+        pad_token_id=CHAR_EOS + 1,
+        attn_implementation="eager",
     )
     torch.manual_seed(0)
     target = Gemma3ForCausalLM(cfg).eval()
@@ -110,8 +120,9 @@ def first_draft_state(model, head, ids: list[int]) -> torch.Tensor:
     cache = DynamicCache(config=model.config)
     model(input_ids=seq, cache=cache, use_cache=True)
     lay = cache.layers[head.cfg.attn_layer]
-    return unrolled_states(head, model.model.embed_tokens(seq),
-                           out.hidden_states[-1], lay.keys, lay.values, 1)[0][0, -1]
+    return unrolled_states(head, model.model.embed_tokens(seq), out.hidden_states[-1], lay.keys, lay.values, 1)[0][
+        0, -1
+    ]
 
 
 def rand_ids(n: int, seed: int = 0, vocab: int = VOCAB) -> list[int]:
@@ -127,9 +138,21 @@ G4_VOCAB, G4_EOS, G4_WINDOW, G4_H = 64, 1, 4, 32
 
 def gemma4_text_config(vocab: int, layers: int, types: list[str], **kw):
     base = dict(
-        vocab_size=vocab, hidden_size=G4_H, intermediate_size=64, num_hidden_layers=layers, num_attention_heads=2,
-        num_key_value_heads=1, head_dim=16, global_head_dim=16, sliding_window=G4_WINDOW, layer_types=types,
-        max_position_embeddings=256, pad_token_id=0, eos_token_id=G4_EOS, bos_token_id=2, attn_implementation="eager",
+        vocab_size=vocab,
+        hidden_size=G4_H,
+        intermediate_size=64,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        global_head_dim=16,
+        sliding_window=G4_WINDOW,
+        layer_types=types,
+        max_position_embeddings=256,
+        pad_token_id=0,
+        eos_token_id=G4_EOS,
+        bos_token_id=2,
+        attn_implementation="eager",
     )
     base.update(kw)
     from transformers import Gemma4TextConfig
@@ -144,20 +167,35 @@ def gemma4_pair(vocab=G4_VOCAB, clusters=8, top=4, layer_scale=0.02, head_scale=
 
     torch.manual_seed(seed)
     tcfg = gemma4_text_config(
-        vocab, 4, [G4_S, G4_F, G4_S, G4_F], hidden_size_per_layer_input=8, vocab_size_per_layer_input=vocab,
-        num_kv_shared_layers=2, final_logit_softcapping=30.0, tie_word_embeddings=False,
+        vocab,
+        4,
+        [G4_S, G4_F, G4_S, G4_F],
+        hidden_size_per_layer_input=8,
+        vocab_size_per_layer_input=vocab,
+        num_kv_shared_layers=2,
+        final_logit_softcapping=30.0,
+        tie_word_embeddings=False,
     )
     target = Gemma4ForCausalLM(tcfg).eval()
     acfg = Gemma4AssistantConfig(
-        text_config=gemma4_text_config(vocab, 2, [G4_S, G4_F], hidden_size_per_layer_input=0, vocab_size_per_layer_input=0),
-        backbone_hidden_size=G4_H, use_ordered_embeddings=masked, num_centroids=clusters,
-        centroid_intermediate_top_k=top, attn_implementation="eager",
+        text_config=gemma4_text_config(
+            vocab, 2, [G4_S, G4_F], hidden_size_per_layer_input=0, vocab_size_per_layer_input=0
+        ),
+        backbone_hidden_size=G4_H,
+        use_ordered_embeddings=masked,
+        num_centroids=clusters,
+        centroid_intermediate_top_k=top,
+        attn_implementation="eager",
     )
     assistant = Gemma4AssistantForCausalLM(acfg).eval()
     with torch.no_grad():
         target.lm_head.weight.mul_(head_scale)
         for layer in target.model.layers:
-            for norm in (layer.post_attention_layernorm, layer.post_feedforward_layernorm, layer.post_per_layer_input_norm):
+            for norm in (
+                layer.post_attention_layernorm,
+                layer.post_feedforward_layernorm,
+                layer.post_per_layer_input_norm,
+            ):
                 norm.weight.mul_(layer_scale)
         W = target.lm_head.weight
         assistant.model.embed_tokens.weight.copy_(W)  # the assistant's tied head = the target's head

@@ -8,14 +8,20 @@ distribution, and every title and token text is escaped here.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from playground.records import Candidate
 from visual.fmt import esc, num, token_html, token_plain
 
 
-def bars(title: str, cands: Sequence[Candidate], pick: int | None, pick_label: str, struck: int | None = None,
-         extra: tuple[int, str, float] | None = None) -> str:
+def bars(
+    title: str,
+    cands: Sequence[Candidate],
+    pick: int | None,
+    pick_label: str,
+    struck: int | None = None,
+    extra: tuple[int, str, float] | None = None,
+) -> str:
     """One bar per candidate.  ``pick``: the token drawn or kept (marked ◀ pick_label);
     ``struck``: a rejected draft (struck through); ``extra``: (id, text, prob) of the pick,
     added when it is outside the top list."""

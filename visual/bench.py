@@ -9,7 +9,8 @@ Nothing here runs a model.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -112,14 +113,21 @@ def summary_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None
     vs = sorted({(r["gamma"], r["v"]) for r in rows if r["method"] == "speculative" and r.get("v") and not _is_tree(r)})
     if vs:
         lines.append("Measured v_γ: " + ", ".join(f"γ={g}: {v:.2f}" for g, v in vs) + ".")
-    trees = sorted((r for r in rows if r["method"] == "speculative" and _is_tree(r) and r.get("nodes_per_pass")),
-                   key=lambda r: (r["tree_nodes"], r["drafter"] or "", r["gamma"]))
+    trees = sorted(
+        (r for r in rows if r["method"] == "speculative" and _is_tree(r) and r.get("nodes_per_pass")),
+        key=lambda r: (r["tree_nodes"], r["drafter"] or "", r["gamma"]),
+    )
     if trees:
-        lines.append("Draft trees: " + "; ".join(
-            f"{r['drafter']} γ={r['gamma']} tree {r['tree_nodes']}: {r['nodes_per_pass']:.1f} nodes per pass"
-            + (f", v = {r['v']:.2f}" if r.get("v") else "")
-            + (f", {r['speedup_vs_chain']:.2f}× the chain" if r.get("speedup_vs_chain") else "")
-            for r in trees) + " (v: one target pass over the root and the nodes ÷ one single-token pass).")
+        lines.append(
+            "Draft trees: "
+            + "; ".join(
+                f"{r['drafter']} γ={r['gamma']} tree {r['tree_nodes']}: {r['nodes_per_pass']:.1f} nodes per pass"
+                + (f", v = {r['v']:.2f}" if r.get("v") else "")
+                + (f", {r['speedup_vs_chain']:.2f}× the chain" if r.get("speedup_vs_chain") else "")
+                for r in trees
+            )
+            + " (v: one target pass over the root and the nodes ÷ one single-token pass)."
+        )
     if meta and meta.get("machine"):
         m = meta["machine"]
         lines.append(

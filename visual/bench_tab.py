@@ -75,13 +75,25 @@ def _tree_sizes(tree_nodes, drafters: list[str]) -> tuple[int, ...]:
     if any(not 1 <= n <= MAX_TREE_NODES for n in sizes):
         raise gr.Error(f"Tree sizes must be between 1 (a chain) and {MAX_TREE_NODES} nodes.")
     if any(n > 1 for n in sizes) and not any(d in bench.BRANCHING for d in drafters):
-        raise gr.Error(f"Trees need a drafter that can branch ({', '.join(bench.BRANCHING)}); "
-                       "pick one, or tree size 1 only.")
+        raise gr.Error(
+            f"Trees need a drafter that can branch ({', '.join(bench.BRANCHING)}); pick one, or tree size 1 only."
+        )
     return tuple(sizes)
 
 
-def live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats,
-                 tree_nodes=(1,), cfg: AppConfig | None = None) -> bench.BenchOptions:
+def live_options(
+    preset,
+    kind,
+    custom_prompt,
+    drafters,
+    gammas,
+    max_new_tokens,
+    temperature,
+    with_hf,
+    repeats,
+    tree_nodes=(1,),
+    cfg: AppConfig | None = None,
+) -> bench.BenchOptions:
     """Validate the tab's inputs into BenchOptions (raises gr.Error with a clear message)."""
     cfg = cfg or load_config()
     try:
@@ -133,10 +145,15 @@ def live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, 
 
 
 def cli_command(opts: bench.BenchOptions) -> str:
-    parts = ["python -m playground bench", f"--preset {opts.preset}", f"--max-new-tokens {opts.max_new_tokens}",
-             "--gammas " + ",".join(str(g) for g in opts.gammas),
-             "--temperatures " + ",".join(f"{t:g}" for t in opts.temperatures),
-             "--methods " + ",".join(opts.methods), f"--repeats {opts.repeats}"]
+    parts = [
+        "python -m playground bench",
+        f"--preset {opts.preset}",
+        f"--max-new-tokens {opts.max_new_tokens}",
+        "--gammas " + ",".join(str(g) for g in opts.gammas),
+        "--temperatures " + ",".join(f"{t:g}" for t in opts.temperatures),
+        "--methods " + ",".join(opts.methods),
+        f"--repeats {opts.repeats}",
+    ]
     if opts.drafters:
         parts.append("--drafters " + ",".join(opts.drafters))
     if tuple(opts.tree_nodes) != (1,):
@@ -152,11 +169,23 @@ def _empty_figs() -> list:
     return [figs[k] for k in ("throughput", "speedup", "acceptance", "costs")]
 
 
-def run_live(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats,
-             tree_nodes=(1,), progress=gr.Progress()):
+def run_live(
+    preset,
+    kind,
+    custom_prompt,
+    drafters,
+    gammas,
+    max_new_tokens,
+    temperature,
+    with_hf,
+    repeats,
+    tree_nodes=(1,),
+    progress=gr.Progress(),
+):
     """Generator handler: (status, summary, table, 4 figures) updates."""
-    opts = live_options(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats,
-                        tree_nodes)
+    opts = live_options(
+        preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats, tree_nodes
+    )
     skip = [gr.skip()] * 6
     yield ["Starting… (`" + cli_command(opts) + "` runs the same code)"] + skip
     report = None
@@ -179,7 +208,9 @@ def run_live(preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temp
     figs = vbench.bench_figures(report.rows)
     notes = "".join(f"\n\nNote: {n}" for n in report.meta.get("notes", []))
     if report.meta.get("partial"):
-        notes += f"\n\n**Partial result:** {report.meta['partial']} (`limits.lab_wall_s`); the rows use those rounds only."
+        notes += (
+            f"\n\n**Partial result:** {report.meta['partial']} (`limits.lab_wall_s`); the rows use those rounds only."
+        )
     yield [
         f"Done: {len(report.runs)} measured runs. Reproduce on the command line: `{cli_command(opts)}`{notes}",
         vbench.summary_markdown(report.rows, report.meta),
@@ -218,15 +249,21 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     with gr.Row():
         c["preset"] = gr.Dropdown(presets or [(default, default)], value=default, label="Preset")
         c["kind"] = gr.Radio(KIND_CHOICES, value="grounded", label="Prompts")
-    c["custom"] = gr.Textbox(label="Your prompt", lines=3, visible=False,
-                             placeholder="e.g. paste a paragraph and ask for it corrected")
+    c["custom"] = gr.Textbox(
+        label="Your prompt", lines=3, visible=False, placeholder="e.g. paste a paragraph and ask for it corrected"
+    )
     with gr.Row():
         c["drafters"] = gr.CheckboxGroup(list(p0.drafters), value=list(p0.drafters)[:1], label="Drafters")
-        c["gammas"] = gr.CheckboxGroup(GAMMA_CHOICES, value=[2, 4, 8], label=f"Block sizes γ (at most {MAX_LIVE_GAMMAS})")
+        c["gammas"] = gr.CheckboxGroup(
+            GAMMA_CHOICES, value=[2, 4, 8], label=f"Block sizes γ (at most {MAX_LIVE_GAMMAS})"
+        )
         c["tree_nodes"] = gr.CheckboxGroup(
-            TREE_CHOICES, value=[1], label=f"Tree nodes (1 = chain; at most {MAX_LIVE_TREES})",
+            TREE_CHOICES,
+            value=[1],
+            label=f"Tree nodes (1 = chain; at most {MAX_LIVE_TREES})",
             info="Above 1: the drafter proposes a tree of that many nodes, all verified in one target pass; "
-                 "γ bounds its depth.")
+            "γ bounds its depth.",
+        )
     with gr.Row():
         c["max_new"] = gr.Slider(4, MAX_LIVE_TOKENS, value=32, step=1, label="New tokens per run")
         c["temperature"] = gr.Radio([0.0, 0.7, 1.0], value=0.0, label="Temperature")
@@ -235,8 +272,12 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     c["run"] = gr.Button("Run benchmark", variant="primary")
     c["status"] = gr.Markdown("")
     c["summary"] = gr.Markdown("")
-    c["table"] = gr.Dataframe(vbench.bench_table([]), label="block size / tree size → latency, throughput, acceptance rate, quality",
-                              interactive=False, wrap=True)
+    c["table"] = gr.Dataframe(
+        vbench.bench_table([]),
+        label="block size / tree size → latency, throughput, acceptance rate, quality",
+        interactive=False,
+        wrap=True,
+    )
     figs = _empty_figs()
     with gr.Row():
         c["fig_throughput"] = gr.Plot(figs[0], show_label=False)
@@ -247,16 +288,45 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     with gr.Accordion("What the numbers mean", open=False):
         gr.Markdown(vbench.METRIC_HELP)
 
-    c["kind"].change(lambda k: gr.update(visible=k == "custom"), c["kind"], c["custom"],
-                     api_visibility="private", concurrency_limit=None, show_progress="hidden")
-    c["preset"].change(lambda p: _drafter_update(p, cfg), c["preset"], c["drafters"],
-                       api_visibility="private", concurrency_limit=None, show_progress="hidden")
+    c["kind"].change(
+        lambda k: gr.update(visible=k == "custom"),
+        c["kind"],
+        c["custom"],
+        api_visibility="private",
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
+    c["preset"].change(
+        lambda p: _drafter_update(p, cfg),
+        c["preset"],
+        c["drafters"],
+        api_visibility="private",
+        concurrency_limit=None,
+        show_progress="hidden",
+    )
     c["run"].click(
         run_live,
-        [c["preset"], c["kind"], c["custom"], c["drafters"], c["gammas"], c["max_new"], c["temperature"],
-         c["with_hf"], c["repeats"], c["tree_nodes"]],
-        [c["status"], c["summary"], c["table"], c["fig_throughput"], c["fig_speedup"], c["fig_acceptance"],
-         c["fig_costs"]],
+        [
+            c["preset"],
+            c["kind"],
+            c["custom"],
+            c["drafters"],
+            c["gammas"],
+            c["max_new"],
+            c["temperature"],
+            c["with_hf"],
+            c["repeats"],
+            c["tree_nodes"],
+        ],
+        [
+            c["status"],
+            c["summary"],
+            c["table"],
+            c["fig_throughput"],
+            c["fig_speedup"],
+            c["fig_acceptance"],
+            c["fig_costs"],
+        ],
         **EVENT,
     )
     return c

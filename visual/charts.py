@@ -8,7 +8,7 @@ sequences of ``StepRecord`` and return ``plotly.graph_objects.Figure``.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
@@ -32,15 +32,29 @@ COLORS = {
 
 def style(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
     fig.update_layout(
-        title=dict(text=title, x=0.01, xanchor="left", y=0.98, yanchor="top", yref="container",
-                   font=dict(size=14, color=FONT_COLOR)),
+        title=dict(
+            text=title,
+            x=0.01,
+            xanchor="left",
+            y=0.98,
+            yanchor="top",
+            yref="container",
+            font=dict(size=14, color=FONT_COLOR),
+        ),
         paper_bgcolor=TRANSPARENT,
         plot_bgcolor=TRANSPARENT,
         font=dict(color=FONT_COLOR, size=12),
         height=height,
         margin=dict(l=55, r=20, t=64, b=45),
-        legend=dict(orientation="h", yanchor="bottom", y=1.01, xanchor="left", x=0.0, bgcolor=TRANSPARENT,
-                    font=dict(color=FONT_COLOR, size=11)),
+        legend=dict(
+            orientation="h",
+            yanchor="bottom",
+            y=1.01,
+            xanchor="left",
+            x=0.0,
+            bgcolor=TRANSPARENT,
+            font=dict(color=FONT_COLOR, size=11),
+        ),
         hoverlabel=dict(font=dict(color="#111111"), bgcolor="#ffffff"),
         bargap=0.2,
     )
@@ -51,8 +65,9 @@ def style(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
 
 def empty_figure(title: str, message: str = "Press Run to see this chart.") -> go.Figure:
     fig = go.Figure()
-    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper",
-                       font=dict(color=FONT_COLOR, size=13))
+    fig.add_annotation(
+        text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(color=FONT_COLOR, size=13)
+    )
     fig.update_xaxes(visible=False)
     fig.update_yaxes(visible=False)
     return style(fig, title)
@@ -101,28 +116,68 @@ def race_figure(spec: Sequence[StepRecord], ar: Sequence[StepRecord] = (), ar_pe
     fig = make_subplots(specs=[[{"secondary_y": True}]])
     if spec:
         xs, ys = _curve(spec)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv", name="speculative",
-                                 line=dict(color=COLORS["spec"], width=3), marker=dict(size=5, symbol="circle"),
-                                 hovertemplate="%{x:.2f} s: %{y} tokens<extra>speculative</extra>"), secondary_y=False)
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines+markers",
+                line_shape="hv",
+                name="speculative",
+                line=dict(color=COLORS["spec"], width=3),
+                marker=dict(size=5, symbol="circle"),
+                hovertemplate="%{x:.2f} s: %{y} tokens<extra>speculative</extra>",
+            ),
+            secondary_y=False,
+        )
     if ar:
         xs, ys = _curve(ar)
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", line_shape="hv", name="autoregressive",
-                                 line=dict(color=COLORS["ar"], width=3, dash="dash"), marker=dict(size=5, symbol="square"),
-                                 hovertemplate="%{x:.2f} s: %{y} tokens<extra>autoregressive</extra>"), secondary_y=False)
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                mode="lines+markers",
+                line_shape="hv",
+                name="autoregressive",
+                line=dict(color=COLORS["ar"], width=3, dash="dash"),
+                marker=dict(size=5, symbol="square"),
+                hovertemplate="%{x:.2f} s: %{y} tokens<extra>autoregressive</extra>",
+            ),
+            secondary_y=False,
+        )
     sp = running_speedup(spec, ar)
     if sp:
-        fig.add_trace(go.Scatter(x=[t for t, _ in sp], y=[r for _, r in sp], mode="lines", name="running speedup",
-                                 line=dict(color=COLORS["speedup"], width=2, dash="dot"),
-                                 hovertemplate="%{x:.2f} s: %{y:.2f}\u00d7<extra>speedup so far</extra>"), secondary_y=True)
+        fig.add_trace(
+            go.Scatter(
+                x=[t for t, _ in sp],
+                y=[r for _, r in sp],
+                mode="lines",
+                name="running speedup",
+                line=dict(color=COLORS["speedup"], width=2, dash="dot"),
+                hovertemplate="%{x:.2f} s: %{y:.2f}\u00d7<extra>speedup so far</extra>",
+            ),
+            secondary_y=True,
+        )
         fig.update_yaxes(title_text="speedup (\u00d7)", secondary_y=True, rangemode="tozero", showgrid=False)
-    note = ("Each run timed on its own, one after the other on this machine (not simultaneously);<br>"
-            "t = 0 at each run's start, prefill included.")
+    note = (
+        "Each run timed on its own, one after the other on this machine (not simultaneously);<br>"
+        "t = 0 at each run's start, prefill included."
+    )
     if ar_pending:
         note = "Autoregressive run in progress\u2026<br>" + note
     elif not ar:
         note = "Speculative run only; choose Race mode to time the autoregressive baseline too."
-    fig.add_annotation(text=note, showarrow=False, x=0, y=-0.25, xref="paper", yref="paper", xanchor="left",
-                       yanchor="top", align="left", font=dict(size=10, color=FONT_COLOR))
+    fig.add_annotation(
+        text=note,
+        showarrow=False,
+        x=0,
+        y=-0.25,
+        xref="paper",
+        yref="paper",
+        xanchor="left",
+        yanchor="top",
+        align="left",
+        font=dict(size=10, color=FONT_COLOR),
+    )
     fig.update_xaxes(title_text="wall time (s)", rangemode="tozero")
     fig.update_yaxes(title_text="tokens committed", rangemode="tozero", secondary_y=False)
     style(fig, title, height=360)
@@ -158,15 +213,27 @@ def acceptance_by_position_figure(steps: Sequence[StepRecord], gamma: int) -> go
         return empty_figure(title, "No drafts judged yet.")
     xs = list(range(1, gamma + 1))
     rates = [(a / j) if j else None for a, j in zip(accepted, judged)]
-    fig = go.Figure(go.Bar(x=xs, y=rates, name="P(accept | judged)", marker_color=COLORS["spec"],
-                           text=[f"n={j}" for j in judged], textposition="outside",
-                           textfont=dict(color=FONT_COLOR),
-                           hovertemplate="position %{x}: %{y:.2f}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=xs,
+            y=rates,
+            name="P(accept | judged)",
+            marker_color=COLORS["spec"],
+            text=[f"n={j}" for j in judged],
+            textposition="outside",
+            textfont=dict(color=FONT_COLOR),
+            hovertemplate="position %{x}: %{y:.2f}<extra></extra>",
+        )
+    )
     alpha = measured_alpha(steps)
     if alpha is not None:
-        fig.add_hline(y=alpha, line=dict(color=COLORS["predicted"], dash="dash"),
-                      annotation_text=f"overall \u03b1 = {alpha:.2f}", annotation_position="bottom right",
-                      annotation_font_color=FONT_COLOR)
+        fig.add_hline(
+            y=alpha,
+            line=dict(color=COLORS["predicted"], dash="dash"),
+            annotation_text=f"overall \u03b1 = {alpha:.2f}",
+            annotation_position="bottom right",
+            annotation_font_color=FONT_COLOR,
+        )
     fig.update_xaxes(title_text="draft position i (1 = first draft)", dtick=1)
     fig.update_yaxes(title_text="accepted / judged", range=[0, 1.15])
     return style(fig, title)
@@ -183,14 +250,30 @@ def accepted_length_figure(steps: Sequence[StepRecord], gamma: int) -> go.Figure
         counts[min(s.n_accepted, gamma)] += 1
     n = len(full)
     xs = list(range(gamma + 1))
-    fig = go.Figure(go.Bar(x=xs, y=[c / n for c in counts], name=f"measured ({n} steps)", marker_color=COLORS["spec"],
-                           customdata=counts, hovertemplate="%{x} accepted: %{y:.2f} (%{customdata} steps)<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=xs,
+            y=[c / n for c in counts],
+            name=f"measured ({n} steps)",
+            marker_color=COLORS["spec"],
+            customdata=counts,
+            hovertemplate="%{x} accepted: %{y:.2f} (%{customdata} steps)<extra></extra>",
+        )
+    )
     alpha = measured_alpha(steps)
     if alpha is not None:
         pmf = accepted_length_pmf(alpha, gamma)
-        fig.add_trace(go.Scatter(x=xs, y=pmf, mode="lines+markers", name=f"predicted from \u03b1 = {alpha:.2f}",
-                                 line=dict(color=COLORS["predicted"], dash="dash"), marker=dict(symbol="diamond", size=8),
-                                 hovertemplate="%{x} accepted: %{y:.2f}<extra>i.i.d. prediction</extra>"))
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=pmf,
+                mode="lines+markers",
+                name=f"predicted from \u03b1 = {alpha:.2f}",
+                line=dict(color=COLORS["predicted"], dash="dash"),
+                marker=dict(symbol="diamond", size=8),
+                hovertemplate="%{x} accepted: %{y:.2f}<extra>i.i.d. prediction</extra>",
+            )
+        )
     excluded = len(steps) - n
     note = f" ({excluded} shorter step{'s' if excluded != 1 else ''} left out)" if excluded else ""
     fig.update_xaxes(title_text=f"drafts accepted, steps with all \u03b3 drafts{note}", dtick=1)
@@ -211,12 +294,35 @@ def timeline_figure(steps: Sequence[StepRecord]) -> go.Figure:
     verify = [s.verify_ms for s in steps]
     other = [max(0.0, s.step_ms - s.draft_ms - s.verify_ms) for s in steps]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=xs, y=draft, name="draft", marker_color=COLORS["draft"], marker_pattern_shape="/",
-                         hovertemplate="step %{x}: %{y:.1f} ms<extra>draft</extra>"))
-    fig.add_trace(go.Bar(x=xs, y=verify, name="verify (1 target pass)", marker_color=COLORS["verify"],
-                         hovertemplate="step %{x}: %{y:.1f} ms<extra>verify</extra>"))
-    fig.add_trace(go.Bar(x=xs, y=other, name="other (sampling, trace)", marker_color=COLORS["other"],
-                         marker_pattern_shape=".", hovertemplate="step %{x}: %{y:.1f} ms<extra>other</extra>"))
+    fig.add_trace(
+        go.Bar(
+            x=xs,
+            y=draft,
+            name="draft",
+            marker_color=COLORS["draft"],
+            marker_pattern_shape="/",
+            hovertemplate="step %{x}: %{y:.1f} ms<extra>draft</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=xs,
+            y=verify,
+            name="verify (1 target pass)",
+            marker_color=COLORS["verify"],
+            hovertemplate="step %{x}: %{y:.1f} ms<extra>verify</extra>",
+        )
+    )
+    fig.add_trace(
+        go.Bar(
+            x=xs,
+            y=other,
+            name="other (sampling, trace)",
+            marker_color=COLORS["other"],
+            marker_pattern_shape=".",
+            hovertemplate="step %{x}: %{y:.1f} ms<extra>other</extra>",
+        )
+    )
     fig.update_layout(barmode="stack")
     fig.update_xaxes(title_text="step")
     fig.update_yaxes(title_text="ms", rangemode="tozero")
@@ -235,12 +341,32 @@ def tokens_per_call_figure(steps: Sequence[StepRecord]) -> go.Figure:
         total += e
         running.append(total / i)
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=xs, y=emitted, name="tokens this step", marker_color=COLORS["spec"],
-                         hovertemplate="step %{x}: %{y} tokens<extra></extra>"))
-    fig.add_trace(go.Scatter(x=xs, y=running, mode="lines", name="running mean", line=dict(color=COLORS["speedup"], width=3),
-                             hovertemplate="after step %{x}: %{y:.2f}<extra>mean</extra>"))
-    fig.add_hline(y=1, line=dict(color=COLORS["ar"], dash="dash"), annotation_text="autoregressive: 1",
-                  annotation_position="bottom right", annotation_font_color=FONT_COLOR)
+    fig.add_trace(
+        go.Bar(
+            x=xs,
+            y=emitted,
+            name="tokens this step",
+            marker_color=COLORS["spec"],
+            hovertemplate="step %{x}: %{y} tokens<extra></extra>",
+        )
+    )
+    fig.add_trace(
+        go.Scatter(
+            x=xs,
+            y=running,
+            mode="lines",
+            name="running mean",
+            line=dict(color=COLORS["speedup"], width=3),
+            hovertemplate="after step %{x}: %{y:.2f}<extra>mean</extra>",
+        )
+    )
+    fig.add_hline(
+        y=1,
+        line=dict(color=COLORS["ar"], dash="dash"),
+        annotation_text="autoregressive: 1",
+        annotation_position="bottom right",
+        annotation_font_color=FONT_COLOR,
+    )
     fig.update_xaxes(title_text="step (one target pass each)")
     fig.update_yaxes(title_text="tokens", rangemode="tozero", dtick=1)
     return style(fig, title)

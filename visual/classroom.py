@@ -64,7 +64,9 @@ def classroom_presets(cfg: AppConfig | None = None) -> list[ClassroomPreset]:
                 preset=preset,
                 prompt=clean_prompt(entry["prompt"], lim.max_prompt_chars),
                 gamma=parse_whole_number("gamma", entry["gamma"], 1, min(lim.max_gamma, MAX_GAMMA)),
-                temperature=check_temperature(parse_number("temperature", entry["temperature"], 0.0, lim.max_temperature), lim.max_temperature),
+                temperature=check_temperature(
+                    parse_number("temperature", entry["temperature"], 0.0, lim.max_temperature), lim.max_temperature
+                ),
                 seed=parse_whole_number("seed", entry.get("seed", 0), 0, 2**63 - 1),
                 explanation=str(entry["explanation"]).strip(),
             )

@@ -12,7 +12,7 @@ narration) is ``visual.tokens``.
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from collections.abc import Sequence
 
 from playground.records import StepRecord
 from visual.fmt import count, esc, ms, pct, token_html
@@ -64,8 +64,11 @@ def early_exit_panel(step: StepRecord, phase: str) -> str:
         return ""
     stack = f"layers 1\u2013{k} of its {n_layers}" if n_layers else f"its first {k} layers"
     items = [
-        ("Ran:", f"the target\u2019s own {esc(stack)}, then its final norm and its full LM head, on the drafter\u2019s "
-                 f"own cache ({count(step.drafter_cache_len or 0)} tokens after this step)."),
+        (
+            "Ran:",
+            f"the target\u2019s own {esc(stack)}, then its final norm and its full LM head, on the drafter\u2019s "
+            f"own cache ({count(step.drafter_cache_len or 0)} tokens after this step).",
+        ),
         ("Reused:", esc(str(info.get("reused") or "nothing"))),
         ("Draft:", _draft_cost(step, phase)),
     ]
@@ -92,19 +95,24 @@ def tokenizations_panel(step: StepRecord, phase: str) -> str:
         return " ".join(f'<code class="tok">{token_html(str(p))}</code>' for p in pieces) or "none"
 
     d_pieces, t_pieces = list(info.get("drafter_tokens") or []), list(info.get("target_tokens") or [])
-    how = {"in context": "re-encoded together with the committed text",
-           "alone": "re-encoded on its own (in context it would have changed committed tokens)"}.get(
-        str(info.get("retokenized") or ""), "")
+    how = {
+        "in context": "re-encoded together with the committed text",
+        "alone": "re-encoded on its own (in context it would have changed committed tokens)",
+    }.get(str(info.get("retokenized") or ""), "")
     items = [
-        ("Drafter:", f"{count(len(d_pieces))} of its own tokens: {toks(d_pieces)}"
-                     + (" (then it ended the text)" if info.get("drafter_ended") else "") + "."),
+        (
+            "Drafter:",
+            f"{count(len(d_pieces))} of its own tokens: {toks(d_pieces)}"
+            + (" (then it ended the text)" if info.get("drafter_ended") else "")
+            + ".",
+        ),
         ("Target:", f"{count(len(t_pieces))} target tokens: {toks(t_pieces)}" + (f", {esc(how)}" if how else "") + "."),
         ("Draft:", _draft_cost(step, phase)),
     ]
     lis = "".join(f'<li><strong class="mtp-info__key">{esc(k)}</strong> {v}</li>' for k, v in items)
     return (
         f'<div class="mtp-info tok-info" role="note" aria-label="Drafter with another tokenizer, step {step.index + 1}">'
-        f'<h4>Another tokenizer: the drafter\u2019s text, re-tokenized for the target</h4>'
+        f"<h4>Another tokenizer: the drafter\u2019s text, re-tokenized for the target</h4>"
         f'<ul class="mtp-info__facts">{lis}</ul></div>'
     )
 
@@ -142,7 +150,9 @@ def _generated_texts(steps: Sequence[StepRecord]) -> list[str]:
     return out
 
 
-def hidden_state_token(steps: Sequence[StepRecord], index: int, prompt_tokens: int | None = None) -> tuple[str, str | None]:
+def hidden_state_token(
+    steps: Sequence[StepRecord], index: int, prompt_tokens: int | None = None
+) -> tuple[str, str | None]:
     """Which token sits at the position whose target hidden state seeded step ``index``'s MTP draft.
 
     Returns ("generated", text), ("prompt", None) when the position is inside the prompt (whose

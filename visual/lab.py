@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Sequence
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
@@ -97,20 +97,37 @@ def distribution_figure(check: DistributionCheck | None, max_bins: int = DISPLAY
     rows = display_bins(check, max_bins)
     labels = [r["label"] for r in rows]
     fig = go.Figure()
-    fig.add_bar(x=labels, y=[r["target"] for r in rows], name=f"target alone (N = {check.target.n:,})",
-                marker=dict(color=COLORS["ar"]), opacity=0.75,
-                hovertemplate="%{x}<br>target alone: %{y:.4f}<extra></extra>")
-    fig.add_bar(x=labels, y=[r["speculative"] for r in rows],
-                name=f"speculative · {check.rule}" + (f" (N = {check.spec.n:,}, partial)" if check.partial else ""),
-                marker=dict(color=COLORS["spec"]), opacity=0.75,
-                hovertemplate="%{x}<br>speculative: %{y:.4f}<extra></extra>")
+    fig.add_bar(
+        x=labels,
+        y=[r["target"] for r in rows],
+        name=f"target alone (N = {check.target.n:,})",
+        marker=dict(color=COLORS["ar"]),
+        opacity=0.75,
+        hovertemplate="%{x}<br>target alone: %{y:.4f}<extra></extra>",
+    )
+    fig.add_bar(
+        x=labels,
+        y=[r["speculative"] for r in rows],
+        name=f"speculative · {check.rule}" + (f" (N = {check.spec.n:,}, partial)" if check.partial else ""),
+        marker=dict(color=COLORS["spec"]),
+        opacity=0.75,
+        hovertemplate="%{x}<br>speculative: %{y:.4f}<extra></extra>",
+    )
     if check.exact_probs is not None:
-        fig.add_scatter(x=labels, y=[r["exact"] for r in rows], mode="markers", name="target, exact probability",
-                        marker=dict(symbol="line-ew-open", size=22, line=dict(width=3, color=FONT_COLOR)),
-                        hovertemplate="%{x}<br>exact: %{y:.4f}<extra></extra>")
+        fig.add_scatter(
+            x=labels,
+            y=[r["exact"] for r in rows],
+            mode="markers",
+            name="target, exact probability",
+            marker=dict(symbol="line-ew-open", size=22, line=dict(width=3, color=FONT_COLOR)),
+            hovertemplate="%{x}<br>exact: %{y:.4f}<extra></extra>",
+        )
     fig.update_layout(barmode="overlay", bargap=0.15)
-    fig.update_xaxes(title_text=f"continuation ({check.n_tokens} token{'s' if check.n_tokens > 1 else ''}, · between tokens)",
-                     tickangle=-45, type="category")
+    fig.update_xaxes(
+        title_text=f"continuation ({check.n_tokens} token{'s' if check.n_tokens > 1 else ''}, · between tokens)",
+        tickangle=-45,
+        type="category",
+    )
     fig.update_yaxes(title_text="frequency", rangemode="tozero")
     if check.partial:
         title += " — PARTIAL (time limit)"
@@ -131,15 +148,18 @@ def distribution_html(check: DistributionCheck | None) -> str:
     tiles += [
         _tile(pct(check.spec.acceptance_rate), "acceptance rate", "accepted / judged drafts"),
         _tile(num(check.spec.tokens_per_target_call, 2), "tokens per target pass", "target alone: 1"),
-        _tile(f"{check.spec.seconds + check.target.seconds:.1f} s", "time",
-              f"{check.n_samples:,} × 2 continuations" if not check.partial else
-              f"{check.spec.n:,} + {check.target.n:,} of {check.n_samples:,} × 2 continuations"),
+        _tile(
+            f"{check.spec.seconds + check.target.seconds:.1f} s",
+            "time",
+            f"{check.n_samples:,} × 2 continuations"
+            if not check.partial
+            else f"{check.spec.n:,} + {check.target.n:,} of {check.n_samples:,} × 2 continuations",
+        ),
     ]
     notes = "".join(f'<p style="{_SUB}">Note: {esc(n)}</p>' for n in check.notes)
     settings = (
         f"{esc(check.preset)} · {esc(check.drafter)} drafter · T = {check.temperature:g} · γ = {check.gamma} · "
-        f"{check.n_tokens}-token continuations · seed {check.seed}"
-        + (" · argmax drafts" if check.draft_argmax else "")
+        f"{check.n_tokens}-token continuations · seed {check.seed}" + (" · argmax drafts" if check.draft_argmax else "")
     )
     return (
         f'<div style="{_BOX}">'
@@ -155,14 +175,26 @@ def distribution_html(check: DistributionCheck | None) -> str:
     )
 
 
-RULES_COLUMNS = ["rule", "kind", "N", "TV", "noise TV", "p-value", "p vs exact", "acceptance", "tokens/pass",
-                 "vs correct", "verdict"]
+RULES_COLUMNS = [
+    "rule",
+    "kind",
+    "N",
+    "TV",
+    "noise TV",
+    "p-value",
+    "p vs exact",
+    "acceptance",
+    "tokens/pass",
+    "vs correct",
+    "verdict",
+]
 _SETTINGS = ("prompt", "preset", "temperature", "top_k", "top_p", "gamma", "n_tokens", "n_samples", "seed", "dtype")
 
 
 def _baseline(c: DistributionCheck, checks: Sequence[DistributionCheck]) -> DistributionCheck | None:
-    return next((b for b in checks if b.rule == DEFAULT_RULE
-                 and all(getattr(b, k) == getattr(c, k) for k in _SETTINGS)), None)
+    return next(
+        (b for b in checks if b.rule == DEFAULT_RULE and all(getattr(b, k) == getattr(c, k) for k in _SETTINGS)), None
+    )
 
 
 def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
@@ -176,19 +208,21 @@ def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
         verdict = "drift detected" if c.p_value < 0.001 else ("unclear" if c.p_value < 0.05 else "no drift detected")
         if c.partial:
             verdict += " (partial sample)"
-        rows.append({
-            "rule": c.rule,
-            "kind": CATEGORY_BADGE.get(c.category, (c.category,))[0],
-            "N": f"{c.spec.n:,} of {c.n_samples:,} (partial)" if c.partial else f"{c.n_samples:,}",
-            "TV": round(c.tv, 4),
-            "noise TV": round(c.tv_noise, 4),
-            "p-value": format_p(c.p_value),
-            "p vs exact": format_p(c.chi2_exact.p_value) if c.chi2_exact is not None else "—",
-            "acceptance": pct(c.spec.acceptance_rate),
-            "tokens/pass": num(c.spec.tokens_per_target_call, 2),
-            "vs correct": times(ratio),
-            "verdict": verdict,
-        })
+        rows.append(
+            {
+                "rule": c.rule,
+                "kind": CATEGORY_BADGE.get(c.category, (c.category,))[0],
+                "N": f"{c.spec.n:,} of {c.n_samples:,} (partial)" if c.partial else f"{c.n_samples:,}",
+                "TV": round(c.tv, 4),
+                "noise TV": round(c.tv_noise, 4),
+                "p-value": format_p(c.p_value),
+                "p vs exact": format_p(c.chi2_exact.p_value) if c.chi2_exact is not None else "—",
+                "acceptance": pct(c.spec.acceptance_rate),
+                "tokens/pass": num(c.spec.tokens_per_target_call, 2),
+                "vs correct": times(ratio),
+                "verdict": verdict,
+            }
+        )
     return pd.DataFrame(rows, columns=RULES_COLUMNS)
 
 
@@ -197,7 +231,9 @@ def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
 
 def equality_html(eq: EqualityCheck | None) -> str:
     if eq is None:
-        return f'<div style="{_BOX}">Press <b>Run both</b> to compare target-only and speculative greedy decoding.</div>'
+        return (
+            f'<div style="{_BOX}">Press <b>Run both</b> to compare target-only and speculative greedy decoding.</div>'
+        )
     colour = COLORS["speedup"] if eq.identical else COLORS["predicted"]
     head = (
         f'<p style="font-weight:700;color:{colour};margin:0 0 6px 0">{"✓ identical" if eq.identical else "≠ diverged"}'
@@ -214,8 +250,9 @@ def equality_html(eq: EqualityCheck | None) -> str:
             cells.append(
                 '<span style="display:inline-flex;flex-direction:column;gap:2px;vertical-align:top">'
                 + tokens.chip(r.ar_text, st, (f"token {r.position}", tip_a))
-                + tokens.chip(r.spec_text, "resampled" if r.status == "diverged" else "discarded",
-                              (f"token {r.position}", tip_s))
+                + tokens.chip(
+                    r.spec_text, "resampled" if r.status == "diverged" else "discarded", (f"token {r.position}", tip_s)
+                )
                 + "</span>"
             )
     legend = (
@@ -268,18 +305,39 @@ $$S = \frac{E}{\gamma\, c + v_\gamma}$$
 def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.Figure:
     g = [p.gamma for p in curve.points]
     fig = go.Figure()
-    fig.add_scatter(x=g, y=[p.speedup for p in curve.points], mode="lines+markers", name="predicted speedup S",
-                    line=dict(color=COLORS["speedup"], width=3),
-                    hovertemplate="γ = %{x}<br>S = %{y:.2f}×<extra></extra>")
-    fig.add_scatter(x=g, y=[p.expected_tokens for p in curve.points], mode="lines", name="tokens per step E",
-                    line=dict(color=COLORS["other"], dash="dot"), yaxis="y2",
-                    hovertemplate="γ = %{x}<br>E = %{y:.2f}<extra></extra>")
-    fig.add_scatter(x=[curve.best_gamma], y=[curve.best_speedup], mode="markers+text", name=f"best γ = {curve.best_gamma}",
-                    marker=dict(size=13, color=COLORS["speedup"], symbol="diamond"),
-                    text=[f"best γ = {curve.best_gamma}: {curve.best_speedup:.2f}×"], textposition="top center",
-                    textfont=dict(color=FONT_COLOR))
-    fig.add_hline(y=1.0, line=dict(color=GRID_COLOR, dash="dash"),
-                  annotation_text="break-even (S = 1)", annotation_font_color=FONT_COLOR)
+    fig.add_scatter(
+        x=g,
+        y=[p.speedup for p in curve.points],
+        mode="lines+markers",
+        name="predicted speedup S",
+        line=dict(color=COLORS["speedup"], width=3),
+        hovertemplate="γ = %{x}<br>S = %{y:.2f}×<extra></extra>",
+    )
+    fig.add_scatter(
+        x=g,
+        y=[p.expected_tokens for p in curve.points],
+        mode="lines",
+        name="tokens per step E",
+        line=dict(color=COLORS["other"], dash="dot"),
+        yaxis="y2",
+        hovertemplate="γ = %{x}<br>E = %{y:.2f}<extra></extra>",
+    )
+    fig.add_scatter(
+        x=[curve.best_gamma],
+        y=[curve.best_speedup],
+        mode="markers+text",
+        name=f"best γ = {curve.best_gamma}",
+        marker=dict(size=13, color=COLORS["speedup"], symbol="diamond"),
+        text=[f"best γ = {curve.best_gamma}: {curve.best_speedup:.2f}×"],
+        textposition="top center",
+        textfont=dict(color=FONT_COLOR),
+    )
+    fig.add_hline(
+        y=1.0,
+        line=dict(color=GRID_COLOR, dash="dash"),
+        annotation_text="break-even (S = 1)",
+        annotation_font_color=FONT_COLOR,
+    )
     if point is not None and point.gamma:
         y = point.measured if point.measured is not None else point.predicted
         if y is not None and math.isfinite(y):
@@ -289,14 +347,30 @@ def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.
                 how = "measured α, c and v_γ from the sliders"
             else:
                 how = "predicted from measured α, c, v_γ"
-            fig.add_scatter(x=[point.gamma], y=[y], mode="markers+text", name=f"you are here ({how})",
-                            marker=dict(size=16, color=COLORS["predicted"], symbol="star",
-                                        line=dict(width=1, color=FONT_COLOR)),
-                            text=["you are here"], textposition="bottom center", textfont=dict(color=FONT_COLOR),
-                            hovertemplate=(f"γ = %{{x}}<br>{how}: %{{y:.2f}}×<br>α = {num(point.alpha)}, "
-                                           f"c = {num(point.c)}, v = {num(point.v)}<extra></extra>"))
-    fig.update_layout(yaxis2=dict(overlaying="y", side="right", title="E (tokens per step)", showgrid=False,
-                                  color=FONT_COLOR, rangemode="tozero"))
+            fig.add_scatter(
+                x=[point.gamma],
+                y=[y],
+                mode="markers+text",
+                name=f"you are here ({how})",
+                marker=dict(size=16, color=COLORS["predicted"], symbol="star", line=dict(width=1, color=FONT_COLOR)),
+                text=["you are here"],
+                textposition="bottom center",
+                textfont=dict(color=FONT_COLOR),
+                hovertemplate=(
+                    f"γ = %{{x}}<br>{how}: %{{y:.2f}}×<br>α = {num(point.alpha)}, "
+                    f"c = {num(point.c)}, v = {num(point.v)}<extra></extra>"
+                ),
+            )
+    fig.update_layout(
+        yaxis2=dict(
+            overlaying="y",
+            side="right",
+            title="E (tokens per step)",
+            showgrid=False,
+            color=FONT_COLOR,
+            rangemode="tozero",
+        )
+    )
     fig.update_xaxes(title_text="γ (drafts per step)", dtick=1)
     fig.update_layout(yaxis=dict(title=dict(text="S (× speed of the target alone)"), rangemode="tozero"))
     title = f"α = {curve.alpha:.2f}, c = {curve.c:.2f}, v_γ = {curve.v:.2f}"
@@ -309,24 +383,30 @@ def theory_html(curve: TheoryCurve, gamma: int, point: MeasuredPoint | None = No
     here = next((p for p in curve.points if p.gamma == gamma), None)
     tiles = []
     if here is not None:
-        tiles += [_tile(num(here.expected_tokens, 2), f"E at γ = {gamma}", "tokens per step"),
-                  _tile(times(here.speedup), f"S at γ = {gamma}", "predicted")]
+        tiles += [
+            _tile(num(here.expected_tokens, 2), f"E at γ = {gamma}", "tokens per step"),
+            _tile(times(here.speedup), f"S at γ = {gamma}", "predicted"),
+        ]
     tiles.append(_tile(f"γ = {curve.best_gamma}", "best γ", f"S = {times(curve.best_speedup)}"))
     verdict = (
         f"With these numbers speculation pays off: best at γ = {curve.best_gamma} ({times(curve.best_speedup)})."
-        if curve.pays_off else
-        "With these numbers speculation is SLOWER than the target alone at every γ: drafts are too costly "
+        if curve.pays_off
+        else "With these numbers speculation is SLOWER than the target alone at every γ: drafts are too costly "
         "(c, v_γ) for how often they are accepted (α)."
     )
     meas = ""
     if point is not None:
         meas = (
-            f'<p>Measured run: α = {num(point.alpha)}, c = {num(point.c)}, v<sub>γ</sub> = {num(point.v)}, '
+            f"<p>Measured run: α = {num(point.alpha)}, c = {num(point.c)}, v<sub>γ</sub> = {num(point.v)}, "
             f"γ = {point.gamma}, mean accepted drafts per step = {num(point.mean_accepted_length, 2)}; "
             f"predicted S = {times(point.predicted)}, measured S = {times(point.measured)}.</p>"
-            + (f'<p style="{_SUB}">This trace has no single-token target pass to time against, so c and v<sub>γ</sub> '
-               "could not be measured from it: the point uses the measured α with the sliders' c and v<sub>γ</sub>. "
-               "Use <b>Measure</b> for a full measurement.</p>" if point.c is None or point.v is None else "")
+            + (
+                f'<p style="{_SUB}">This trace has no single-token target pass to time against, so c and v<sub>γ</sub> '
+                "could not be measured from it: the point uses the measured α with the sliders' c and v<sub>γ</sub>. "
+                "Use <b>Measure</b> for a full measurement.</p>"
+                if point.c is None or point.v is None
+                else ""
+            )
             + (_partial_banner(point.note) if point.note else "")
             + f'<p style="{_SUB}">α here is the fraction of judged drafts that were accepted; the formula assumes '
             "every draft is accepted independently with the same α, which real text does not quite do.</p>"
@@ -341,13 +421,14 @@ def question_html(q: Question | None, n_left: int = 0) -> str:
     if q is None:
         return f'<div style="{_BOX}">Press <b>New round</b>: the app generates a run and stops before each verification.</div>'
     chips = "".join(
-        tokens.chip(t, "drafted", (f"draft {i + 1}", f"drafter's q = {num(p)}")) for i, (t, p) in enumerate(zip(q.drafts, q.draft_probs))
+        tokens.chip(t, "drafted", (f"draft {i + 1}", f"drafter's q = {num(p)}"))
+        for i, (t, p) in enumerate(zip(q.drafts, q.draft_probs))
     )
     qs = " · ".join(f"{i + 1}: q = {num(p)}" for i, p in enumerate(q.draft_probs))
     hint = (
         "These drafts are deterministic (q = 1), so a draft survives with probability p(draft)."
-        if q.deterministic else
-        "A draft survives with probability min(1, p/q): a confident drafter (large q) needs the target to agree strongly."
+        if q.deterministic
+        else "A draft survives with probability min(1, p/q): a confident drafter (large q) needs the target to agree strongly."
     )
     return (
         f'<div style="{_BOX}"><div><b>Step {q.step_index + 1}</b> · {n_left} more step(s) with drafts after this</div>'
@@ -386,7 +467,9 @@ def score_card(board: Scoreboard) -> str:
     tiles = [
         _tile(f"{board.total} / {board.total_max}", "session score"),
         _tile(pct(pct_right), "drafts guessed right", f"{board.steps} step(s), {board.exact_steps} perfect"),
-        _tile(f"{board.rate_points} / {10 * board.rate_rounds}", "acceptance-rate guesses", f"{board.rate_rounds} run(s)"),
+        _tile(
+            f"{board.rate_points} / {10 * board.rate_rounds}", "acceptance-rate guesses", f"{board.rate_rounds} run(s)"
+        ),
     ]
     hist = "".join(f"<li>{esc(h)}</li>" for h in reversed(board.history[-8:]))
     return f'<div style="{_BOX}"><b>Your score (this session)</b>{_tiles(tiles)}<ul style="{_SUB}">{hist}</ul></div>'
@@ -397,11 +480,13 @@ def score_card(board: Scoreboard) -> str:
 
 def replay_html(result: GenerationResult | None, frame_index: int) -> str:
     if result is None:
-        return tokens.step_view("", (), replay.Frame(-1, replay.START),
-                                message="Run a generation or import a trace JSON to replay it.")
+        return tokens.step_view(
+            "", (), replay.Frame(-1, replay.START), message="Run a generation or import a trace JSON to replay it."
+        )
     frame = replay.frame_at(result.steps, int(frame_index))
-    return tokens.step_view(result.prompt, result.steps, frame, stagger_s=0.05,
-                            prompt_tokens=len(result.prompt_ids) or None)
+    return tokens.step_view(
+        result.prompt, result.steps, frame, stagger_s=0.05, prompt_tokens=len(result.prompt_ids) or None
+    )
 
 
 def trace_summary_html(result: GenerationResult | None, source: str = "") -> str:
@@ -409,8 +494,13 @@ def trace_summary_html(result: GenerationResult | None, source: str = "") -> str
         return ""
     st = result.stats
     cfg = result.config or {}
-    bits = [f"{st.steps} steps", f"{st.new_tokens} tokens", f"acceptance {pct(st.acceptance_rate)}",
-            f"γ = {st.gamma}", f"drafter {st.drafter or '—'}"]
+    bits = [
+        f"{st.steps} steps",
+        f"{st.new_tokens} tokens",
+        f"acceptance {pct(st.acceptance_rate)}",
+        f"γ = {st.gamma}",
+        f"drafter {st.drafter or '—'}",
+    ]
     for key in ("preset", "temperature", "seed", "rule"):
         if key in cfg:
             bits.append(f"{key} {cfg[key]}")
@@ -429,8 +519,11 @@ def prefill_note(prefill: Prefill) -> str:
     if prefill.classroom:
         parts.append(f"Classroom preset “{prefill.classroom}” loaded from the link.")
     elif vals:
-        parts.append("Settings loaded from the link: " + ", ".join(f"{k} = {v!r}" if k != "prompt" else "prompt"
-                                                                    for k, v in vals.items()) + ".")
+        parts.append(
+            "Settings loaded from the link: "
+            + ", ".join(f"{k} = {v!r}" if k != "prompt" else "prompt" for k, v in vals.items())
+            + "."
+        )
     if prefill.errors:
         parts.append("Ignored: " + "; ".join(prefill.errors) + ".")
     return " ".join(parts)

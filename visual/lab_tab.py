@@ -54,10 +54,32 @@ from visual.lab_tabs.stop import STOPS, StopRequests, press_stop, press_stop_qui
 from visual.lab_tabs.theory import measure_for_theory, render_theory, theory_from_trace
 
 __all__ = [
-    "DTYPE_DEFAULT", "HISTORY", "LIGHT_EVENT", "MODEL_EVENT", "STOPS", "LabTabs", "StopRequests", "build_lab_tabs",
-    "compare_all_rules", "do_reveal", "export_trace", "import_trace", "measure_for_theory", "move", "new_round",
-    "next_step", "press_stop", "press_stop_quietly", "render_theory", "reveal_rate", "run_distribution",
-    "run_equality", "run_for_replay", "share_link", "theory_from_trace", "upload_too_large",
+    "DTYPE_DEFAULT",
+    "HISTORY",
+    "LIGHT_EVENT",
+    "MODEL_EVENT",
+    "STOPS",
+    "LabTabs",
+    "StopRequests",
+    "build_lab_tabs",
+    "compare_all_rules",
+    "do_reveal",
+    "export_trace",
+    "import_trace",
+    "measure_for_theory",
+    "move",
+    "new_round",
+    "next_step",
+    "press_stop",
+    "press_stop_quietly",
+    "render_theory",
+    "reveal_rate",
+    "run_distribution",
+    "run_equality",
+    "run_for_replay",
+    "share_link",
+    "theory_from_trace",
+    "upload_too_large",
 ]
 
 TABS = (equality, distribution, theory, predict, replay_share)  # in the order they appear
@@ -90,9 +112,13 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
     except ValueError:
         classroom = []
     setup = Setup(
-        cfg.limits, [(c.label, c.name) for c in choices], start, pick(choices, "tiny-random"),
+        cfg.limits,
+        [(c.label, c.name) for c in choices],
+        start,
+        pick(choices, "tiny-random"),
         next((c.gamma for c in choices if c.name == start), 4),
-        cfg.examples[0]["prompt"] if cfg.examples else "The capital of France is", classroom,
+        cfg.examples[0]["prompt"] if cfg.examples else "The capital of France is",
+        classroom,
     )
     c: dict[str, Any] = {}
     states = dict(

@@ -15,14 +15,15 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
-from typing import Any, Callable, Iterator, NamedTuple
+from typing import Any, NamedTuple
 
 import gradio as gr
 
 from playground.config import AppConfig
-from playground.models import ModelUnavailable
 from playground.device import on_zero_gpu
+from playground.models import ModelUnavailable
 from playground.records import StepRecord
 from playground.trace_cache import TraceCache, describe_replay
 from playground.validate import temperature as check_temperature
@@ -44,8 +45,19 @@ def _finite(x: Any) -> bool:
     return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def check_params(cfg: AppConfig, choices: list[PresetChoice], prompt, preset, drafter, gamma, temperature, top_k, top_p,
-                 seed, max_new_tokens) -> dict[str, str]:
+def check_params(
+    cfg: AppConfig,
+    choices: list[PresetChoice],
+    prompt,
+    preset,
+    drafter,
+    gamma,
+    temperature,
+    top_k,
+    top_p,
+    seed,
+    max_new_tokens,
+) -> dict[str, str]:
     """Clear messages for bad inputs, keyed by parameter name (empty dict = all good)."""
     lim = cfg.limits
     errs: dict[str, str] = {}
@@ -59,7 +71,9 @@ def check_params(cfg: AppConfig, choices: list[PresetChoice], prompt, preset, dr
     elif not by_name[preset].available:
         errs["preset"] = f"Preset {preset!r} is unavailable here: {by_name[preset].reason}"
     elif drafter not in (None, "") and drafter not in by_name[preset].preset.drafters:
-        errs["drafter"] = f"Preset {preset!r} has no {drafter!r} drafter; choose one of: {', '.join(by_name[preset].preset.drafters)}."
+        errs["drafter"] = (
+            f"Preset {preset!r} has no {drafter!r} drafter; choose one of: {', '.join(by_name[preset].preset.drafters)}."
+        )
 
     def integer(name, v, lo, hi, what=""):
         if not _finite(v) or float(v) != int(v):
@@ -157,9 +171,17 @@ class _RunRequest:
 
     def engine_kwargs(self, **overrides) -> dict[str, Any]:
         """``playground.api`` keyword arguments shared by the speculative, race and calibration runs."""
-        kwargs = dict(preset=self.preset, drafter=self.drafter, gamma=self.gamma, temperature=self.temperature,
-                      top_k=self.top_k, top_p=self.top_p, seed=self.seed, max_new_tokens=self.max_new_tokens,
-                      dtype=self.dtype)
+        kwargs = dict(
+            preset=self.preset,
+            drafter=self.drafter,
+            gamma=self.gamma,
+            temperature=self.temperature,
+            top_k=self.top_k,
+            top_p=self.top_p,
+            seed=self.seed,
+            max_new_tokens=self.max_new_tokens,
+            dtype=self.dtype,
+        )
         return {**kwargs, **overrides}
 
 
@@ -194,10 +216,16 @@ def _figures(trace: dict) -> tuple:
 
 
 def _stats_html(trace: dict) -> str:
-    m = stats.compute_metrics(trace["spec_steps"], trace["gamma"], result=trace["spec"], ar_result=trace["ar"],
-                              calibration=trace["calibration"])
-    return stats.stats_card(m, race=trace["mode"] == "race", running=not trace["done"],
-                            temperature=trace["temperature"])
+    m = stats.compute_metrics(
+        trace["spec_steps"],
+        trace["gamma"],
+        result=trace["spec"],
+        ar_result=trace["ar"],
+        calibration=trace["calibration"],
+    )
+    return stats.stats_card(
+        m, race=trace["mode"] == "race", running=not trace["done"], temperature=trace["temperature"]
+    )
 
 
 def _status(trace: dict) -> str:
@@ -221,8 +249,10 @@ def _status(trace: dict) -> str:
             a = trace["ar"].stats
             extra = f" Autoregressive: {a.new_tokens} tokens in {a.wall_ms / 1000:.2f} s."
         replay = describe_replay(trace["spec"].config.get("replay"))
-        return (f"**Done.** Speculative: {s.new_tokens} tokens in {s.steps} target passes, {s.wall_ms / 1000:.2f} s "
-                f"(stopped: {s.stopped}).{extra}" + (f"\n\n\u21bb {esc(replay)}" if replay else ""))
+        return (
+            f"**Done.** Speculative: {s.new_tokens} tokens in {s.steps} target passes, {s.wall_ms / 1000:.2f} s "
+            f"(stopped: {s.stopped}).{extra}" + (f"\n\n\u21bb {esc(replay)}" if replay else "")
+        )
     return ""
 
 
@@ -233,10 +263,17 @@ def _finished(state: RunState) -> tuple[Any, Any, Any, Any]:
     df = tables.token_table(state.spec_steps, state.ar_steps)
     payload = tables.trace_payload(state.spec, state.ar, state.calibration.to_dict() if state.calibration else None)
     json_path, csv_path = tables.write_exports(df, payload)
-    text = state.spec.text if state.ar is None else (
-        f"[speculative]\n{state.spec.text}\n\n[autoregressive]\n{state.ar.text}")
-    return (tables.display_table(df), gr.DownloadButton(value=json_path, interactive=True),
-            gr.DownloadButton(value=csv_path, interactive=True), text)
+    text = (
+        state.spec.text
+        if state.ar is None
+        else (f"[speculative]\n{state.spec.text}\n\n[autoregressive]\n{state.ar.text}")
+    )
+    return (
+        tables.display_table(df),
+        gr.DownloadButton(value=json_path, interactive=True),
+        gr.DownloadButton(value=csv_path, interactive=True),
+        text,
+    )
 
 
 # --------------------------------------------------------------------------- the handler
@@ -250,8 +287,12 @@ def make_shared(cfg: AppConfig) -> TraceCache | None:
     if on_zero_gpu():
         return None
     q, lim = cfg.queue, cfg.limits
-    return TraceCache(max_entries=lim.trace_cache_entries, max_bytes=lim.trace_cache_bytes,
-                      slots=q.get("compute_slots", 2), wait_s=q.get("busy_wait_s", 120))
+    return TraceCache(
+        max_entries=lim.trace_cache_entries,
+        max_bytes=lim.trace_cache_bytes,
+        slots=q.get("compute_slots", 2),
+        wait_s=q.get("busy_wait_s", 120),
+    )
 
 
 @dataclass
@@ -304,8 +345,13 @@ class _Generation:
         req, state = self.request, self.state
         state.phase = "speculative"
         steps: list[StepRecord] = []
-        for item in self.stream_generate(req.prompt, mode="speculative", progress=self.report, shared=self.shared,
-                                         **req.engine_kwargs(tree_nodes=req.tree_nodes)):
+        for item in self.stream_generate(
+            req.prompt,
+            mode="speculative",
+            progress=self.report,
+            shared=self.shared,
+            **req.engine_kwargs(tree_nodes=req.tree_nodes),
+        ):
             if isinstance(item, StepRecord):
                 steps.append(item)
                 state.spec_steps = tuple(steps)
@@ -334,37 +380,104 @@ class _Generation:
         req, state = self.request, self.state
         state.phase = "calibrating"
         yield self.outputs()
-        cal = self.generate(req.prompt, mode="autoregressive", trace=False, shared=self.shared,
-                            **req.engine_kwargs(max_new_tokens=min(CALIBRATION_TOKENS, req.max_new_tokens)))
+        cal = self.generate(
+            req.prompt,
+            mode="autoregressive",
+            trace=False,
+            shared=self.shared,
+            **req.engine_kwargs(max_new_tokens=min(CALIBRATION_TOKENS, req.max_new_tokens)),
+        )
         state.calibration = cal.stats
 
 
-def _request(cfg: AppConfig, choices: list[PresetChoice], prompt, preset, drafter, gamma, temperature, top_k, top_p,
-             seed, max_new_tokens, dtype, mode, calibrate, tree_nodes) -> _RunRequest:
+def _request(
+    cfg: AppConfig,
+    choices: list[PresetChoice],
+    prompt,
+    preset,
+    drafter,
+    gamma,
+    temperature,
+    top_k,
+    top_p,
+    seed,
+    max_new_tokens,
+    dtype,
+    mode,
+    calibrate,
+    tree_nodes,
+) -> _RunRequest:
     """Check the settings (a gr.Error with every message) and normalise them."""
     errs = check_params(cfg, choices, prompt, preset, drafter, gamma, temperature, top_k, top_p, seed, max_new_tokens)
     if errs:
         raise gr.Error(" ".join(errs.values()))
     p = next(c.preset for c in choices if c.preset.name == preset)
     return _RunRequest(
-        prompt=prompt, mode=MODES.get(mode, mode), calibrate=calibrate, preset=preset, drafter=drafter or None,
-        gamma=int(gamma) if gamma is not None else p.gamma, temperature=float(temperature), top_k=int(top_k),
-        top_p=float(top_p), seed=int(seed), max_new_tokens=int(max_new_tokens),
-        dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype, tree_nodes=int(tree_nodes or 1),
+        prompt=prompt,
+        mode=MODES.get(mode, mode),
+        calibrate=calibrate,
+        preset=preset,
+        drafter=drafter or None,
+        gamma=int(gamma) if gamma is not None else p.gamma,
+        temperature=float(temperature),
+        top_k=int(top_k),
+        top_p=float(top_p),
+        seed=int(seed),
+        max_new_tokens=int(max_new_tokens),
+        dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
+        tree_nodes=int(tree_nodes or 1),
     )
 
 
-def make_run_handler(cfg: AppConfig, choices: list[PresetChoice], warmup=None, shared: TraceCache | None = None
-                     ) -> Callable:
+def make_run_handler(
+    cfg: AppConfig, choices: list[PresetChoice], warmup=None, shared: TraceCache | None = None
+) -> Callable:
     """The heavy Run handler (a generator)."""
     from playground.api import generate, stream_generate
 
-    def run_generation(trace, prompt, preset, drafter, gamma, temperature, top_k, top_p, seed, max_new_tokens, dtype,
-                       mode, calibrate, tree_nodes=1, progress=gr.Progress()):
-        req = _request(cfg, choices, prompt, preset, drafter, gamma, temperature, top_k, top_p, seed, max_new_tokens,
-                       dtype, mode, calibrate, tree_nodes)
-        state = RunState(run_id=(trace or {}).get("run_id") or new_run_id(), prompt=prompt, gamma=req.gamma,
-                         mode=req.mode, temperature=req.temperature, done=False, phase="loading")
+    def run_generation(
+        trace,
+        prompt,
+        preset,
+        drafter,
+        gamma,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        max_new_tokens,
+        dtype,
+        mode,
+        calibrate,
+        tree_nodes=1,
+        progress=gr.Progress(),
+    ):
+        req = _request(
+            cfg,
+            choices,
+            prompt,
+            preset,
+            drafter,
+            gamma,
+            temperature,
+            top_k,
+            top_p,
+            seed,
+            max_new_tokens,
+            dtype,
+            mode,
+            calibrate,
+            tree_nodes,
+        )
+        state = RunState(
+            run_id=(trace or {}).get("run_id") or new_run_id(),
+            prompt=prompt,
+            gamma=req.gamma,
+            mode=req.mode,
+            temperature=req.temperature,
+            done=False,
+            phase="loading",
+        )
 
         def report(frac, msg):
             try:

@@ -20,21 +20,30 @@ Per-user data lives in ``gr.State`` only; the module holds no mutable state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import gradio as gr
 
 from playground.config import AppConfig, load_config
-from playground.models import ModelUnavailable
 from playground.device import gpu_entry
 from playground.engine import MAX_TREE_NODES
+from playground.models import ModelUnavailable
 from playground.trace_cache import TraceCache
 from visual import charts, replay, stats, tables, tokens
 from visual.fmt import esc
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
-    CALIBRATION_TOKENS, DTYPE_DEFAULT, MODES, RunOutputs, RunState, check_params, empty_trace, make_run_handler,
-    make_shared, new_run_id,
+    CALIBRATION_TOKENS,
+    DTYPE_DEFAULT,
+    MODES,
+    RunOutputs,
+    RunState,
+    check_params,
+    empty_trace,
+    make_run_handler,
+    make_shared,
+    new_run_id,
 )
 from visual.presets import PresetChoice, default_preset, preset_choices, preset_info  # noqa: F401  (tests use them from here)
 
@@ -64,8 +73,12 @@ def render_view(trace: dict, view: dict, speed_s: float = 1.0) -> str:
             message = "Generating\u2026 the first step appears as soon as the target has verified it."
     spec = trace.get("spec")
     return tokens.step_view(
-        trace.get("prompt", ""), steps, frame, running=not trace.get("done", True),
-        stagger_s=stagger_for(speed_s, trace.get("gamma", 1)), message=message,
+        trace.get("prompt", ""),
+        steps,
+        frame,
+        running=not trace.get("done", True),
+        stagger_s=stagger_for(speed_s, trace.get("gamma", 1)),
+        message=message,
         prompt_tokens=(len(spec.prompt_ids) or None) if spec is not None else None,
     )
 
@@ -94,8 +107,12 @@ def _replay_outputs(trace: dict, view: dict, speed_s: float, force: bool = False
     # While waiting for the first step, poll quickly so it shows as soon as it exists; then pace by the speed slider.
     waiting = view["playing"] and view.get("frame", 0) == 0 and not trace.get("done")
     interval = WAIT_POLL_S if waiting else max(0.1, float(speed_s or 1.0))
-    return (view, html, gr.Timer(value=interval, active=bool(view["playing"])),
-            gr.Button(value=play_label(view["playing"])))
+    return (
+        view,
+        html,
+        gr.Timer(value=interval, active=bool(view["playing"])),
+        gr.Button(value=play_label(view["playing"])),
+    )
 
 
 def on_tick(trace: dict, view: dict, speed_s: float):
@@ -140,8 +157,9 @@ def _move(trace: dict, view: dict, speed_s: float, delta: int | None):
             gr.Info("That was the last step.")
         else:
             gr.Info("The next step is still being generated.")
-    return _replay_outputs(trace, {**view, "run_id": trace.get("run_id"), "frame": frame, "playing": False}, speed_s,
-                           force=True)
+    return _replay_outputs(
+        trace, {**view, "run_id": trace.get("run_id"), "frame": frame, "playing": False}, speed_s, force=True
+    )
 
 
 def on_step(trace, view, speed_s):
@@ -185,8 +203,16 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
             raise gr.Error("prompt must be text")
         try:
             result = generate(
-                prompt, preset=preset or None, drafter=drafter or None, gamma=gamma, temperature=temperature,
-                top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, tree_nodes=tree_nodes,
+                prompt,
+                preset=preset or None,
+                drafter=drafter or None,
+                gamma=gamma,
+                temperature=temperature,
+                top_k=top_k,
+                top_p=top_p,
+                seed=seed,
+                max_new_tokens=max_new_tokens,
+                tree_nodes=tree_nodes,
                 shared=shared,
             )
         except (ValueError, TypeError, ModelUnavailable) as exc:
@@ -196,7 +222,9 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
 
         size = len(json.dumps(data))
         if size > cfg.limits.max_trace_bytes:
-            raise gr.Error(f"the trace is too large ({size} bytes, limit {cfg.limits.max_trace_bytes}); ask for fewer tokens")
+            raise gr.Error(
+                f"the trace is too large ({size} bytes, limit {cfg.limits.max_trace_bytes}); ask for fewer tokens"
+            )
         return data
 
     return speculate
@@ -245,7 +273,9 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
         _wire_warmup(c, warmup)
 
     # ---- the public endpoint -----------------------------------------------------------
-    gr.api(gpu_entry(make_speculate(cfg, shared)), api_name="speculate", concurrency_id="run", concurrency_limit=run_limit)
+    gr.api(
+        gpu_entry(make_speculate(cfg, shared)), api_name="speculate", concurrency_id="run", concurrency_limit=run_limit
+    )
     c["shared"] = shared
     c["trace_state"], c["view_state"], c["timer"] = parts.trace_state, parts.view_state, parts.timer
     return PlaygroundTab(components=c)
@@ -254,39 +284,68 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
 def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, c: dict[str, Any]) -> None:
     """The sidebar: preset, drafter, mode and every generation setting."""
     lim, p0 = cfg.limits, start.preset
-    c["preset"] = gr.Dropdown(choices=[(ch.label, ch.preset.name) for ch in choices], value=p0.name,
-                              label="Preset (model pair + drafter)", elem_id="preset")
+    c["preset"] = gr.Dropdown(
+        choices=[(ch.label, ch.preset.name) for ch in choices],
+        value=p0.name,
+        label="Preset (model pair + drafter)",
+        elem_id="preset",
+    )
     c["preset_info"] = gr.Markdown(preset_info(start), elem_classes=["sd-presetinfo"])
     c["drafter"] = gr.Dropdown(choices=list(p0.drafters), value=p0.drafter, label="Drafter", elem_id="drafter")
-    c["mode"] = gr.Radio(list(MODES), value="Speculative", label="Mode",
-                         info="Race: speculative, then autoregressive on the same prompt and models, each timed.")
+    c["mode"] = gr.Radio(
+        list(MODES),
+        value="Speculative",
+        label="Mode",
+        info="Race: speculative, then autoregressive on the same prompt and models, each timed.",
+    )
     c["gamma"] = gr.Slider(1, lim.max_gamma, value=p0.gamma, step=1, label="\u03b3: drafts per step")
-    c["tree_nodes"] = gr.Slider(1, MAX_TREE_NODES, value=p0.tree_nodes, step=1, label="Draft tree nodes",
-                                info="1 = one chain of \u03b3 drafts; more = a tree of alternatives (up to \u03b3 deep), "
-                                     "all checked in one target pass", elem_id="tree-nodes")
-    c["temperature"] = gr.Slider(0, lim.max_temperature, value=0.0, step=0.05, label="Temperature",
-                                 info="0 = greedy (exact argmax path)")
+    c["tree_nodes"] = gr.Slider(
+        1,
+        MAX_TREE_NODES,
+        value=p0.tree_nodes,
+        step=1,
+        label="Draft tree nodes",
+        info="1 = one chain of \u03b3 drafts; more = a tree of alternatives (up to \u03b3 deep), "
+        "all checked in one target pass",
+        elem_id="tree-nodes",
+    )
+    c["temperature"] = gr.Slider(
+        0, lim.max_temperature, value=0.0, step=0.05, label="Temperature", info="0 = greedy (exact argmax path)"
+    )
     with gr.Row():
         c["top_k"] = gr.Number(value=0, precision=0, minimum=0, maximum=lim.max_top_k, label="top-k (0 = off)")
         c["seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
     c["top_p"] = gr.Slider(0.01, 1.0, value=1.0, step=0.01, label="top-p")
-    c["max_new_tokens"] = gr.Slider(1, lim.max_new_tokens, value=min(48, lim.max_new_tokens), step=1,
-                                    label="Max new tokens")
+    c["max_new_tokens"] = gr.Slider(
+        1, lim.max_new_tokens, value=min(48, lim.max_new_tokens), step=1, label="Max new tokens"
+    )
     c["dtype"] = gr.Dropdown([DTYPE_DEFAULT, "float32", "bfloat16"], value=DTYPE_DEFAULT, label="dtype")
-    c["calibrate"] = gr.Checkbox(value=True, label=f"Measure t\u2081 ({CALIBRATION_TOKENS}-token autoregressive "
-                                 "calibration) in Speculative mode",
-                                 info="Needed for the predicted speedup; Race mode measures it anyway.")
+    c["calibrate"] = gr.Checkbox(
+        value=True,
+        label=f"Measure t\u2081 ({CALIBRATION_TOKENS}-token autoregressive calibration) in Speculative mode",
+        info="Needed for the predicted speedup; Race mode measures it anyway.",
+    )
     c["speed"] = gr.Slider(0.2, 3.0, value=0.8, step=0.1, label="Animation: seconds per frame")
 
 
 def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
     """Prompt, examples, the buttons, status, the step view, legend and stats, then charts and exports."""
-    c["prompt"] = gr.Textbox(label="Prompt", lines=3, max_lines=12, value=cfg.examples[0]["prompt"] if cfg.examples else "",
-                             placeholder="Type a prompt, or pick an example below", elem_id="prompt")
+    c["prompt"] = gr.Textbox(
+        label="Prompt",
+        lines=3,
+        max_lines=12,
+        value=cfg.examples[0]["prompt"] if cfg.examples else "",
+        placeholder="Type a prompt, or pick an example below",
+        elem_id="prompt",
+    )
     if cfg.examples:
-        gr.Examples(examples=[[e["prompt"]] for e in cfg.examples], inputs=[c["prompt"]],
-                    example_labels=[e.get("label", e["prompt"][:30]) for e in cfg.examples],
-                    cache_examples=False, label="Classroom examples")
+        gr.Examples(
+            examples=[[e["prompt"]] for e in cfg.examples],
+            inputs=[c["prompt"]],
+            example_labels=[e.get("label", e["prompt"][:30]) for e in cfg.examples],
+            cache_examples=False,
+            label="Classroom examples",
+        )
     with gr.Row(elem_classes=["sd-buttons"]):
         c["run"] = gr.Button("Run \u25b8", variant="primary", elem_id="run-btn")
         c["step"] = gr.Button("Step \u203a", elem_id="step-btn")
@@ -294,14 +353,20 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
         c["back"] = gr.Button("\u2039 Back", elem_id="back-btn")
         c["reset"] = gr.Button("\u21ba Reset", elem_id="reset-btn")
     c["status"] = gr.Markdown("", elem_id="status", elem_classes=["sd-status"])
-    c["view"] = gr.HTML(tokens.step_view("", (), replay.Frame(-1, replay.START)), elem_id="step-view",
-                        js_on_load=None, padding=False)
+    c["view"] = gr.HTML(
+        tokens.step_view("", (), replay.Frame(-1, replay.START)), elem_id="step-view", js_on_load=None, padding=False
+    )
     c["legend"] = gr.HTML(tokens.legend_html(), elem_id="legend", js_on_load=None)
     c["stats"] = gr.HTML(stats.stats_card({}), elem_id="stats", js_on_load=None)
     _plots(gamma, c)
     with gr.Accordion("Per-token table, text and downloads", open=False):
-        c["table"] = gr.Dataframe(value=tables.display_table(tables.token_table(())), interactive=False,
-                                  wrap=True, max_height=420, label="Every token the run looked at")
+        c["table"] = gr.Dataframe(
+            value=tables.display_table(tables.token_table(())),
+            interactive=False,
+            wrap=True,
+            max_height=420,
+            label="Every token the run looked at",
+        )
         with gr.Row():
             c["json_dl"] = gr.DownloadButton("\u2b07 Trace (JSON)", interactive=False, size="sm")
             c["csv_dl"] = gr.DownloadButton("\u2b07 Token table (CSV)", interactive=False, size="sm")
@@ -314,32 +379,45 @@ def _plots(gamma: int, c: dict[str, Any]) -> None:
         c["race_plot"] = gr.Plot(charts.race_figure((), ()), label="Race", show_label=False, elem_id="race-plot")
         c["tpc_plot"] = gr.Plot(charts.tokens_per_call_figure(()), show_label=False, elem_id="tpc-plot")
     with gr.Row():
-        c["acc_plot"] = gr.Plot(charts.acceptance_by_position_figure((), gamma), show_label=False,
-                                elem_id="acc-plot")
+        c["acc_plot"] = gr.Plot(charts.acceptance_by_position_figure((), gamma), show_label=False, elem_id="acc-plot")
         c["len_plot"] = gr.Plot(charts.accepted_length_figure((), gamma), show_label=False, elem_id="len-plot")
     c["time_plot"] = gr.Plot(charts.timeline_figure(()), show_label=False, elem_id="time-plot")
 
 
 def _wire_preset(c: dict[str, Any], by_name: dict[str, PresetChoice]) -> None:
     """A preset change shows its description and resets drafter, \u03b3 and tree size to its own."""
+
     def on_preset(name):
         ch = by_name.get(name)
         if ch is None:
             return gr.skip(), gr.skip(), gr.skip(), gr.skip()
         p = ch.preset
-        return (preset_info(ch), gr.Dropdown(choices=list(p.drafters), value=p.drafter), gr.Slider(value=p.gamma),
-                gr.Slider(value=p.tree_nodes))
+        return (
+            preset_info(ch),
+            gr.Dropdown(choices=list(p.drafters), value=p.drafter),
+            gr.Slider(value=p.gamma),
+            gr.Slider(value=p.tree_nodes),
+        )
 
-    c["preset"].change(on_preset, c["preset"], [c["preset_info"], c["drafter"], c["gamma"], c["tree_nodes"]], queue=False,
-                       api_visibility="private")
+    c["preset"].change(
+        on_preset,
+        c["preset"],
+        [c["preset_info"], c["drafter"], c["gamma"], c["tree_nodes"]],
+        queue=False,
+        api_visibility="private",
+    )
 
 
 def _wire_replay(parts: _Parts) -> None:
     """The light replay events: timer ticks, Play/Pause, Step, Back, Reset and the speed slider."""
     c, timer = parts.c, parts.timer
-    replay_io = dict(inputs=[parts.trace_state, parts.view_state, c["speed"]],
-                     outputs=[parts.view_state, c["view"], timer, c["play"]],
-                     concurrency_limit=None, show_progress="hidden", api_visibility="private")
+    replay_io = dict(
+        inputs=[parts.trace_state, parts.view_state, c["speed"]],
+        outputs=[parts.view_state, c["view"], timer, c["play"]],
+        concurrency_limit=None,
+        show_progress="hidden",
+        api_visibility="private",
+    )
     timer.tick(on_tick, **replay_io)
     c["play"].click(on_play_pause, **replay_io)
     c["step"].click(on_step, **replay_io)
@@ -359,16 +437,27 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
 
     def validator(*values):
         errs = check_params(cfg, choices, *values[: len(_PARAM_NAMES)])
-        return ([gr.validate(n not in errs, errs.get(n, "")) for n in _PARAM_NAMES]
-                + [gr.validate(True, "")] * (len(values) - len(_PARAM_NAMES)))
+        return [gr.validate(n not in errs, errs.get(n, "")) for n in _PARAM_NAMES] + [gr.validate(True, "")] * (
+            len(values) - len(_PARAM_NAMES)
+        )
 
     def prepare(*values):
         run_id = new_run_id()
-        tr = RunState(run_id=run_id, prompt=values[0], gamma=int(values[3] or 1), done=False, phase="loading").to_trace()
+        tr = RunState(
+            run_id=run_id, prompt=values[0], gamma=int(values[3] or 1), done=False, phase="loading"
+        ).to_trace()
         view = {**empty_view(), "run_id": run_id, "playing": True}
         view, html, _, btn = _replay_outputs(tr, view, values[-1], force=True)
-        return (tr, view, html, gr.Timer(value=WAIT_POLL_S, active=True), btn, "Starting\u2026", gr.DownloadButton(interactive=False),
-                gr.DownloadButton(interactive=False))
+        return (
+            tr,
+            view,
+            html,
+            gr.Timer(value=WAIT_POLL_S, active=True),
+            btn,
+            "Starting\u2026",
+            gr.DownloadButton(interactive=False),
+            gr.DownloadButton(interactive=False),
+        )
 
     shared = make_shared(cfg)
     run_handler = gpu_entry(make_run_handler(cfg, choices, warmup, shared))
@@ -378,12 +467,20 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
     heavy_inputs = [trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"]]
     heavy_outputs = [trace_state if name == "trace" else c[name] for name in RunOutputs._fields]
     c["run"].click(
-        prepare, [*params, c["speed"]],
+        prepare,
+        [*params, c["speed"]],
         [trace_state, view_state, c["view"], parts.timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
-        validator=validator, show_progress="hidden", api_visibility="private",
+        validator=validator,
+        show_progress="hidden",
+        api_visibility="private",
     ).success(
-        run_handler, heavy_inputs, heavy_outputs, concurrency_id="run", concurrency_limit=run_limit,
-        show_progress="minimal", api_visibility="private",
+        run_handler,
+        heavy_inputs,
+        heavy_outputs,
+        concurrency_id="run",
+        concurrency_limit=run_limit,
+        show_progress="minimal",
+        api_visibility="private",
     )
     return shared, run_limit
 
@@ -394,10 +491,22 @@ def _wire_warmup(c: dict[str, Any], warmup) -> None:
 
     def on_warm_tick():
         if warmup.done:
-            msg = (f"Models for **{warmup.preset}** ready (loaded in {warmup.seconds:.1f} s)." if not warmup.error
-                   else f"**Could not load {warmup.preset}:** {esc(warmup.error)}")
+            msg = (
+                f"Models for **{warmup.preset}** ready (loaded in {warmup.seconds:.1f} s)."
+                if not warmup.error
+                else f"**Could not load {warmup.preset}:** {esc(warmup.error)}"
+            )
             return msg, gr.Timer(active=False)
-        return f"Loading models for **{warmup.preset}** at start-up: {esc(warmup.message)} ({warmup.fraction:.0%})", gr.skip()
+        return (
+            f"Loading models for **{warmup.preset}** at start-up: {esc(warmup.message)} ({warmup.fraction:.0%})",
+            gr.skip(),
+        )
 
-    warm_timer.tick(on_warm_tick, None, [c["status"], warm_timer], concurrency_limit=None, show_progress="hidden",
-                    api_visibility="private")
+    warm_timer.tick(
+        on_warm_tick,
+        None,
+        [c["status"], warm_timer],
+        concurrency_limit=None,
+        show_progress="hidden",
+        api_visibility="private",
+    )

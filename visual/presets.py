@@ -44,7 +44,9 @@ def default_preset(cfg: AppConfig, choices: list[PresetChoice]) -> str:
 def preset_info(choice: PresetChoice) -> str:
     p = choice.preset
     lines = [f"**{p.label}** \u2014 {p.description}"]
-    lines.append(f"target `{p.target}` \u00b7 drafter `{p.drafter_model or p.drafter}` \u00b7 {p.dtype} \u00b7 \u03b3 = {p.gamma}")
+    lines.append(
+        f"target `{p.target}` \u00b7 drafter `{p.drafter_model or p.drafter}` \u00b7 {p.dtype} \u00b7 \u03b3 = {p.gamma}"
+    )
     if not choice.available:
         lines.append(f"\u26d4 **Unavailable here:** {choice.reason}")
     return "  \n".join(lines)

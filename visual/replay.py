@@ -12,8 +12,8 @@ Pure functions on lists of ``StepRecord``; no Gradio, no HTML.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from playground.records import StepRecord
 

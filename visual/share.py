@@ -14,8 +14,9 @@ render the link note (``visual.lab.prefill_note_html``).
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 from urllib.parse import urlencode, urlsplit, urlunsplit
 
 import gradio as gr
@@ -44,7 +45,11 @@ class Prefill:
     errors: tuple[str, ...] = ()
 
     def values(self) -> dict[str, Any]:
-        return {k: getattr(self, k) for k in ("preset", "prompt", "gamma", "temperature", "seed") if getattr(self, k) is not None}
+        return {
+            k: getattr(self, k)
+            for k in ("preset", "prompt", "gamma", "temperature", "seed")
+            if getattr(self, k) is not None
+        }
 
 
 def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = None) -> Prefill:
@@ -61,8 +66,11 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
     cls_slug = None
     unknown = sorted(k for k in params if k not in QUERY_KEYS and not str(k).startswith("__"))
     if unknown:
-        errors.append("ignored unknown parameter(s): " + ", ".join(repr(excerpt(u)) for u in unknown[:5])
-                      + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else ""))
+        errors.append(
+            "ignored unknown parameter(s): "
+            + ", ".join(repr(excerpt(u)) for u in unknown[:5])
+            + (f" and {len(unknown) - 5} more" if len(unknown) > 5 else "")
+        )
     if params.get("classroom") not in (None, ""):
         raw = str(params["classroom"]).strip()[:80]
         try:
@@ -79,14 +87,20 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
             errors.append(f"classroom: no preset called {excerpt(raw)!r}")
         else:
             cls_slug = found.slug
-            vals.update(preset=found.preset, prompt=found.prompt, gamma=found.gamma,
-                        temperature=found.temperature, seed=found.seed)
+            vals.update(
+                preset=found.preset,
+                prompt=found.prompt,
+                gamma=found.gamma,
+                temperature=found.temperature,
+                seed=found.seed,
+            )
     checks: dict[str, Callable[[Any], Any]] = {
         "preset": lambda r: _check_preset(r, cfg),
         "prompt": lambda r: clean_prompt(r, lim.max_prompt_chars),
         "gamma": lambda r: parse_whole_number("gamma", r, 1, min(lim.max_gamma, MAX_GAMMA)),
-        "temperature": lambda r: check_temperature(parse_number("temperature", r, 0.0, lim.max_temperature),
-                                                  lim.max_temperature),
+        "temperature": lambda r: check_temperature(
+            parse_number("temperature", r, 0.0, lim.max_temperature), lim.max_temperature
+        ),
         "seed": lambda r: parse_whole_number("seed", r, 0, 2**63 - 1),
     }
     for key, check in checks.items():
@@ -111,11 +125,25 @@ def _check_preset(raw: Any, cfg: AppConfig) -> str:
     return name
 
 
-def share_query(preset: str | None = None, prompt: str | None = None, gamma: int | None = None,
-                temperature: float | None = None, seed: int | None = None) -> str:
+def share_query(
+    preset: str | None = None,
+    prompt: str | None = None,
+    gamma: int | None = None,
+    temperature: float | None = None,
+    seed: int | None = None,
+) -> str:
     """The query string a teacher can append to the app's URL."""
-    q = {k: v for k, v in (("preset", preset), ("prompt", prompt), ("gamma", gamma), ("temperature", temperature),
-                           ("seed", seed)) if v is not None and v != ""}
+    q = {
+        k: v
+        for k, v in (
+            ("preset", preset),
+            ("prompt", prompt),
+            ("gamma", gamma),
+            ("temperature", temperature),
+            ("seed", seed),
+        )
+        if v is not None and v != ""
+    }
     return ("?" + urlencode(q)) if q else ""
 
 

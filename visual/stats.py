@@ -17,7 +17,8 @@ calibration run.  Without it the prediction is not shown.
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from playground.records import GenerationResult, RunStats, StepRecord
 from playground.sampling import expected_tokens_per_step, predicted_speedup
@@ -127,7 +128,10 @@ def _mtp_metrics(steps: Sequence[StepRecord], m: dict[str, Any]) -> dict[str, An
     out["vs_verify"] = per_tok / verify if (per_tok is not None and verify) else None
     out["c"] = m.get("c")
     # vocabulary narrowing, as of the latest step that reported it (the context part grows)
-    last = next((s.drafter_info for s in reversed(mtp) if _num_or_none(s.drafter_info.get("candidates_scored")) is not None), None)
+    last = next(
+        (s.drafter_info for s in reversed(mtp) if _num_or_none(s.drafter_info.get("candidates_scored")) is not None),
+        None,
+    )
     scored = vocab = extra = None
     if last is not None:
         scored = int(last["candidates_scored"])
@@ -151,7 +155,10 @@ def _mtp_tiles(x: dict[str, Any], t1: float | None) -> list[str]:
         if not parts:
             parts.append("no target step measured yet to compare with")
         if x.get("hybrid"):
-            label, who = "draft cost per token vs target step", "the drafter's time per drafted token (MTP and prompt-lookup drafts together; lookup costs ~0 ms)"
+            label, who = (
+                "draft cost per token vs target step",
+                "the drafter's time per drafted token (MTP and prompt-lookup drafts together; lookup costs ~0 ms)",
+            )
         else:
             label, who = "MTP draft cost per token vs target step", "the MTP drafter's time per drafted token"
         tiles.append(_tile(f"{ms(per)}/token", label, who + ": " + "; ".join(parts), "mtp_cost"))
@@ -160,10 +167,15 @@ def _mtp_tiles(x: dict[str, Any], t1: float | None) -> list[str]:
         fixed = x["scored"] - extra
         of = f" of {count(x['vocab'])}" if x["vocab"] else ""
         split = f" ({count(fixed)} fixed + {count(extra)} from the context)" if extra else ""
-        tiles.append(_tile(pct(x["scored_share"], 1) if x["scored_share"] is not None else "\u2014",
-                           "vocabulary the MTP drafter scored",
-                           f"scored {count(x['scored'])}{of} tokens{split} per draft step, not the whole vocabulary; "
-                           "every other token has q = 0", "mtp_vocab"))
+        tiles.append(
+            _tile(
+                pct(x["scored_share"], 1) if x["scored_share"] is not None else "\u2014",
+                "vocabulary the MTP drafter scored",
+                f"scored {count(x['scored'])}{of} tokens{split} per draft step, not the whole vocabulary; "
+                "every other token has q = 0",
+                "mtp_vocab",
+            )
+        )
     return tiles
 
 
@@ -174,35 +186,66 @@ def _tile(value: str, name: str, definition: str, key: str) -> str:
     )
 
 
-def stats_card(m: dict[str, Any], *, race: bool = False, running: bool = False, temperature: float | None = None) -> str:
+def stats_card(
+    m: dict[str, Any], *, race: bool = False, running: bool = False, temperature: float | None = None
+) -> str:
     if not m.get("steps"):
         return '<div class="stats stats--empty">Stats appear here once the first step has run.</div>'
     tiles = [
-        _tile(pct(m["alpha"]), "acceptance rate \u03b1",
-              f"accepted drafts \u00f7 drafts the target judged ({m['accepted']} / {m['judged']}); drafts after a rejection are never judged",
-              "alpha"),
-        _tile(num(m["tokens_per_call"], 2), "tokens per target call",
-              f"new tokens \u00f7 verify passes ({m['new_tokens']} / {m['steps']}); autoregressive decoding gets exactly 1",
-              "tokens_per_call"),
-        _tile(str(m["calls_saved"]), "target calls saved",
-              f"{m['new_tokens']} tokens needed {m['steps']} target passes instead of {m['new_tokens']}", "calls_saved"),
-        _tile(pct(m["draft_efficiency"]), "draft efficiency",
-              f"accepted \u00f7 all drafted tokens ({m['accepted']} / {m['drafted']}), wasted drafts included",
-              "draft_efficiency"),
-        _tile(f"{num(m['tokens_per_s'], 1)} tok/s", "speculative throughput",
-              f"{m['new_tokens']} tokens in {ms(m['wall_ms'])} of wall time, prefill included", "tokens_per_s"),
+        _tile(
+            pct(m["alpha"]),
+            "acceptance rate \u03b1",
+            f"accepted drafts \u00f7 drafts the target judged ({m['accepted']} / {m['judged']}); drafts after a rejection are never judged",
+            "alpha",
+        ),
+        _tile(
+            num(m["tokens_per_call"], 2),
+            "tokens per target call",
+            f"new tokens \u00f7 verify passes ({m['new_tokens']} / {m['steps']}); autoregressive decoding gets exactly 1",
+            "tokens_per_call",
+        ),
+        _tile(
+            str(m["calls_saved"]),
+            "target calls saved",
+            f"{m['new_tokens']} tokens needed {m['steps']} target passes instead of {m['new_tokens']}",
+            "calls_saved",
+        ),
+        _tile(
+            pct(m["draft_efficiency"]),
+            "draft efficiency",
+            f"accepted \u00f7 all drafted tokens ({m['accepted']} / {m['drafted']}), wasted drafts included",
+            "draft_efficiency",
+        ),
+        _tile(
+            f"{num(m['tokens_per_s'], 1)} tok/s",
+            "speculative throughput",
+            f"{m['new_tokens']} tokens in {ms(m['wall_ms'])} of wall time, prefill included",
+            "tokens_per_s",
+        ),
     ]
     if m["measured_speedup"] is not None:
         tiles.append(
-            _tile(times(m["measured_speedup"]), "measured speedup",
-                  f"speculative tok/s \u00f7 autoregressive tok/s ({num(m['tokens_per_s'], 1)} / {num(m['ar_tokens_per_s'], 1)}), "
-                  "each run timed on its own, one after the other", "measured_speedup")
+            _tile(
+                times(m["measured_speedup"]),
+                "measured speedup",
+                f"speculative tok/s \u00f7 autoregressive tok/s ({num(m['tokens_per_s'], 1)} / {num(m['ar_tokens_per_s'], 1)}), "
+                "each run timed on its own, one after the other",
+                "measured_speedup",
+            )
         )
     elif race:
-        tiles.append(_tile("\u2026", "measured speedup", "waiting for the autoregressive run to finish", "measured_speedup"))
+        tiles.append(
+            _tile("\u2026", "measured speedup", "waiting for the autoregressive run to finish", "measured_speedup")
+        )
     else:
-        tiles.append(_tile("\u2014", "measured speedup", "not measured: choose Race mode to time the autoregressive baseline",
-                           "measured_speedup"))
+        tiles.append(
+            _tile(
+                "\u2014",
+                "measured speedup",
+                "not measured: choose Race mode to time the autoregressive baseline",
+                "measured_speedup",
+            )
+        )
     if m.get("mtp"):
         tiles.extend(_mtp_tiles(m["mtp"], m.get("t1_ms")))
     pred = _prediction(m)
@@ -211,14 +254,18 @@ def stats_card(m: dict[str, Any], *, race: bool = False, running: bool = False, 
         if m["same_output"]:
             same = '<p class="same same--yes">\u2713 Speculative and autoregressive outputs are identical, token for token.</p>'
         else:
-            why = ("With sampling (temperature &gt; 0) both runs are different samples from the same distribution, so they may differ."
-                   if temperature else "At temperature 0 they should match; a difference comes from floating-point near-ties "
-                   "(batched vs single-token matmuls), most often in bfloat16.")
-            same = (f'<p class="same same--no">\u2260 Outputs differ from token {m["first_difference"] + 1} on. {why}</p>')
+            why = (
+                "With sampling (temperature &gt; 0) both runs are different samples from the same distribution, so they may differ."
+                if temperature
+                else "At temperature 0 they should match; a difference comes from floating-point near-ties "
+                "(batched vs single-token matmuls), most often in bfloat16."
+            )
+            same = (
+                f'<p class="same same--no">\u2260 Outputs differ from token {m["first_difference"] + 1} on. {why}</p>'
+            )
     state = ' <span class="stats__live">live\u2026</span>' if running else ""
     return (
-        f'<div class="stats"><h3>Run statistics{state}</h3><div class="tiles">{"".join(tiles)}</div>'
-        f"{pred}{same}</div>"
+        f'<div class="stats"><h3>Run statistics{state}</h3><div class="tiles">{"".join(tiles)}</div>{pred}{same}</div>'
     )
 
 
@@ -226,34 +273,56 @@ def _prediction(m: dict[str, Any]) -> str:
     g = m["gamma"]
     alpha, c, v, E, S, t1 = m["alpha"], m["c"], m["v"], m["E"], m["predicted_speedup"], m["t1_ms"]
     if S is not None and math.isfinite(S):
-        formula = (f"S = E / (\u03b3\u00b7c + v<sub>\u03b3</sub>) = {num(E, 2)} / ({g}\u00b7{num(c, 3)} + {num(v, 2)}) "
-                   f"= <strong>{esc(times(S))}</strong>")
+        formula = (
+            f"S = E / (\u03b3\u00b7c + v<sub>\u03b3</sub>) = {num(E, 2)} / ({g}\u00b7{num(c, 3)} + {num(v, 2)}) "
+            f"= <strong>{esc(times(S))}</strong>"
+        )
     else:
         formula = "S = E / (\u03b3\u00b7c + v<sub>\u03b3</sub>) = <strong>\u2014</strong>"
     if t1 is None:
-        missing = ("<p class=\"pred__missing\">t\u2081 (one target pass over a single token) was not measured in this run, so c, "
-                   "v<sub>\u03b3</sub> and S are not shown. Use Race mode, or tick \u201cmeasure t\u2081\u201d for a short "
-                   "autoregressive calibration run.</p>")
+        missing = (
+            '<p class="pred__missing">t\u2081 (one target pass over a single token) was not measured in this run, so c, '
+            "v<sub>\u03b3</sub> and S are not shown. Use Race mode, or tick \u201cmeasure t\u2081\u201d for a short "
+            "autoregressive calibration run.</p>"
+        )
     elif not m["full_steps"]:
-        missing = f"<p class=\"pred__missing\">No step drafted all \u03b3 = {g} tokens yet, so c and v<sub>\u03b3</sub> are not measured.</p>"
+        missing = f'<p class="pred__missing">No step drafted all \u03b3 = {g} tokens yet, so c and v<sub>\u03b3</sub> are not measured.</p>'
     else:
         missing = ""
     if v is not None and v < 0.9:
-        missing += ("<p class=\"pred__missing\">v<sub>\u03b3</sub> &lt; 1 means a pass over \u03b3+1 tokens looked faster than "
-                    "one over a single token: the machine's speed changed between the measurements (a shared or busy "
-                    "CPU), so this prediction is unreliable. Run again, or use Race mode.</p>")
+        missing += (
+            '<p class="pred__missing">v<sub>\u03b3</sub> &lt; 1 means a pass over \u03b3+1 tokens looked faster than '
+            "one over a single token: the machine's speed changed between the measurements (a shared or busy "
+            "CPU), so this prediction is unreliable. Run again, or use Race mode.</p>"
+        )
     terms = [
         ("\u03b1", num(alpha, 3), "measured acceptance rate: accepted \u00f7 judged drafts"),
         ("\u03b3", str(g), "drafts proposed per step"),
-        ("E", num(E, 3), "(1 \u2212 \u03b1<sup>\u03b3+1</sup>) / (1 \u2212 \u03b1): expected tokens per step if each draft is accepted independently with probability \u03b1"),
-        ("t\u2081", ms(t1), f"the target's time for one forward pass over a single token, measured by {esc(m['t1_source'] or 'nothing yet')}"),
-        ("c", num(c, 3), f"drafter ms per drafted token \u00f7 t\u2081 = {esc(ms(m['draft_ms_per_token']))} \u00f7 {esc(ms(t1))} (steps with all \u03b3 drafts)"),
-        ("v<sub>\u03b3</sub>", num(v, 2), f"target ms per verify pass over \u03b3+1 tokens \u00f7 t\u2081 = {esc(ms(m['verify_ms_per_pass']))} \u00f7 {esc(ms(t1))}"),
+        (
+            "E",
+            num(E, 3),
+            "(1 \u2212 \u03b1<sup>\u03b3+1</sup>) / (1 \u2212 \u03b1): expected tokens per step if each draft is accepted independently with probability \u03b1",
+        ),
+        (
+            "t\u2081",
+            ms(t1),
+            f"the target's time for one forward pass over a single token, measured by {esc(m['t1_source'] or 'nothing yet')}",
+        ),
+        (
+            "c",
+            num(c, 3),
+            f"drafter ms per drafted token \u00f7 t\u2081 = {esc(ms(m['draft_ms_per_token']))} \u00f7 {esc(ms(t1))} (steps with all \u03b3 drafts)",
+        ),
+        (
+            "v<sub>\u03b3</sub>",
+            num(v, 2),
+            f"target ms per verify pass over \u03b3+1 tokens \u00f7 t\u2081 = {esc(ms(m['verify_ms_per_pass']))} \u00f7 {esc(ms(t1))}",
+        ),
     ]
-    rows = "".join(f"<dt>{k}</dt><dd><span class=\"pred__val\">{esc(val)}</span> {d}</dd>" for k, val, d in terms)
+    rows = "".join(f'<dt>{k}</dt><dd><span class="pred__val">{esc(val)}</span> {d}</dd>' for k, val, d in terms)
     return (
         f'<div class="pred"><h4>Predicted speedup from the measured \u03b1, c and v<sub>\u03b3</sub></h4>'
         f'<p class="pred__formula">{formula}</p>{missing}<dl class="pred__terms">{rows}</dl>'
-        "<p class=\"pred__note\">The prediction ignores prefill and per-step bookkeeping and assumes i.i.d. acceptance; "
+        '<p class="pred__note">The prediction ignores prefill and per-step bookkeeping and assumes i.i.d. acceptance; '
         "compare it with the measured speedup.</p></div>"
     )

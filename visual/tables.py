@@ -13,8 +13,8 @@ import math
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pandas as pd
 
@@ -22,8 +22,22 @@ from playground.records import GenerationResult, StepRecord
 from visual.fmt import token_plain
 
 COLUMNS = [
-    "run", "step", "position", "kind", "token_id", "token", "shown", "q_draft", "p_target",
-    "p_over_q", "accept_prob", "u", "verdict", "committed", "draft_ms", "verify_ms",
+    "run",
+    "step",
+    "position",
+    "kind",
+    "token_id",
+    "token",
+    "shown",
+    "q_draft",
+    "p_target",
+    "p_over_q",
+    "accept_prob",
+    "u",
+    "verdict",
+    "committed",
+    "draft_ms",
+    "verify_ms",
 ]
 
 
@@ -32,21 +46,48 @@ def token_rows(steps: Sequence[StepRecord], run: str = "speculative") -> list[di
     for s in steps:
         for d in s.drafted:
             ratio = d.ratio if d.ratio is not None else (d.target_prob / d.draft_prob if d.draft_prob > 0 else None)
-            rows.append(dict(
-                run=run, step=s.index + 1, position=d.position, kind="draft", token_id=d.token_id, token=d.text,
-                shown=token_plain(d.text), q_draft=d.draft_prob, p_target=d.target_prob, p_over_q=ratio,
-                accept_prob=d.accept_prob, u=d.u,
-                verdict="accepted" if d.accepted else ("rejected" if d.judged else "not judged"),
-                committed=bool(d.accepted), draft_ms=s.draft_ms, verify_ms=s.verify_ms,
-            ))
+            rows.append(
+                dict(
+                    run=run,
+                    step=s.index + 1,
+                    position=d.position,
+                    kind="draft",
+                    token_id=d.token_id,
+                    token=d.text,
+                    shown=token_plain(d.text),
+                    q_draft=d.draft_prob,
+                    p_target=d.target_prob,
+                    p_over_q=ratio,
+                    accept_prob=d.accept_prob,
+                    u=d.u,
+                    verdict="accepted" if d.accepted else ("rejected" if d.judged else "not judged"),
+                    committed=bool(d.accepted),
+                    draft_ms=s.draft_ms,
+                    verify_ms=s.verify_ms,
+                )
+            )
         c = s.correction
         if c is not None:
-            rows.append(dict(
-                run=run, step=s.index + 1, position=c.position, kind=c.kind, token_id=c.token_id, token=c.text,
-                shown=token_plain(c.text), q_draft=None, p_target=c.target_prob, p_over_q=None,
-                accept_prob=None, u=None, verdict={"resample": "resampled", "bonus": "bonus"}.get(c.kind, "target"),
-                committed=True, draft_ms=s.draft_ms, verify_ms=s.verify_ms,
-            ))
+            rows.append(
+                dict(
+                    run=run,
+                    step=s.index + 1,
+                    position=c.position,
+                    kind=c.kind,
+                    token_id=c.token_id,
+                    token=c.text,
+                    shown=token_plain(c.text),
+                    q_draft=None,
+                    p_target=c.target_prob,
+                    p_over_q=None,
+                    accept_prob=None,
+                    u=None,
+                    verdict={"resample": "resampled", "bonus": "bonus"}.get(c.kind, "target"),
+                    committed=True,
+                    draft_ms=s.draft_ms,
+                    verify_ms=s.verify_ms,
+                )
+            )
     return rows
 
 
@@ -68,8 +109,9 @@ def display_table(df: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def trace_payload(result: GenerationResult | None, ar_result: GenerationResult | None = None,
-                  calibration: dict | None = None) -> dict:
+def trace_payload(
+    result: GenerationResult | None, ar_result: GenerationResult | None = None, calibration: dict | None = None
+) -> dict:
     """The exported JSON: the speculative trace, plus the race's autoregressive trace if any."""
     data = result.to_dict() if result is not None else {}
     if ar_result is not None:
@@ -149,8 +191,14 @@ def prune_exports(base: Path, keep: int, protect: Path | None = None) -> list[Pa
     return doomed
 
 
-def write_exports(df: pd.DataFrame, payload: dict, directory: str | os.PathLike | None = None, *,
-                  root: str | os.PathLike | None = None, keep: int = EXPORT_KEEP) -> tuple[str, str]:
+def write_exports(
+    df: pd.DataFrame,
+    payload: dict,
+    directory: str | os.PathLike | None = None,
+    *,
+    root: str | os.PathLike | None = None,
+    keep: int = EXPORT_KEEP,
+) -> tuple[str, str]:
     """Write ``speculative_trace.json`` and ``speculative_tokens.csv``; return their paths.
 
     Into ``directory`` if given, else into a fresh folder from ``new_export_dir(root, keep)``.
@@ -160,8 +208,9 @@ def write_exports(df: pd.DataFrame, payload: dict, directory: str | os.PathLike 
     d.mkdir(parents=True, exist_ok=True)
     json_path = d / "speculative_trace.json"
     csv_path = d / "speculative_tokens.csv"
-    json_path.write_text(json.dumps(clean_json(payload), ensure_ascii=False, indent=1, allow_nan=False),
-                         encoding="utf-8")
+    json_path.write_text(
+        json.dumps(clean_json(payload), ensure_ascii=False, indent=1, allow_nan=False), encoding="utf-8"
+    )
     # CRLF rows (RFC 4180): with "\n" rows a bare "\r" inside a token's text is written unquoted and
     # readers split the row there; with "\r\n" the writer quotes any cell holding "\r" or "\n".
     csv_safe(df).to_csv(csv_path, index=False, lineterminator="\r\n")

@@ -25,13 +25,13 @@ rendered by ``visual.drafter_info``; this module only places it.
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
 from playground.records import Correction, DraftDecision, StepRecord
 from visual.bars import bars as _bars
 from visual.drafter_info import drafter_panel
-from visual.fmt import esc, num, ms, quoted, token_html, token_plain
+from visual.fmt import esc, ms, num, quoted, token_html, token_plain
 from visual.replay import DRAFT, START, VERIFY, Frame
 from visual.tree_view import is_tree_step, tree_narration, tree_panel
 
@@ -122,7 +122,9 @@ def committed_chips(steps: Sequence[StepRecord]) -> list[str]:
                 out.append(chip(d.text, "accepted", [f"step {s.index + 1}", *_draft_tip(d, True)]))
         if s.correction is not None:
             c = s.correction
-            out.append(chip(c.text, CORRECTION_STATE.get(c.kind, "target"), [f"step {s.index + 1}", *_correction_tip(c)]))
+            out.append(
+                chip(c.text, CORRECTION_STATE.get(c.kind, "target"), [f"step {s.index + 1}", *_correction_tip(c)])
+            )
     return out
 
 
@@ -137,7 +139,9 @@ def current_chips(step: StepRecord, phase: str) -> list[str]:
             out.append(chip(d.text, "accepted", _draft_tip(d, True), anim="flip", order=i))
         if step.correction is not None:
             c = step.correction
-            out.append(chip(c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(path)))
+            out.append(
+                chip(c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(path))
+            )
         return out
     if phase == DRAFT:
         for i, d in enumerate(step.drafted):
@@ -149,7 +153,9 @@ def current_chips(step: StepRecord, phase: str) -> list[str]:
     if step.correction is not None:
         c = step.correction
         out.append(
-            chip(c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(step.drafted))
+            chip(
+                c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(step.drafted)
+            )
         )
     return out
 
@@ -201,7 +207,9 @@ def verdict(d: DraftDecision) -> str:
         return '<span class="verdict verdict--discarded">\u2298 not judged</span>'
     if d.accepted:
         return f'<span class="verdict verdict--accepted">\u2713 accepted <small>(u &lt; {num(d.accept_prob)})</small></span>'
-    return f'<span class="verdict verdict--rejected">\u2717 rejected <small>(u \u2265 {num(d.accept_prob)})</small></span>'
+    return (
+        f'<span class="verdict verdict--rejected">\u2717 rejected <small>(u \u2265 {num(d.accept_prob)})</small></span>'
+    )
 
 
 def draft_sentence(d: DraftDecision) -> str:
@@ -219,7 +227,9 @@ def draft_sentence(d: DraftDecision) -> str:
     if r is not None and r >= 1:
         return f"{head}, {ratio} \u2192 accepted (always)."
     rel = "<" if d.accepted else "\u2265"
-    return f"{head}, {ratio}; u = {num(d.u)} {rel} {num(d.accept_prob)} \u2192 {'accepted' if d.accepted else 'rejected'}."
+    return (
+        f"{head}, {ratio}; u = {num(d.u)} {rel} {num(d.accept_prob)} \u2192 {'accepted' if d.accepted else 'rejected'}."
+    )
 
 
 def step_table(step: StepRecord, phase: str) -> str:
@@ -269,10 +279,17 @@ def distribution_panel(step: StepRecord) -> str:
     pick = (c.token_id, c.text, c.prob)
     if c.kind == "resample" and is_tree_step(step):
         parts = [
-            _bars(f"target p at depth {c.position}", c.target_top, c.token_id, "resampled", None,
-                  (c.token_id, c.text, c.target_prob)),
-            _bars("what is left of p after every rejected child", c.distribution_top, c.token_id, "resampled", None,
-                  pick),
+            _bars(
+                f"target p at depth {c.position}",
+                c.target_top,
+                c.token_id,
+                "resampled",
+                None,
+                (c.token_id, c.text, c.target_prob),
+            ),
+            _bars(
+                "what is left of p after every rejected child", c.distribution_top, c.token_id, "resampled", None, pick
+            ),
         ]
         note = (
             "Every child tried at this node was rejected. Each rejection removed that child's q from what was left "
@@ -283,10 +300,17 @@ def distribution_panel(step: StepRecord) -> str:
         rejected = next((d for d in step.drafted if d.judged and not d.accepted), None)
         rej_id = rejected.token_id if rejected else None
         parts = [
-            _bars(f"target p at position {c.position}", c.target_top, c.token_id, "resampled", rej_id,
-                  (c.token_id, c.text, c.target_prob)),
+            _bars(
+                f"target p at position {c.position}",
+                c.target_top,
+                c.token_id,
+                "resampled",
+                rej_id,
+                (c.token_id, c.text, c.target_prob),
+            ),
             _bars(f"drafter q at position {c.position}", c.draft_top, c.token_id, "resampled", rej_id)
-            if c.draft_top else "",
+            if c.draft_top
+            else "",
             _bars("residual norm(max(0, p \u2212 q))", c.distribution_top, c.token_id, "resampled", None, pick),
         ]
         note = (
@@ -295,7 +319,9 @@ def distribution_panel(step: StepRecord) -> str:
             "This is what makes the output distribution exactly p."
         )
     elif c.kind == "bonus":
-        parts = [_bars(f"target p at position {c.position} (\u03b3+1)", c.distribution_top, c.token_id, "bonus", None, pick)]
+        parts = [
+            _bars(f"target p at position {c.position} (\u03b3+1)", c.distribution_top, c.token_id, "bonus", None, pick)
+        ]
         note = "Every draft was accepted, and the same target pass already computed p one position further: the bonus token is drawn from it for free."
     else:
         parts = [_bars(f"target p at position {c.position}", c.distribution_top, c.token_id, "chosen", None, pick)]
@@ -331,7 +357,9 @@ def narration(step: StepRecord, phase: str) -> str:
     rej = next((d for d in step.drafted if d.judged and not d.accepted), None)
     parts = [f"Step {n}: "]
     if rej is None and c is not None and c.kind == "bonus":
-        parts.append(f"all {k} drafts accepted, and the target added the bonus token {quoted(c.text)} drawn from p at position {c.position}")
+        parts.append(
+            f"all {k} drafts accepted, and the target added the bonus token {quoted(c.text)} drawn from p at position {c.position}"
+        )
     else:
         if acc:
             parts.append(f"the target accepted {len(acc)} of {k} drafts ({', '.join(quoted(d.text) for d in acc)}), ")
@@ -384,7 +412,7 @@ def step_view(
             sentences = f'<details class="why"><summary>Each draft in words</summary><ol>{sentences}</ol></details>'
         mtp = drafter_panel(steps, frame.step, frame.phase, prompt_tokens)
         table = tree_panel(step, frame.phase) if is_tree_step(step) else step_table(step, frame.phase)
-        body = (table + mtp + (distribution_panel(step) if frame.phase == VERIFY else "") + sentences)
+        body = table + mtp + (distribution_panel(step) if frame.phase == VERIFY else "") + sentences
         say = narration(step, frame.phase)
         sr = say
     return (
@@ -392,7 +420,7 @@ def step_view(
         f'<div class="sd-head"><span class="sd-step">{esc(head)}</span></div>'
         f'<p class="sd-narration" role="status" aria-live="polite" aria-atomic="true">{esc(sr)}</p>'
         f'<div class="sd-text" role="list" aria-label="Prompt and generated tokens">'
-        f'{prompt_html(prompt) if prompt else ""}{"".join(chips)}</div>'
+        f"{prompt_html(prompt) if prompt else ''}{''.join(chips)}</div>"
         f"{body}</div>"
     )
 

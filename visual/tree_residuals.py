@@ -12,7 +12,7 @@ before ``residual_top`` existed get p and a note.  HTML only, every text escaped
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from playground.records import Correction, DraftDecision
 from visual.bars import bars
@@ -25,7 +25,7 @@ def is_branching(drafted: Sequence[DraftDecision], kids: Sequence[int]) -> bool:
 
 
 def _next_judged(drafted: Sequence[DraftDecision], kids: Sequence[int], k: int) -> DraftDecision | None:
-    later = [drafted[i] for i in kids[k + 1:] if drafted[i].judged]
+    later = [drafted[i] for i in kids[k + 1 :] if drafted[i].judged]
     return later[0] if later else None
 
 
@@ -59,14 +59,24 @@ def sibling_residuals(drafted: Sequence[DraftDecision], kids: Sequence[int], cor
             missing = True
             continue
         after = _next_judged(drafted, kids, k)
-        panels.append(_panel(f"after {quoted(d.text)} was rejected: norm(max(0, r \u2212 q))", d.residual_top,
-                             after, correction if after is None else None))
-    note = ("Children are tried in order. Each rejection takes the rejected draft's q out of r: "
-            "r \u2190 norm(max(0, r \u2212 q)), and the next sibling is judged against that residual.")
+        panels.append(
+            _panel(
+                f"after {quoted(d.text)} was rejected: norm(max(0, r \u2212 q))",
+                d.residual_top,
+                after,
+                correction if after is None else None,
+            )
+        )
+    note = (
+        "Children are tried in order. Each rejection takes the rejected draft's q out of r: "
+        "r \u2190 norm(max(0, r \u2212 q)), and the next sibling is judged against that residual."
+    )
     if correction is not None:
         note += " Every child here was rejected, so the resample was drawn from the last residual."
     if missing:
         note += " (This trace was recorded without the residuals after rejected siblings.)"
-    return (f'<div class="tree__residuals" role="group" aria-label="How r changed over the siblings here">'
-            f'<p class="tree__residuals-note">{esc(note)}</p>'
-            f'<div class="dists tree__dists">{"".join(panels)}</div></div>')
+    return (
+        f'<div class="tree__residuals" role="group" aria-label="How r changed over the siblings here">'
+        f'<p class="tree__residuals-note">{esc(note)}</p>'
+        f'<div class="dists tree__dists">{"".join(panels)}</div></div>'
+    )

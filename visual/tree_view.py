@@ -11,7 +11,7 @@ renders HTML only; everything user-supplied goes through ``esc`` / ``token_html`
 
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from playground.records import Correction, DraftDecision, StepRecord
 from visual.fmt import esc, num, quoted, token_html
@@ -43,11 +43,15 @@ def _facts(d: DraftDecision, phase: str, tried_before: int) -> str:
         return f"q {num(d.draft_prob)}"
     if not d.judged:
         return "not judged"
-    against = "p" if tried_before == 0 else f"residual after {tried_before} rejected sibling{'s' if tried_before > 1 else ''}"
+    against = (
+        "p" if tried_before == 0 else f"residual after {tried_before} rejected sibling{'s' if tried_before > 1 else ''}"
+    )
     ratio = "\u2013" if d.ratio is None else num(d.ratio, 2)
     rel = "<" if d.accepted else "\u2265"
-    return (f"q {num(d.draft_prob)} \u00b7 {against} {num(d.target_prob)} \u00b7 ratio {ratio} \u00b7 "
-            f"u {num(d.u)} {rel} {num(d.accept_prob)}")
+    return (
+        f"q {num(d.draft_prob)} \u00b7 {against} {num(d.target_prob)} \u00b7 ratio {ratio} \u00b7 "
+        f"u {num(d.u)} {rel} {num(d.accept_prob)}"
+    )
 
 
 def _resample_node(step: StepRecord) -> tuple[int | None, Correction | None]:
@@ -82,23 +86,30 @@ def tree_panel(step: StepRecord, phase: str) -> str:
             if d.judged:
                 tried += 1
         cls = "tree tree--branching" if len(items) > 1 else "tree"
-        residuals = "" if phase == DRAFT else sibling_residuals(drafted, kids.get(node, []),
-                                                                 resample if node == at else None)
+        residuals = (
+            "" if phase == DRAFT else sibling_residuals(drafted, kids.get(node, []), resample if node == at else None)
+        )
         return f'{residuals}<ul class="{cls}">{"".join(items)}</ul>' if items else ""
 
     depth = max((d.position for d in drafted), default=0)
     roots = len(kids.get(-1, []))
-    caption = (f"The drafter proposed a tree of {len(drafted)} node{'s' if len(drafted) != 1 else ''} "
-               f"({roots} at the first position, {depth} deep); the target scores every node in one pass, each node "
-               "seeing only its own ancestors.")
+    caption = (
+        f"The drafter proposed a tree of {len(drafted)} node{'s' if len(drafted) != 1 else ''} "
+        f"({roots} at the first position, {depth} deep); the target scores every node in one pass, each node "
+        "seeing only its own ancestors."
+    )
     if phase != DRAFT:
-        caption += (" At each node its children are tried in order: a child is kept with probability min(1, r/q); after a "
-                    "rejection, r becomes the residual norm(max(0, r \u2212 q)) for the next sibling. The accepted path is "
-                    "highlighted; subtrees under rejected nodes are never judged.")
-    return (f'<div class="sd-tree" aria-label="Draft tree of step {step.index + 1}">'
-            f'<p class="sd-tree__caption">{esc(caption)}</p>'
-            f'<div class="tree__root"><span class="tree__rootlabel">last committed token</span>{branch(-1, False)}</div>'
-            f'{"" if phase == DRAFT else kv_strip(step)}</div>')
+        caption += (
+            " At each node its children are tried in order: a child is kept with probability min(1, r/q); after a "
+            "rejection, r becomes the residual norm(max(0, r \u2212 q)) for the next sibling. The accepted path is "
+            "highlighted; subtrees under rejected nodes are never judged."
+        )
+    return (
+        f'<div class="sd-tree" aria-label="Draft tree of step {step.index + 1}">'
+        f'<p class="sd-tree__caption">{esc(caption)}</p>'
+        f'<div class="tree__root"><span class="tree__rootlabel">last committed token</span>{branch(-1, False)}</div>'
+        f"{'' if phase == DRAFT else kv_strip(step)}</div>"
+    )
 
 
 def tree_narration(step: StepRecord, phase: str) -> str:
@@ -106,8 +117,10 @@ def tree_narration(step: StepRecord, phase: str) -> str:
     n, k = step.index + 1, len(step.drafted)
     if phase == DRAFT:
         roots = len(_children(step.drafted).get(-1, []))
-        return (f"Step {n}: the drafter proposes a tree of {k} tokens with {roots} alternatives for the next position, "
-                f"in {step.draft_ms:.1f} ms; the target has not looked yet.")
+        return (
+            f"Step {n}: the drafter proposes a tree of {k} tokens with {roots} alternatives for the next position, "
+            f"in {step.draft_ms:.1f} ms; the target has not looked yet."
+        )
     path = [d for d in step.drafted if d.accepted]
     rejected = [d for d in step.drafted if d.judged and not d.accepted]
     c = step.correction
@@ -121,7 +134,8 @@ def tree_narration(step: StepRecord, phase: str) -> str:
     if c is not None and c.kind == "bonus":
         parts.append(f"; then the target added the bonus token {quoted(c.text)} at the leaf")
     elif c is not None:
-        parts.append(f"; no child of the last accepted node survived, so the target resampled {quoted(c.text)} "
-                     "from the residual")
+        parts.append(
+            f"; no child of the last accepted node survived, so the target resampled {quoted(c.text)} from the residual"
+        )
     emitted = len(step.emitted_ids)
     return "".join(parts) + f" \u2014 {emitted} token{'s' if emitted != 1 else ''} from one target pass."

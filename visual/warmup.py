@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Iterator
+from collections.abc import Iterator
 
 from playground.config import load_config
 from playground.models import load_pair
@@ -27,7 +27,7 @@ class Warmup:
         self._done = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"warmup-{preset}", daemon=True)
 
-    def start(self) -> "Warmup":
+    def start(self) -> Warmup:
         self._thread.start()
         return self
 

@@ -3,7 +3,6 @@
 This module computes; it does not run models (``run``) or render (``report``).
 """
 
-
 from __future__ import annotations
 
 import math
@@ -14,9 +13,7 @@ from typing import Any
 
 import torch
 
-from playground.bench.options import Costs, LOSSLESS_RULES, METHODS, ROW_FIELDS, Run, Spec
-
-
+from playground.bench.options import LOSSLESS_RULES, METHODS, ROW_FIELDS, Costs, Run, Spec
 
 
 def _mean(xs):
@@ -43,8 +40,11 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
             base[(dtype, kind, temperature, spec.trace)] = row
         if spec.method == "hf_generate":
             base[(dtype, kind, temperature, "hf")] = row
-    chains = {(r["dtype"], r["prompts"], r["temperature"], r["trace"], r["drafter"], r["gamma"], r["rule"]): r
-              for r in rows if r["method"] == "speculative" and r["tree_nodes"] == 1}
+    chains = {
+        (r["dtype"], r["prompts"], r["temperature"], r["trace"], r["drafter"], r["gamma"], r["rule"]): r
+        for r in rows
+        if r["method"] == "speculative" and r["tree_nodes"] == 1
+    }
     for row in rows:
         ar = _add_speedups(row, base, chains)
         _add_predictions(row, ar, costs.get(row["dtype"]))
@@ -81,16 +81,19 @@ def _references(runs: list[Run]) -> _References:
     return _References(hf=tokens_of("hf_generate"), ar=tokens_of("autoregressive"))
 
 
-def _group_row(dtype: str, kind: str, temperature: float, spec: Spec, rs: list[Run],
-               refs: _References) -> dict[str, Any]:
+def _group_row(
+    dtype: str, kind: str, temperature: float, spec: Spec, rs: list[Run], refs: _References
+) -> dict[str, Any]:
     """The measured part of one row: timings, acceptance and identity, summed over its runs."""
     ms = _mean(_by_prompt(rs, lambda r: r.wall_ms / max(r.new_tokens, 1)))
     decode = _mean(
         _by_prompt(
             rs,
-            lambda r: (r.wall_ms - r.prefill_ms) / max(r.new_tokens - r.prefill_emits, 1)
-            if r.prefill_ms is not None
-            else None,
+            lambda r: (
+                (r.wall_ms - r.prefill_ms) / max(r.new_tokens - r.prefill_emits, 1)
+                if r.prefill_ms is not None
+                else None
+            ),
         )
     )
     judged = sum(r.judged for r in rs)
@@ -142,8 +145,9 @@ def _group_row(dtype: str, kind: str, temperature: float, spec: Spec, rs: list[R
     }
 
 
-def _acceptance_shape(spec: Spec, rs: list[Run], calls: int, decode_tokens: int
-                      ) -> tuple[list[float | None] | None, float | None]:
+def _acceptance_shape(
+    spec: Spec, rs: list[Run], calls: int, decode_tokens: int
+) -> tuple[list[float | None] | None, float | None]:
     """Acceptance by draft position and the mean accepted length (None where the method has none)."""
     g = spec.gamma
     if spec.method == "speculative":
@@ -158,8 +162,9 @@ def _acceptance_shape(spec: Spec, rs: list[Run], calls: int, decode_tokens: int
     return None, None
 
 
-def _identity(temperature: float, spec: Spec, rs: list[Run], refs: _References
-              ) -> tuple[bool | None, int | None, bool | None]:
+def _identity(
+    temperature: float, spec: Spec, rs: list[Run], refs: _References
+) -> tuple[bool | None, int | None, bool | None]:
     """(identical to hf_generate, first divergence from it, identical to our autoregressive), greedy rows only."""
     identical = first_div = identical_ar = None
     if temperature == 0 and spec.method != "hf_generate":
@@ -176,14 +181,18 @@ def _identity(temperature: float, spec: Spec, rs: list[Run], refs: _References
     return identical, first_div, identical_ar
 
 
-def _add_speedups(row: dict[str, Any], base: dict[tuple, dict[str, Any]], chains: dict[tuple, dict[str, Any]]
-                  ) -> dict[str, Any] | None:
+def _add_speedups(
+    row: dict[str, Any], base: dict[tuple, dict[str, Any]], chains: dict[tuple, dict[str, Any]]
+) -> dict[str, Any] | None:
     """Set the speedup columns against the baselines (and the chain, for a tree row); return the AR baseline row."""
     key = (row["dtype"], row["prompts"], row["temperature"])
     ar = base.get(key + (row["trace"],)) or base.get(key + (False,))
     chain = chains.get(key + (row["trace"], row["drafter"], row["gamma"], row["rule"]))
-    row["speedup_vs_chain"] = (_ratio(chain and chain["ms_per_token"], row["ms_per_token"])
-                               if row["method"] == "speculative" and row["tree_nodes"] > 1 else None)
+    row["speedup_vs_chain"] = (
+        _ratio(chain and chain["ms_per_token"], row["ms_per_token"])
+        if row["method"] == "speculative" and row["tree_nodes"] > 1
+        else None
+    )
     hf = base.get(key + ("hf",))
     row["speedup_vs_autoregressive"] = _ratio(ar and ar["ms_per_token"], row["ms_per_token"])
     row["speedup_vs_hf_generate"] = _ratio(hf and hf["ms_per_token"], row["ms_per_token"])
@@ -267,7 +276,9 @@ def _quality(row: dict[str, Any]) -> str:
             if row.get("identical_to_autoregressive"):
                 return "identical to our autoregressive"
             if row.get("identical_to_autoregressive") is False:
-                return "differs from our autoregressive" + (" (bfloat16 rounding)" if row["dtype"] == "bfloat16" else "")
+                return "differs from our autoregressive" + (
+                    " (bfloat16 rounding)" if row["dtype"] == "bfloat16" else ""
+                )
             return "not compared"
         fd = row["first_divergence"]
         if row["dtype"] == "bfloat16":
@@ -319,5 +330,7 @@ def machine_info(threads: int | None = None) -> dict[str, Any]:
         "transformers": transformers.__version__,
         "python": platform.python_version(),
         "load_avg_1m": load,
-        "env": {k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "SPECPLAY_THREADS") if k in os.environ},
+        "env": {
+            k: os.environ[k] for k in ("OMP_WAIT_POLICY", "OMP_NUM_THREADS", "SPECPLAY_THREADS") if k in os.environ
+        },
     }

@@ -3,20 +3,17 @@
 This module parses and prints; the benchmark itself is ``run``.
 """
 
-
 from __future__ import annotations
 
 import argparse
 import json
 import sys
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
-
-from playground.bench.options import BenchError, BenchOptions, METHODS, Progress, TRACE_MODES, load_prompts
+from playground.bench.options import METHODS, TRACE_MODES, BenchError, BenchOptions, Progress, load_prompts
 from playground.bench.report import markdown_table, write_outputs
 from playground.bench.run import _validate, iter_bench
-
-
 
 
 class _RaisingParser(argparse.ArgumentParser):
@@ -54,21 +51,31 @@ def _str_list(s: str) -> tuple[str, ...]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _RaisingParser(prog="python -m playground bench", description="Benchmark our loop against transformers on this machine.")
+    p = _RaisingParser(
+        prog="python -m playground bench", description="Benchmark our loop against transformers on this machine."
+    )
     p.add_argument("--preset", default=None, help="preset name (default: the default preset)")
-    p.add_argument("--prompts", default=None, help='JSON file {"prompts": [...]} (default: playground/data/bench_prompts.json)')
+    p.add_argument(
+        "--prompts", default=None, help='JSON file {"prompts": [...]} (default: playground/data/bench_prompts.json)'
+    )
     p.add_argument("--kinds", type=_str_list, default=None, help="only prompts of these kinds (e.g. grounded,general)")
     p.add_argument("--max-new-tokens", type=int, default=64)
     p.add_argument("--gammas", type=_int_list, default=(2, 4, 8))
-    p.add_argument("--tree-nodes", type=_int_list, default=(1,),
-                   help="1 = chain drafts; larger values add draft-tree rows with that node budget (e.g. 1,4,8,16,32)")
+    p.add_argument(
+        "--tree-nodes",
+        type=_int_list,
+        default=(1,),
+        help="1 = chain drafts; larger values add draft-tree rows with that node budget (e.g. 1,4,8,16,32)",
+    )
     p.add_argument("--temperatures", type=_float_list, default=(0.0,))
     p.add_argument("--drafters", type=_str_list, default=None)
     p.add_argument("--dtype", type=_str_list, default=None, help="float32, bfloat16 or both (comma-separated)")
     p.add_argument("--methods", type=_str_list, default=METHODS)
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--trace", choices=TRACE_MODES, default="off", help="run our loop with full tracing off, on, or both")
+    p.add_argument(
+        "--trace", choices=TRACE_MODES, default="off", help="run our loop with full tracing off, on, or both"
+    )
     p.add_argument("--rules", type=_str_list, default=("lossless",))
     p.add_argument("--cost-reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: every core)")

@@ -3,21 +3,19 @@
 This module times single runs; it does not choose what to run (``run``) or summarise (``aggregate``).
 """
 
-
 from __future__ import annotations
 
 import contextlib
 import statistics
 import threading
 import time
-from typing import Any, Callable, Iterable
+from collections.abc import Callable, Iterable
+from typing import Any
 
 import torch
 
-from playground.hf_calls import quiet_warnings
 from playground.bench.options import BenchError, Costs, Spec
-
-
+from playground.hf_calls import quiet_warnings
 
 
 def _reset_peak_rss() -> bool:
@@ -68,7 +66,7 @@ class _CallCounter:
         self._handle = None
         self._thread = threading.get_ident()
 
-    def __enter__(self) -> "_CallCounter":
+    def __enter__(self) -> _CallCounter:
         self._thread = threading.get_ident()
 
         def hook(*_):
@@ -132,8 +130,9 @@ def _hf_generation_config(model, max_new_tokens: int, temperature: float, eos: t
     return GenerationConfig(**kw)
 
 
-def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed: int, spec: "Spec",
-            exit_layer: int | None = None):
+def _hf_run(
+    pair, ids: list[int], max_new_tokens: int, temperature: float, seed: int, spec: Spec, exit_layer: int | None = None
+):
     """transformers generate(); returns (new token ids, wall ms, target forward calls).
     ``exit_layer``: the layer transformers' early-exit assistant exits after (the same k as ours)."""
     model = pair.target
@@ -175,8 +174,11 @@ def _hf_run(pair, ids: list[int], max_new_tokens: int, temperature: float, seed:
         rng = torch.random.get_rng_state()
         try:
             torch.manual_seed(seed)
-            with _CallCounter(model, _early_exit_pass(model) if "assistant_early_exit" in assisted else None) as counter, \
-                    torch.inference_mode(), quiet_warnings():
+            with (
+                _CallCounter(model, _early_exit_pass(model) if "assistant_early_exit" in assisted else None) as counter,
+                torch.inference_mode(),
+                quiet_warnings(),
+            ):
                 t0 = time.perf_counter()
                 out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, **kwargs)
                 wall = (time.perf_counter() - t0) * 1000.0

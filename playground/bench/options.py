@@ -3,7 +3,6 @@
 This module only describes; ``run`` measures, ``aggregate`` summarises, ``report`` renders.
 """
 
-
 from __future__ import annotations
 
 import json
@@ -12,9 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
-
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "bench_prompts.json"
 METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
@@ -71,8 +68,6 @@ ROW_FIELDS = (
 
 class BenchError(ValueError):
     """Bad benchmark options (the CLI prints it on one line and exits 2)."""
-
-
 
 
 @dataclass(frozen=True)
@@ -201,8 +196,6 @@ class Progress:
     done: int
     total: int
     label: str
-
-
 
 
 def load_prompts(path: str | os.PathLike | None = None) -> tuple[BenchPrompt, ...]:

@@ -3,7 +3,6 @@
 This module renders; it computes nothing new (``aggregate``).
 """
 
-
 from __future__ import annotations
 
 import json
@@ -11,11 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-
-from playground.bench.options import BenchReport, ROW_FIELDS
-
-
-
+from playground.bench.options import ROW_FIELDS, BenchReport
 
 TABLE_COLUMNS = (
     ("method", "method"),
@@ -60,8 +55,11 @@ def _fmt(v, key: str) -> str:
             return f"{v:.1f}"
         if key in ("tokens_per_s",):
             return f"{v:.2f}"
-        if key.startswith("speedup") or key.startswith("predicted") or key in ("v", "v_measured", "tokens_per_target_call",
-                                                                              "nodes_per_pass", "mean_accepted_length"):
+        if (
+            key.startswith("speedup")
+            or key.startswith("predicted")
+            or key in ("v", "v_measured", "tokens_per_target_call", "nodes_per_pass", "mean_accepted_length")
+        ):
             return f"{v:.2f}×" if key.startswith(("speedup", "predicted")) else f"{v:.2f}"
         return f"{v:.3f}"
     return str(v)
@@ -84,9 +82,7 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
         groups.setdefault((r["dtype"], r["prompts"], r["temperature"], r["trace"]), []).append(r)
     for (dtype, kind, temp, trace), rs in groups.items():
         n = rs[0]["n_prompts"]
-        out.append(
-            f"### {kind} prompts ({n}), temperature {temp:g}, {dtype}{', tracing on' if trace else ''}"
-        )
+        out.append(f"### {kind} prompts ({n}), temperature {temp:g}, {dtype}{', tracing on' if trace else ''}")
         out.append("")
         columns = table_columns(rs)
         out.append("| " + " | ".join(h for _, h in columns) + " |")
@@ -103,9 +99,13 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
         "over 1 token (same cache length; for a tree, over 1 + nodes per pass tokens); "
         "predicted = E(α,γ)/(γc+v_γ) from the measured α (chains only); predicted (step mix) = tokens per target "
         "call / (k̄c + v(1+k̄)) with k̄ the mean drafted tokens per step."
-        + (" Tree rows: nodes / pass = drafted nodes per verify pass; speedup vs chain = the chain row of the same "
-           "drafter and γ over this one; v in runs = mean verify pass of these runs (tree mask included) / one "
-           "single-token pass." if any((r.get("tree_nodes") or 1) > 1 for r in rows) else "")
+        + (
+            " Tree rows: nodes / pass = drafted nodes per verify pass; speedup vs chain = the chain row of the same "
+            "drafter and γ over this one; v in runs = mean verify pass of these runs (tree mask included) / one "
+            "single-token pass."
+            if any((r.get("tree_nodes") or 1) > 1 for r in rows)
+            else ""
+        )
     )
     return "\n".join(out) + "\n"
 
@@ -170,7 +170,10 @@ def _throughput_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: boo
                     name=name + _suffix(key, multi), line={"dash": "solid" if method == "speculative" else "dot"},
                 )
             )  # fmt: skip
-        for method, name, dash in (("autoregressive", "ours autoregressive", "dash"), ("hf_generate", "HF generate()", "longdash")):
+        for method, name, dash in (
+            ("autoregressive", "ours autoregressive", "dash"),
+            ("hf_generate", "HF generate()", "longdash"),
+        ):
             ref = next((r for r in rs if r["method"] == method), None)
             if ref and ref["tokens_per_s"]:
                 fig.add_trace(
@@ -179,7 +182,9 @@ def _throughput_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: boo
                         name=name + _suffix(key, multi), line={"dash": dash, "width": 1.5},
                     )
                 )  # fmt: skip
-    fig.update_layout(title="Throughput by block size γ", xaxis_title="block size γ (drafts per step)", yaxis_title="tokens / s")
+    fig.update_layout(
+        title="Throughput by block size γ", xaxis_title="block size γ (drafts per step)", yaxis_title="tokens / s"
+    )
     return fig
 
 
@@ -191,18 +196,47 @@ def _speedup_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
         sfx = _suffix(key, multi)
         rs = [r for r in _of(rows, key) if r["method"] == "speculative"]
         for drafter, nodes in sorted({(r["drafter"], _tree(r)) for r in rs}):
-            pts = sorted((r for r in rs if r["drafter"] == drafter and _tree(r) == nodes and r["rule"] == "lossless"),
-                         key=lambda r: r["gamma"])
+            pts = sorted(
+                (r for r in rs if r["drafter"] == drafter and _tree(r) == nodes and r["rule"] == "lossless"),
+                key=lambda r: r["gamma"],
+            )
             if not pts:
                 continue
             name = _label(drafter, nodes)
             xs = [r["gamma"] for r in pts]
-            fig.add_trace(go.Scatter(x=xs, y=[r["decode_speedup_vs_autoregressive"] for r in pts], mode="lines+markers", name=f"{name} measured{sfx}"))
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=[r["decode_speedup_vs_autoregressive"] for r in pts],
+                    mode="lines+markers",
+                    name=f"{name} measured{sfx}",
+                )
+            )
             if nodes == 1:  # the chain cost model; a tree row has no predicted speedup
-                fig.add_trace(go.Scatter(x=xs, y=[r["predicted_speedup"] for r in pts], mode="lines", line={"dash": "dot"}, name=f"{name} predicted E/(γc+v){sfx}"))
-                fig.add_trace(go.Scatter(x=xs, y=[r["predicted_speedup_steps"] for r in pts], mode="lines", line={"dash": "dash"}, name=f"{name} predicted from step mix{sfx}"))
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=[r["predicted_speedup"] for r in pts],
+                        mode="lines",
+                        line={"dash": "dot"},
+                        name=f"{name} predicted E/(γc+v){sfx}",
+                    )
+                )
+                fig.add_trace(
+                    go.Scatter(
+                        x=xs,
+                        y=[r["predicted_speedup_steps"] for r in pts],
+                        mode="lines",
+                        line={"dash": "dash"},
+                        name=f"{name} predicted from step mix{sfx}",
+                    )
+                )
     fig.add_hline(y=1.0, line={"dash": "dash", "width": 1}, annotation_text="autoregressive")
-    fig.update_layout(title="Decode speedup over our autoregressive loop: measured vs predicted", xaxis_title="block size γ", yaxis_title="speedup (×)")
+    fig.update_layout(
+        title="Decode speedup over our autoregressive loop: measured vs predicted",
+        xaxis_title="block size γ",
+        yaxis_title="speedup (×)",
+    )
     return fig
 
 
@@ -215,8 +249,20 @@ def _acceptance_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: boo
             if r["method"] != "speculative" or not r["acceptance_by_position"]:
                 continue
             ys = r["acceptance_by_position"]
-            fig.add_trace(go.Scatter(x=list(range(1, len(ys) + 1)), y=ys, mode="lines+markers", name=f"{_label(r['drafter'], _tree(r))} γ={r['gamma']}{_suffix(key, multi)}"))
-    fig.update_layout(title="Acceptance by draft position (P(accept | judged))", xaxis_title="draft position", yaxis_title="acceptance", yaxis_range=[0, 1.02])
+            fig.add_trace(
+                go.Scatter(
+                    x=list(range(1, len(ys) + 1)),
+                    y=ys,
+                    mode="lines+markers",
+                    name=f"{_label(r['drafter'], _tree(r))} γ={r['gamma']}{_suffix(key, multi)}",
+                )
+            )
+    fig.update_layout(
+        title="Acceptance by draft position (P(accept | judged))",
+        xaxis_title="draft position",
+        yaxis_title="acceptance",
+        yaxis_range=[0, 1.02],
+    )
     return fig
 
 
@@ -226,16 +272,36 @@ def _costs_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
     fig = go.Figure()
     for key in keys:
         sfx = _suffix(key, multi)
-        rs = [r for r in _of(rows, key) if r["method"] == "speculative"
-              and r["rule"] == "lossless" and _tree(r) == 1]  # chain costs: a tree pass is v(nodes), not v_γ
+        rs = [
+            r for r in _of(rows, key) if r["method"] == "speculative" and r["rule"] == "lossless" and _tree(r) == 1
+        ]  # chain costs: a tree pass is v(nodes), not v_γ
         vs = sorted({(r["gamma"], r["v"]) for r in rs if r["v"] is not None})
         if vs:
-            fig.add_trace(go.Scatter(x=[g for g, _ in vs], y=[v for _, v in vs], mode="lines+markers", name=f"v_γ (target pass over γ+1 tokens){sfx}"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[g for g, _ in vs],
+                    y=[v for _, v in vs],
+                    mode="lines+markers",
+                    name=f"v_γ (target pass over γ+1 tokens){sfx}",
+                )
+            )
         for drafter in sorted({r["drafter"] for r in rs}):
             pts = sorted((r for r in rs if r["drafter"] == drafter and r["c"] is not None), key=lambda r: r["gamma"])
             if pts:
-                fig.add_trace(go.Bar(x=[r["gamma"] for r in pts], y=[r["gamma"] * r["c"] for r in pts], name=f"γ·c {drafter}{sfx}", opacity=0.6))
-    fig.update_layout(title="Cost of one step in single-token target passes: γ·c + v_γ", xaxis_title="block size γ", yaxis_title="× one single-token target pass", barmode="group")
+                fig.add_trace(
+                    go.Bar(
+                        x=[r["gamma"] for r in pts],
+                        y=[r["gamma"] * r["c"] for r in pts],
+                        name=f"γ·c {drafter}{sfx}",
+                        opacity=0.6,
+                    )
+                )
+    fig.update_layout(
+        title="Cost of one step in single-token target passes: γ·c + v_γ",
+        xaxis_title="block size γ",
+        yaxis_title="× one single-token target pass",
+        barmode="group",
+    )
     return fig
 
 
@@ -253,7 +319,11 @@ def write_outputs(report: BenchReport, out_dir: str | os.PathLike) -> dict[str, 
     Path(paths["md"]).write_text(markdown_table(report.rows, report.meta), encoding="utf-8")
     figs = build_figures(report.rows)
     parts = ["<html><head><meta charset='utf-8'><title>Speculative decoding benchmark</title></head><body>"]
-    parts.append("<h1>Speculative decoding benchmark</h1><pre>" + _html_escape(json.dumps(report.meta.get("machine", {}))) + "</pre>")
+    parts.append(
+        "<h1>Speculative decoding benchmark</h1><pre>"
+        + _html_escape(json.dumps(report.meta.get("machine", {})))
+        + "</pre>"
+    )
     for i, fig in enumerate(figs.values()):
         parts.append(fig.to_html(full_html=False, include_plotlyjs="inline" if i == 0 else False))
     parts.append("</body></html>")

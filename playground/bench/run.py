@@ -3,21 +3,40 @@
 This module schedules and collects; it does not time a run itself (``measure``) or render (``report``).
 """
 
-
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Generator, Iterable, Iterator
+from typing import Any
 
 import torch
 
-from playground.validate import temperature as check_temperature
 from playground.bench.aggregate import aggregate, machine_info
-from playground.bench.measure import _drift, _hf_run, _hf_tokenizers, _our_run, _peak_rss_mb, _reset_peak_rss, measure_costs
-from playground.bench.options import BRANCHING, BenchError, BenchOptions, BenchReport, Costs, METHODS, Progress, RULES, Run, Spec, TRACE_MODES, load_prompts
-
-
+from playground.bench.measure import (
+    _drift,
+    _hf_run,
+    _hf_tokenizers,
+    _our_run,
+    _peak_rss_mb,
+    _reset_peak_rss,
+    measure_costs,
+)
+from playground.bench.options import (
+    BRANCHING,
+    METHODS,
+    RULES,
+    TRACE_MODES,
+    BenchError,
+    BenchOptions,
+    BenchReport,
+    Costs,
+    Progress,
+    Run,
+    Spec,
+    load_prompts,
+)
+from playground.validate import temperature as check_temperature
 
 
 def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool, hf_uag: bool = False) -> list[Spec]:
@@ -179,13 +198,25 @@ def _setup(opts: BenchOptions, load_progress) -> _Setup:
     specs = _specs(opts, usable, hf_assistant, hf_uag)
     if not specs:
         raise BenchError("nothing to run: no method/drafter combination is available")
-    return _Setup(preset=preset, prompts=tuple(prompts), dtypes=tuple(dtypes), pairs=pairs, drafters=drafters,
-                  encoded=encoded, usable=usable, specs=specs, threads=threads, notes=notes)
+    return _Setup(
+        preset=preset,
+        prompts=tuple(prompts),
+        dtypes=tuple(dtypes),
+        pairs=pairs,
+        drafters=drafters,
+        encoded=encoded,
+        usable=usable,
+        specs=specs,
+        threads=threads,
+        notes=notes,
+    )
 
 
 def _measure_all_costs(opts: BenchOptions, setup: _Setup, total: int) -> Generator[Progress, None, dict[str, Costs]]:
     """v_gamma directly, at the same cache length, for every dtype."""
-    needs_hidden = any(getattr(d, "needs_target_hidden", False) for dt in setup.dtypes for d in setup.drafters[dt].values())
+    needs_hidden = any(
+        getattr(d, "needs_target_hidden", False) for dt in setup.dtypes for d in setup.drafters[dt].values()
+    )
     sizes = {1, 2} | {g + 1 for g in opts.gammas} | {n + 1 for n in opts.tree_nodes if n > 1}
     prompts, encoded = setup.prompts, setup.encoded
     costs: dict[str, Costs] = {}
@@ -205,12 +236,20 @@ def _warm_up(opts: BenchOptions, setup: _Setup, total: int) -> Iterator[Progress
         yield Progress(0, total, f"warming up ({dt})")
         ids = setup.encoded[(dt, setup.prompts[0].id)]
         for spec in setup.specs:
-            _run_one(setup.pairs[dt], setup.drafters[dt], spec, ids, min(8, opts.max_new_tokens), opts.temperatures[0],
-                     opts.seed)
+            _run_one(
+                setup.pairs[dt],
+                setup.drafters[dt],
+                spec,
+                ids,
+                min(8, opts.max_new_tokens),
+                opts.temperatures[0],
+                opts.seed,
+            )
 
 
-def _measured_runs(opts: BenchOptions, setup: _Setup, total: int, t_begin: float
-                   ) -> Generator[Progress, None, tuple[list[Run], str | None]]:
+def _measured_runs(
+    opts: BenchOptions, setup: _Setup, total: int, t_begin: float
+) -> Generator[Progress, None, tuple[list[Run], str | None]]:
     """The interleaved measured runs; return them and, when the wall-time budget cut them short, why.
 
     A round is every spec once on one prompt/temperature/dtype, in an order rotated between
@@ -222,15 +261,26 @@ def _measured_runs(opts: BenchOptions, setup: _Setup, total: int, t_begin: float
             for temperature in opts.temperatures:
                 for dt in setup.dtypes:
                     if opts.wall_s is not None and runs and time.perf_counter() - t_begin > opts.wall_s:
-                        partial = (f"stopped after {opts.wall_s:g} s of wall time: {len(runs)} of {total} runs "
-                                   f"({len(runs) // len(specs)} complete round(s) of every method)")
+                        partial = (
+                            f"stopped after {opts.wall_s:g} s of wall time: {len(runs)} of {total} runs "
+                            f"({len(runs) // len(specs)} complete round(s) of every method)"
+                        )
                         return runs, partial
                     shift = (rep * len(setup.prompts) + pi) % len(specs)
                     for spec in specs[shift:] + specs[:shift]:
                         yield Progress(len(runs), total, f"{spec.label} · {p.id} · T={temperature:g} · {dt}")
-                        run = _run_one(setup.pairs[dt], setup.drafters[dt], spec, setup.encoded[(dt, p.id)],
-                                       opts.max_new_tokens, temperature, opts.seed + rep)
-                        runs.append(replace(run, dtype=dt, prompt_id=p.id, kind=p.kind, temperature=temperature, rep=rep))
+                        run = _run_one(
+                            setup.pairs[dt],
+                            setup.drafters[dt],
+                            spec,
+                            setup.encoded[(dt, p.id)],
+                            opts.max_new_tokens,
+                            temperature,
+                            opts.seed + rep,
+                        )
+                        runs.append(
+                            replace(run, dtype=dt, prompt_id=p.id, kind=p.kind, temperature=temperature, rep=rep)
+                        )
     return runs, None
 
 
@@ -247,8 +297,13 @@ def _meta(opts: BenchOptions, setup: _Setup, costs: dict[str, Costs], partial: s
         "temperatures": list(opts.temperatures),
         "max_new_tokens": opts.max_new_tokens,
         "repeats": opts.repeats,
-        "prompts": [{"id": p.id, "kind": p.kind, "tokens": len(setup.encoded[(dtypes[0], p.id)])} for p in setup.prompts],
-        "costs": {dt: {"cache_len": c.cache_len, "ms_by_tokens": {str(k): v for k, v in c.ms_by_tokens.items()}} for dt, c in costs.items()},
+        "prompts": [
+            {"id": p.id, "kind": p.kind, "tokens": len(setup.encoded[(dtypes[0], p.id)])} for p in setup.prompts
+        ],
+        "costs": {
+            dt: {"cache_len": c.cache_len, "ms_by_tokens": {str(k): v for k, v in c.ms_by_tokens.items()}}
+            for dt, c in costs.items()
+        },
         "machine": machine_info(setup.threads),
         "notes": setup.notes,
     }

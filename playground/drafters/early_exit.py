@@ -154,10 +154,16 @@ class EarlyExitDrafter(ModelDrafter):
         if tree or not self.reuse_kv:
             reused = TREE_NOTHING_REUSED if tree and self.reuse_kv else NOTHING_REUSED
         else:
-            reused = (f"K/V of layers 1-{k} from the draft passes, written into the target's cache: the verify "
-                      f"pass runs layers 1-{k} only for the last draft, layers {k + 1}-{n} and the head for every token")
-        return {"exit_layer": k, "layers": n, "layer_fraction": round(k / n, 3),  # of the decoder stack, head not counted
-                "reused": reused}
+            reused = (
+                f"K/V of layers 1-{k} from the draft passes, written into the target's cache: the verify "
+                f"pass runs layers 1-{k} only for the last draft, layers {k + 1}-{n} and the head for every token"
+            )
+        return {
+            "exit_layer": k,
+            "layers": n,
+            "layer_fraction": round(k / n, 3),  # of the decoder stack, head not counted
+            "reused": reused,
+        }
 
     def start(self, state: TargetState) -> None:
         super().start(state)
@@ -173,9 +179,13 @@ class EarlyExitDrafter(ModelDrafter):
         chain = _chain(ids)
         cfg = self.model.config.get_text_config()
         dtype = next(self.model.parameters()).dtype
-        kw = dict(input_ids=torch.tensor([ids], device=self.model.device), cache=cache, use_cache=True,
-                  attention_mask=tree_masks(cfg, chain, past, dtype, self.model.device),
-                  position_ids=tree_position_ids(chain, past)[None].to(self.model.device))
+        kw = dict(
+            input_ids=torch.tensor([ids], device=self.model.device),
+            cache=cache,
+            use_cache=True,
+            attention_mask=tree_masks(cfg, chain, past, dtype, self.model.device),
+            position_ids=tree_position_ids(chain, past)[None].to(self.model.device),
+        )
         logits = self.model(**kw, logits_to_keep=1).logits[0, -1] if head else None
         if not head:
             _decoder(self.model)(**kw)
@@ -184,14 +194,15 @@ class EarlyExitDrafter(ModelDrafter):
         return logits
 
     @torch.inference_mode()
-    def propose(self, state: TargetState, gamma: int, params: SamplingParams,
-                generator: torch.Generator | None) -> Draft:
+    def propose(
+        self, state: TargetState, gamma: int, params: SamplingParams, generator: torch.Generator | None
+    ) -> Draft:
         if self._shared is None:
             draft = super().propose(state, gamma, params, generator)
             draft.info = {**draft.info, **self._info()}
             return draft
         committed = state.committed_ids
-        pending = committed[self._shared.get_seq_length(0):]  # the newest committed token
+        pending = committed[self._shared.get_seq_length(0) :]  # the newest committed token
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
         deterministic = params.greedy or self.argmax
@@ -230,9 +241,14 @@ class EarlyExitDrafter(ModelDrafter):
         states = torch.stack(self._states[: len(ids)])[None]  # [1, n, H]
         chain = _chain(ids)
         cfg = self.upper.config.get_text_config()
-        out = self.upper(inputs_embeds=states, cache=cache, use_cache=True, logits_to_keep=keep,
-                         attention_mask=tree_masks(cfg, chain, upper_len, states.dtype, states.device),
-                         position_ids=tree_position_ids(chain, upper_len)[None].to(states.device))
+        out = self.upper(
+            inputs_embeds=states,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=keep,
+            attention_mask=tree_masks(cfg, chain, upper_len, states.dtype, states.device),
+            position_ids=tree_position_ids(chain, upper_len)[None].to(states.device),
+        )
         self._fed, self._states = [], []
         return out.logits[0, -keep:]
 
@@ -253,8 +269,15 @@ class EarlyExitDrafter(ModelDrafter):
     def cache_len(self) -> int | None:
         return self._shared.get_seq_length(0) if self._shared is not None else super().cache_len()
 
-    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
-                     generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
+    def propose_tree(
+        self,
+        state: TargetState,
+        max_nodes: int,
+        max_depth: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+        branch: int = 4,
+    ) -> TreeDraft:
         result = super().propose_tree(state, max_nodes, max_depth, params, generator, branch=branch)
         result.info = {**result.info, **self._info(tree=True)}
         return result

@@ -290,7 +290,9 @@ class Gemma4AssistantDrafter:
         deterministic = params.greedy or self.argmax
         tokens: list[int] = []
         rows: list[torch.Tensor] = []  # q rows (sampled drafts) or softmax rows (argmax drafts)
-        probe = torch.empty(1, 1, self.assistant.config.get_text_config().hidden_size, device=self.a_device, dtype=self.a_dtype)
+        probe = torch.empty(
+            1, 1, self.assistant.config.get_text_config().hidden_size, device=self.a_device, dtype=self.a_dtype
+        )
         masks = self.assistant.create_attention_masks(probe, None, shared)  # shape/dtype only: same for every step
         for _ in range(gamma):
             logits, ids, h = self.step(tok, h, n_ctx, shared, masks)
@@ -313,8 +315,15 @@ class Gemma4AssistantDrafter:
         )
 
     @torch.inference_mode()
-    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
-                     generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
+    def propose_tree(
+        self,
+        state: TargetState,
+        max_nodes: int,
+        max_depth: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+        branch: int = 4,
+    ) -> TreeDraft:
         """A dynamic tree (EAGLE-2's rule): every frontier node takes one assistant step from
         its own (token, h) — the assistant keeps no cache, so branches share nothing but the
         target's K/V — and ``ceil(max_nodes / max_depth)`` children per level go to the nodes
@@ -328,7 +337,9 @@ class Gemma4AssistantDrafter:
         if shared is None or state.hidden is None:
             return TreeDraft(tree=DraftTree((), ()), info=self._info(None, shared, 0, n_ctx))
         t0 = time.perf_counter()
-        probe = torch.empty(1, 1, self.assistant.config.get_text_config().hidden_size, device=self.a_device, dtype=self.a_dtype)
+        probe = torch.empty(
+            1, 1, self.assistant.config.get_text_config().hidden_size, device=self.a_device, dtype=self.a_dtype
+        )
         masks = self.assistant.create_attention_masks(probe, None, shared)
         sample = not (params.greedy or self.argmax)
         per_level = max(1, math.ceil(max_nodes / max_depth))
@@ -350,8 +361,15 @@ class Gemma4AssistantDrafter:
                 probs = logits_to_probs(logits, params) if sample else torch.softmax(logits.float(), dim=-1)  # [N]
                 dists.append(self._scatter(probs, ids))  # [V]
                 h_next.append(h2)
-            kids = grow_level([sc for _, _, _, sc in level], torch.stack(dists), min(per_level, max_nodes - len(tokens)),
-                              branch, sample, generator, expandable=expandable)
+            kids = grow_level(
+                [sc for _, _, _, sc in level],
+                torch.stack(dists),
+                min(per_level, max_nodes - len(tokens)),
+                branch,
+                sample,
+                generator,
+                expandable=expandable,
+            )
             new_level = []
             for kid in kids:
                 new_level.append((len(tokens), kid.index, h_next[kid.slot], kid.score))
@@ -395,7 +413,9 @@ class Gemma4AssistantDrafter:
         }
 
 
-def load_gemma4_assistant_drafter(target, assistant, argmax: bool = False, eos_token_ids=None) -> Gemma4AssistantDrafter:
+def load_gemma4_assistant_drafter(
+    target, assistant, argmax: bool = False, eos_token_ids=None
+) -> Gemma4AssistantDrafter:
     """The drafter for a loaded target/assistant pair (EOS ids from the target's configs if not given)."""
     if eos_token_ids is None:
         eos_token_ids = set()

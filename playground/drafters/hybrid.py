@@ -30,8 +30,9 @@ class HybridDrafter:
         self.first = first if first is not None else PromptLookupDrafter(max_ngram=3, min_ngram=2)
         self.fallback = fallback
         self.name = name
-        self.needs_target_hidden = bool(getattr(fallback, "needs_target_hidden", False)
-                                        or getattr(self.first, "needs_target_hidden", False))
+        self.needs_target_hidden = bool(
+            getattr(fallback, "needs_target_hidden", False) or getattr(self.first, "needs_target_hidden", False)
+        )
 
     def start(self, state: TargetState) -> None:
         self.first.start(state)
@@ -48,8 +49,14 @@ class HybridDrafter:
         draft.info = {**draft.info, "source": source.name}
         return draft
 
-    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
-                     generator: torch.Generator | None) -> TreeDraft:
+    def propose_tree(
+        self,
+        state: TargetState,
+        max_nodes: int,
+        max_depth: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> TreeDraft:
         """The first drafter's tree if it has one, else the fallback's (a chain if it cannot branch)."""
         result, source = None, self.first
         if hasattr(self.first, "propose_tree"):

@@ -90,8 +90,15 @@ class ModelDrafter:
         )
 
     @torch.inference_mode()
-    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
-                     generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
+    def propose_tree(
+        self,
+        state: TargetState,
+        max_nodes: int,
+        max_depth: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+        branch: int = 4,
+    ) -> TreeDraft:
         """A dynamic tree, one depth at a time (EAGLE-2's rule, with this model's softmax as
         the confidence): each level is ONE drafter pass over the root and every node so far
         (tree attention mask, as the target's verify pass), and ``ceil(max_nodes / max_depth)``
@@ -109,8 +116,12 @@ class ModelDrafter:
         calls = 0
         pending = committed[len(self._seen) : -1]  # bring the cache to committed[:-1] first
         if pending:
-            self.model(input_ids=torch.tensor([pending], device=self.model.device), cache=self.cache,
-                       use_cache=True, logits_to_keep=1)
+            self.model(
+                input_ids=torch.tensor([pending], device=self.model.device),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
             calls += 1
             self._seen.extend(pending)
         sample = not (params.greedy or self.argmax)
@@ -126,8 +137,9 @@ class ModelDrafter:
             calls += 1
             logits = torch.stack([self._fit_vocab(logits[node + 1]) for node, _ in level])  # [T, V]
             probs = logits_to_probs(logits, params) if sample else torch.softmax(logits.float(), dim=-1)
-            kids = grow_level([sc for _, sc in level], probs, min(per_level, max_nodes - len(tokens)), branch,
-                              sample, generator)
+            kids = grow_level(
+                [sc for _, sc in level], probs, min(per_level, max_nodes - len(tokens)), branch, sample, generator
+            )
             for kid in kids:
                 parents.append(level[kid.slot][0])
                 tokens.append(kid.index)
@@ -137,8 +149,11 @@ class ModelDrafter:
             if len(tokens) >= max_nodes or not kids:
                 break
         draft_probs = torch.stack(rows).cpu() if sample and rows else None  # [n, V]
-        return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents), draft_probs), info={"tree_nodes": len(tokens)},
-                         forward_calls=calls)
+        return TreeDraft(
+            tree=DraftTree(tuple(tokens), tuple(parents), draft_probs),
+            info={"tree_nodes": len(tokens)},
+            forward_calls=calls,
+        )
 
     def accept(self, n_accepted: int, state: TargetState) -> None:
         # Keep the longest prefix of what we fed that is still committed, minus the

@@ -110,8 +110,9 @@ class MTPDrafter:
         self.in_static = torch.zeros(self.vocab_size, dtype=torch.bool, device=weight.device)
         self.in_static[cand] = True
         # clusters of the rest of the vocabulary: members [K, S] (-1 pads), scored per step
-        self.members = (cluster_members(head.token_cluster, cfg.num_clusters).to(weight.device)
-                        if cfg.num_clusters else None)
+        self.members = (
+            cluster_members(head.token_cluster, cfg.num_clusters).to(weight.device) if cfg.num_clusters else None
+        )
         self.context_candidates = context_candidates
         self._reset_context()
         self.eos = token_id_set(eos_token_ids)
@@ -119,9 +120,13 @@ class MTPDrafter:
 
     @classmethod
     def from_pretrained(
-        cls, target, path: str | Path = DEFAULT_WEIGHTS, eos_token_ids=None, argmax: bool = False,
+        cls,
+        target,
+        path: str | Path = DEFAULT_WEIGHTS,
+        eos_token_ids=None,
+        argmax: bool = False,
         context_candidates: bool = True,
-    ) -> "MTPDrafter":
+    ) -> MTPDrafter:
         """Load shipped weights (``config.json`` + ``model*.safetensors``) for ``target``."""
         head = load_head(path, dtype=torch.float32)
         cfg = target.config.get_text_config() if hasattr(target.config, "get_text_config") else target.config
@@ -249,8 +254,15 @@ class MTPDrafter:
         )
 
     @torch.no_grad()
-    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
-                     generator: torch.Generator | None, branch: int = 4) -> TreeDraft:
+    def propose_tree(
+        self,
+        state: TargetState,
+        max_nodes: int,
+        max_depth: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+        branch: int = 4,
+    ) -> TreeDraft:
         """A dynamic tree, built one depth at a time (EAGLE-2's rule): every node of the
         current level is expanded in ONE batched head step, and ``ceil(max_nodes / max_depth)``
         children per level go to the nodes with the highest path probability under the head
@@ -292,8 +304,15 @@ class MTPDrafter:
             steps += 1
             logits, ids = self._score(states[0])  # [T, C]
             probs = logits_to_probs(logits, params) if sample else torch.softmax(logits.float(), dim=-1)
-            kids = grow_level([sc for _, _, sc in level], probs, min(per_level, max_nodes - len(tokens)), branch,
-                              sample, generator, expandable=[n == ROOT or tok not in self.eos for n, tok, _ in level])
+            kids = grow_level(
+                [sc for _, _, sc in level],
+                probs,
+                min(per_level, max_nodes - len(tokens)),
+                branch,
+                sample,
+                generator,
+                expandable=[n == ROOT or tok not in self.eos for n, tok, _ in level],
+            )
             if not kids:
                 break
             new_level = []
@@ -338,8 +357,8 @@ class MTPDrafter:
             "target_kv_layer": layer,  # the target layer whose K/V the drafter attended to (0-based)
             "target_layers": n_layers,
             "hidden_from_position": hidden_from,
-            "candidates_scored": int(self.candidates.numel()) + (
-                0 if self.members is None else self.cfg.clusters_per_step * int(self.members.shape[1])),
+            "candidates_scored": int(self.candidates.numel())
+            + (0 if self.members is None else self.cfg.clusters_per_step * int(self.members.shape[1])),
             "context_candidates": len(self._extra),
             "vocab_size": self.vocab_size,
             "target_kv_positions": n_keys,

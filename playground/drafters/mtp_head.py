@@ -44,7 +44,6 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-
 # --------------------------------------------------------------------------------------
 # configuration
 
@@ -69,7 +68,7 @@ class MTPConfig:
     target: str = "gemma3-270m"
 
     @classmethod
-    def from_target(cls, config, **overrides) -> "MTPConfig":
+    def from_target(cls, config, **overrides) -> MTPConfig:
         """Mirror the target's attention geometry (so its last full-attention layer can
         initialise the drafter layer and its K/V can be read as they are)."""
         cfg = config.get_text_config() if hasattr(config, "get_text_config") else config
@@ -95,7 +94,7 @@ class MTPConfig:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> "MTPConfig":
+    def from_dict(cls, d: dict[str, Any]) -> MTPConfig:
         names = {f.name for f in fields(cls)}
         return cls(**{k: v for k, v in d.items() if k in names})
 

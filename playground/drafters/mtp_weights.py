@@ -34,8 +34,13 @@ def quantize_rows(w: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return q, scale
 
 
-def save_head(head: MTPHead, out_dir: str | Path, dtype: torch.dtype = torch.bfloat16,
-              max_shard_bytes: int = MAX_SHARD_BYTES, int8: bool = False) -> Path:
+def save_head(
+    head: MTPHead,
+    out_dir: str | Path,
+    dtype: torch.dtype = torch.bfloat16,
+    max_shard_bytes: int = MAX_SHARD_BYTES,
+    int8: bool = False,
+) -> Path:
     """Write ``config.json`` and the weights as ``model-0000i-of-0000n.safetensors`` shards,
     each under ``max_shard_bytes`` (one tensor larger than that gets a shard of its own).
 

@@ -56,14 +56,16 @@ def common_prefix(a: list[int], b: list[int]) -> int:
     return n
 
 
-def target_tokens_for(target_tokenizer, committed_text: str, committed: list[int], new_text: str) -> tuple[list[int], str]:
+def target_tokens_for(
+    target_tokenizer, committed_text: str, committed: list[int], new_text: str
+) -> tuple[list[int], str]:
     """Target token ids for ``new_text`` after the committed tokens, and how they were found:
     "in context" (the re-encoded committed text + new text extends the committed tokens) or
     "alone" (it does not: the new text encoded by itself)."""
     body = [t for t in committed if t not in token_id_set(getattr(target_tokenizer, "all_special_ids", ()))]
     full = encode(target_tokenizer, committed_text + new_text, specials=False)
     if full[: len(body)] == body:
-        return full[len(body):], "in context"
+        return full[len(body) :], "in context"
     return encode(target_tokenizer, new_text, specials=False), "alone"
 
 
@@ -104,13 +106,17 @@ class OtherTokenizerDrafter:
     ) -> Draft:
         assert self.cache is not None, "start() not called"
         text, ids = self._sync(state.committed_ids)
-        pending = ids[len(self._seen):]  # >= 1 token
+        pending = ids[len(self._seen) :]  # >= 1 token
         new: list[int] = []
         calls = 0
         ended = False
         for _ in range(gamma):
-            out = self.model(input_ids=torch.tensor([pending], device=self.model.device), cache=self.cache,
-                             use_cache=True, logits_to_keep=logits_to_keep_arg(len(pending), 1))
+            out = self.model(
+                input_ids=torch.tensor([pending], device=self.model.device),
+                cache=self.cache,
+                use_cache=True,
+                logits_to_keep=logits_to_keep_arg(len(pending), 1),
+            )
             calls += 1
             self._seen.extend(pending)
             tok = int(out.logits[0, -1].argmax())  # the drafter's argmax over ITS vocabulary
@@ -121,7 +127,7 @@ class OtherTokenizerDrafter:
             pending = [tok]
         before = decode(self.dtok, ids)
         after = decode(self.dtok, ids + new)
-        new_text = after[len(before):] if after.startswith(before) else ""
+        new_text = after[len(before) :] if after.startswith(before) else ""
         drafts, how = target_tokens_for(self.ttok, text, state.committed_ids, new_text) if new_text else ([], "")
         drafts = drafts[:gamma]
         if ended and len(drafts) < gamma and self.target_eos:

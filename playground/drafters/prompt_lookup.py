@@ -31,8 +31,9 @@ def find_continuation(ids: list[int], gamma: int, max_ngram: int = 3, min_ngram:
     return []
 
 
-def find_continuations(ids: list[int], depth: int, max_ngram: int = 3, min_ngram: int = 1,
-                       limit: int = 16) -> list[list[int]]:
+def find_continuations(
+    ids: list[int], depth: int, max_ngram: int = 3, min_ngram: int = 1, limit: int = 16
+) -> list[list[int]]:
     """Up to ``limit`` continuations (each up to ``depth`` tokens) that followed earlier
     matches of the longest suffix n-gram that has any, most recent match first."""
     n_ids = len(ids)
@@ -90,8 +91,14 @@ class PromptLookupDrafter:
         tokens = find_continuation(state.committed_ids, gamma, self.max_ngram, self.min_ngram)
         return Draft(token_ids=tokens, draft_probs=None, info={"matched": bool(tokens)})
 
-    def propose_tree(self, state: TargetState, max_nodes: int, max_depth: int, params: SamplingParams,
-                     generator: torch.Generator | None) -> TreeDraft:
+    def propose_tree(
+        self,
+        state: TargetState,
+        max_nodes: int,
+        max_depth: int,
+        params: SamplingParams,
+        generator: torch.Generator | None,
+    ) -> TreeDraft:
         """Several earlier matches' continuations as branches (a trie: shared prefixes once)."""
         conts = find_continuations(state.committed_ids, max_depth, self.max_ngram, self.min_ngram)
         tree = continuation_tree(conts, max_nodes)

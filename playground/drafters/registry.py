@@ -8,8 +8,9 @@ model code.  This module does not decide which kinds a preset offers (``config.P
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover - types only
     from playground.config import Preset
@@ -44,7 +45,9 @@ def _mtp_lookup(pair, preset, argmax):
 def _gemma4_assistant(pair, preset, argmax):
     from playground.drafters.gemma4_assistant import load_gemma4_assistant_drafter
 
-    return load_gemma4_assistant_drafter(pair.target, pair.drafter_model, argmax=argmax, eos_token_ids=pair.eos_token_ids)
+    return load_gemma4_assistant_drafter(
+        pair.target, pair.drafter_model, argmax=argmax, eos_token_ids=pair.eos_token_ids
+    )
 
 
 def _early_exit(pair, preset, argmax):
@@ -68,22 +71,25 @@ class DrafterKind:
     label: str  # the narration's words: "Step 3: <label> proposes 4 tokens"
     needs_drafter_model: bool
     branches: bool  # has propose_tree: can draft a tree
-    build: Callable[["ModelPair", "Preset", bool], "Drafter"]
+    build: Callable[[ModelPair, Preset, bool], Drafter]
 
 
-KINDS: dict[str, DrafterKind] = {k.name: k for k in (
-    DrafterKind("model", "the drafter model", True, True, _model),
-    DrafterKind("prompt-lookup", "prompt lookup", False, True, _prompt_lookup),
-    DrafterKind("mtp", "the MTP head", False, True, _mtp),
-    DrafterKind("mtp+lookup", "the MTP head or prompt lookup", False, True, _mtp_lookup),
-    DrafterKind("gemma4-assistant", "the Gemma 4 MTP assistant", True, True, _gemma4_assistant),
-    DrafterKind("early-exit", "the target's first layers (early exit)", False, True, _early_exit),
-    DrafterKind("other-tokenizer", "the drafter with another tokenizer", True, False, _other_tokenizer),
-)}
+KINDS: dict[str, DrafterKind] = {
+    k.name: k
+    for k in (
+        DrafterKind("model", "the drafter model", True, True, _model),
+        DrafterKind("prompt-lookup", "prompt lookup", False, True, _prompt_lookup),
+        DrafterKind("mtp", "the MTP head", False, True, _mtp),
+        DrafterKind("mtp+lookup", "the MTP head or prompt lookup", False, True, _mtp_lookup),
+        DrafterKind("gemma4-assistant", "the Gemma 4 MTP assistant", True, True, _gemma4_assistant),
+        DrafterKind("early-exit", "the target's first layers (early exit)", False, True, _early_exit),
+        DrafterKind("other-tokenizer", "the drafter with another tokenizer", True, False, _other_tokenizer),
+    )
+}
 NAMES = tuple(KINDS)
 
 
-def build_drafter(kind: str, pair: "ModelPair", preset: "Preset", argmax: bool = False) -> "Drafter":
+def build_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = False) -> Drafter:
     """The drafter of ``kind`` for a loaded pair (``argmax``: draft the argmax at any temperature)."""
     if kind not in KINDS:
         raise ValueError(f"unknown drafter {kind!r}; choose one of: {', '.join(NAMES)}")

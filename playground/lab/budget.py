@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from playground.config import AppConfig, load_config
 from playground.progress import Progress as _Progress
@@ -37,10 +38,16 @@ class Budget:
     what it collected.  ``clock`` is injectable so tests can run out of time on purpose.
     """
 
-    def __init__(self, wall_s: float | None, cancelled: Callable[[], bool] | None = None,
-                 clock: Callable[[], float] = time.monotonic, _start: float | None = None) -> None:
-        if wall_s is not None and (isinstance(wall_s, bool) or not isinstance(wall_s, (int, float)) or wall_s != wall_s
-                                   or wall_s < 0):
+    def __init__(
+        self,
+        wall_s: float | None,
+        cancelled: Callable[[], bool] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        _start: float | None = None,
+    ) -> None:
+        if wall_s is not None and (
+            isinstance(wall_s, bool) or not isinstance(wall_s, (int, float)) or wall_s != wall_s or wall_s < 0
+        ):
             raise ValueError(f"wall_s must be a number of seconds >= 0 or None, got {wall_s!r}")
         self.wall_s = None if wall_s is None or math.isinf(wall_s) else float(wall_s)
         self.cancelled = cancelled or (lambda: False)
@@ -48,8 +55,9 @@ class Budget:
         self.start = clock() if _start is None else _start
 
     @classmethod
-    def for_preset(cls, preset: str | None, cancelled: Callable[[], bool] | None = None,
-                   cfg: AppConfig | None = None) -> "Budget":
+    def for_preset(
+        cls, preset: str | None, cancelled: Callable[[], bool] | None = None, cfg: AppConfig | None = None
+    ) -> Budget:
         """The configured budget: ``limits.lab_wall_s`` on real models, none on the built-in tiny ones."""
         return cls(default_wall_s(preset, cfg), cancelled)
 
@@ -65,7 +73,7 @@ class Budget:
             raise LabCancelled("stopped by the user")
         return self.wall_s is not None and self.elapsed() >= self.wall_s
 
-    def share(self, fraction: float) -> "Budget":
+    def share(self, fraction: float) -> Budget:
         """A budget for one part of the action: ``fraction`` of the time left now, the same Stop."""
         if self.wall_s is None:
             return Budget(None, self.cancelled, self.clock)

@@ -9,7 +9,8 @@ This module does not run generation or compute any statistic.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from playground.api import encode_prompt, make_drafter, resolve
 from playground.config import load_config
@@ -36,7 +37,9 @@ class LabContext:
     def fast(self) -> bool:
         return self.preset.source == "builtin"
 
-    def drafter_factory(self, argmax: bool, memo: bool, cache_bytes: int | None = None) -> tuple[Callable[[], Any], Any]:
+    def drafter_factory(
+        self, argmax: bool, memo: bool, cache_bytes: int | None = None
+    ) -> tuple[Callable[[], Any], Any]:
         """(make a fresh drafter, the target model to use) — memoised views when possible.
 
         The target's and the drafter's memo tables share one cap of ``cache_bytes``

@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import torch
 
 from playground.config import load_config
 from playground.engine import MAX_GAMMA, GenerationConfig
-from playground.hf_calls import logits_to_keep_arg
 from playground.engine import run as engine_run
+from playground.hf_calls import logits_to_keep_arg
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.rules import DEFAULT_RULE, RULE_INFO
@@ -215,7 +216,7 @@ class TargetDistributions:
     same-length prefixes (no padding needed), no KV cache.
     """
 
-    def __init__(self, ctx: "LabContext", prompt_ids: Sequence[int], params: SamplingParams, batch: int = 128) -> None:
+    def __init__(self, ctx: LabContext, prompt_ids: Sequence[int], params: SamplingParams, batch: int = 128) -> None:
         self.model = ctx.pair.target
         self.prompt_ids = list(prompt_ids)
         self.params = params
@@ -233,7 +234,9 @@ class TargetDistributions:
             for s in range(0, len(group), self.batch):
                 chunk = group[s : s + self.batch]
                 ids = torch.tensor([self.prompt_ids + list(pre) for pre in chunk], device=self.model.device)
-                out = self.model(input_ids=ids, use_cache=False, logits_to_keep=logits_to_keep_arg(ids.shape[-1], 1, ids.device))
+                out = self.model(
+                    input_ids=ids, use_cache=False, logits_to_keep=logits_to_keep_arg(ids.shape[-1], 1, ids.device)
+                )
                 probs = logits_to_probs(out.logits[:, -1], self.params)  # [B, V]
                 for pre, row in zip(chunk, probs):
                     self._rows[pre] = row
@@ -320,9 +323,18 @@ class _TargetSampleKey:
     seed: int
 
     @classmethod
-    def of(cls, check: DistributionCheck) -> "_TargetSampleKey":
-        return cls(check.prompt, check.preset, check.dtype, check.temperature, check.top_k, check.top_p,
-                   check.n_tokens, check.n_samples, check.seed)
+    def of(cls, check: DistributionCheck) -> _TargetSampleKey:
+        return cls(
+            check.prompt,
+            check.preset,
+            check.dtype,
+            check.temperature,
+            check.top_k,
+            check.top_p,
+            check.n_tokens,
+            check.n_samples,
+            check.seed,
+        )
 
 
 @dataclass(frozen=True)
@@ -337,8 +349,9 @@ class _Plan:
 
     def target_key(self, ctx: LabContext) -> _TargetSampleKey:
         s = self.settings
-        return _TargetSampleKey(s.prompt, ctx.preset.name, ctx.pair.dtype, s.temperature, s.top_k, s.top_p,
-                                s.n_tokens, s.n_samples, s.seed)
+        return _TargetSampleKey(
+            s.prompt, ctx.preset.name, ctx.pair.dtype, s.temperature, s.top_k, s.top_p, s.n_tokens, s.n_samples, s.seed
+        )
 
 
 def distribution_check(
@@ -369,8 +382,16 @@ def distribution_check(
     s = plan.settings
     reuse = reference is not None and _TargetSampleKey.of(reference) == plan.target_key(ctx)
     spec_counts, spec_stats = sample_continuations(
-        ctx, plan.prompt_ids, plan.spec_cfg, s.n_samples, s.seed, draft_argmax=s.draft_argmax, progress=progress,
-        progress_span=(0.0, 0.96 if reuse else 0.48), memo=s.memo, budget=budget if reuse else budget.share(0.5),
+        ctx,
+        plan.prompt_ids,
+        plan.spec_cfg,
+        s.n_samples,
+        s.seed,
+        draft_argmax=s.draft_argmax,
+        progress=progress,
+        progress_span=(0.0, 0.96 if reuse else 0.48),
+        memo=s.memo,
+        budget=budget if reuse else budget.share(0.5),
         cache_bytes=cache_bytes,
     )
     if reuse:
@@ -378,8 +399,17 @@ def distribution_check(
         tgt_stats = reference.target
     else:
         tgt_counts, tgt_stats = sample_continuations(
-            ctx, plan.prompt_ids, plan.ar_cfg, spec_stats.n, s.seed, draft_argmax=False, progress=progress,
-            progress_span=(0.48, 0.96), memo=s.memo, budget=budget, cache_bytes=cache_bytes,
+            ctx,
+            plan.prompt_ids,
+            plan.ar_cfg,
+            spec_stats.n,
+            s.seed,
+            draft_argmax=False,
+            progress=progress,
+            progress_span=(0.48, 0.96),
+            memo=s.memo,
+            budget=budget,
+            cache_bytes=cache_bytes,
         )
     stopped = ""
     if spec_stats.n < s.n_samples or tgt_stats.n < s.n_samples:
@@ -416,12 +446,18 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
     lim = load_config().limits
     cap = MAX_SAMPLES if ctx.fast else MAX_SAMPLES_SLOW
     n_samples = whole_number("N", settings.n_samples, 10, cap)
-    g = whole_number("gamma", ctx.preset.gamma if settings.gamma is None else settings.gamma, 1,
-                     min(MAX_GAMMA, lim.max_gamma))
+    g = whole_number(
+        "gamma", ctx.preset.gamma if settings.gamma is None else settings.gamma, 1, min(MAX_GAMMA, lim.max_gamma)
+    )
     draft_argmax = settings.rule == "softmax-q" if settings.draft_argmax is None else settings.draft_argmax
     s = replace(
-        settings, n_samples=n_samples, gamma=int(g), draft_argmax=draft_argmax,
-        temperature=float(settings.temperature), top_k=int(settings.top_k), top_p=float(settings.top_p),
+        settings,
+        n_samples=n_samples,
+        gamma=int(g),
+        draft_argmax=draft_argmax,
+        temperature=float(settings.temperature),
+        top_k=int(settings.top_k),
+        top_p=float(settings.top_p),
     )
     notes: list[str] = []
     if s.n_tokens == 1:
@@ -435,15 +471,23 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
             "(the drafter's softmax is then available to misuse); here it behaves like the correct rule."
         )
     spec_cfg = GenerationConfig(
-        mode="speculative", gamma=s.gamma, temperature=s.temperature, top_k=s.top_k, top_p=s.top_p,
-        seed=int(s.seed), max_new_tokens=int(s.n_tokens), trace=False, rule=s.rule,
+        mode="speculative",
+        gamma=s.gamma,
+        temperature=s.temperature,
+        top_k=s.top_k,
+        top_p=s.top_p,
+        seed=int(s.seed),
+        max_new_tokens=int(s.n_tokens),
+        trace=False,
+        rule=s.rule,
     )
     ar_cfg = replace(spec_cfg, mode="autoregressive", rule=DEFAULT_RULE)
     return _Plan(s, ctx.encode(s.prompt), spec_cfg, ar_cfg, tuple(notes))
 
 
-def _exact_probabilities(ctx: LabContext, plan: _Plan, outcomes: list[tuple[int, ...]], n_spec: int,
-                         progress: Progress):
+def _exact_probabilities(
+    ctx: LabContext, plan: _Plan, outcomes: list[tuple[int, ...]], n_spec: int, progress: Progress
+):
     """(p(outcome) for every outcome seen, every outcome with p >= 5/n_spec) or Nones where not computed."""
     n_prefixes = len({o[:j] for o in outcomes for j in range(len(o))})
     exact = plan.settings.exact
@@ -459,8 +503,16 @@ def _exact_probabilities(ctx: LabContext, plan: _Plan, outcomes: list[tuple[int,
     return probs, dists.table(plan.settings.n_tokens, 5.0 / max(n_spec, 1))
 
 
-def _compare(ctx: LabContext, plan: _Plan, spec_counts: Counter, spec_stats: SampleStats, tgt_counts: Counter,
-             tgt_stats: SampleStats, stopped: str, progress: Progress) -> DistributionCheck:
+def _compare(
+    ctx: LabContext,
+    plan: _Plan,
+    spec_counts: Counter,
+    spec_stats: SampleStats,
+    tgt_counts: Counter,
+    tgt_stats: SampleStats,
+    stopped: str,
+    progress: Progress,
+) -> DistributionCheck:
     """The statistics of the two samples (and the exact probabilities), read in plain words."""
     s = plan.settings
     outcomes = sorted(set(spec_counts) | set(tgt_counts), key=lambda o: (-(spec_counts[o] + tgt_counts[o]), o))

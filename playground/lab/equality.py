@@ -10,8 +10,8 @@ This module does not render anything (``visual.lab`` does).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -84,7 +84,9 @@ def _token_texts(ids: Sequence[int], tokenizer, prompt_ids: Sequence[int]) -> li
     return out
 
 
-def diff_tokens(ar_ids: Sequence[int], ar_texts: Sequence[str], spec_ids: Sequence[int], spec_texts: Sequence[str]) -> tuple[tuple[DiffRow, ...], int | None]:
+def diff_tokens(
+    ar_ids: Sequence[int], ar_texts: Sequence[str], spec_ids: Sequence[int], spec_texts: Sequence[str]
+) -> tuple[tuple[DiffRow, ...], int | None]:
     """Token-by-token comparison; returns the rows and the first diverging position (or None)."""
     rows = []
     first = None
@@ -119,12 +121,17 @@ def _replay(model, prompt_ids: Sequence[int], passes: Sequence[tuple[list[int], 
     cache = DynamicCache(config=model.config)
     cache.activate_past_recording()
     if len(prompt_ids) > 1:
-        model(input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device), cache=cache, use_cache=True,
-              logits_to_keep=logits_to_keep_arg(len(prompt_ids) - 1, 1, model.device))
+        model(
+            input_ids=torch.tensor([list(prompt_ids[:-1])], device=model.device),
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=logits_to_keep_arg(len(prompt_ids) - 1, 1, model.device),
+        )
     outs = []
     for ids, crop in passes:
-        out = model(input_ids=torch.tensor([ids], device=model.device), cache=cache, use_cache=True,
-                    logits_to_keep=len(ids))
+        out = model(
+            input_ids=torch.tensor([ids], device=model.device), cache=cache, use_cache=True, logits_to_keep=len(ids)
+        )
         outs.append(out.logits[0].float())
         if crop:
             cache.crop(-crop)
@@ -139,8 +146,14 @@ def _logit_pair(row: torch.Tensor, a: int, b: int, texts: tuple[str, str]) -> tu
     )
 
 
-def divergence_logits(ctx: LabContext, prompt_ids: list[int], ar: GenerationResult, spec: GenerationResult, pos: int,
-                      texts: tuple[str, str]) -> Divergence:
+def divergence_logits(
+    ctx: LabContext,
+    prompt_ids: list[int],
+    ar: GenerationResult,
+    spec: GenerationResult,
+    pos: int,
+    texts: tuple[str, str],
+) -> Divergence:
     """Both tokens' logits at the first divergence, as each path computed them."""
     a_tok, s_tok = ar.token_ids[pos], spec.token_ids[pos]
     model = ctx.pair.target
@@ -215,8 +228,15 @@ def equality_check(
     budget = budget if budget is not None else Budget(default_wall_s(ctx.preset))
     dtype = ctx.pair.dtype
     ids = ctx.encode(prompt)
-    common = dict(preset=ctx.preset.name, drafter=ctx.drafter_kind, temperature=0.0, seed=0,
-                  max_new_tokens=max_new_tokens, dtype=dtype, prompt_ids=ids)
+    common = dict(
+        preset=ctx.preset.name,
+        drafter=ctx.drafter_kind,
+        temperature=0.0,
+        seed=0,
+        max_new_tokens=max_new_tokens,
+        dtype=dtype,
+        prompt_ids=ids,
+    )
     g = ctx.preset.gamma if gamma is None else gamma
     if progress:
         progress(0.1, "target alone (greedy)")
@@ -270,6 +290,16 @@ def equality_check(
     if progress:
         progress(1.0, "done")
     return EqualityCheck(
-        prompt=prompt, preset=ctx.preset.name, drafter=ctx.drafter_kind, dtype=dtype, gamma=int(g), ar=ar, spec=spec,
-        rows=rows, identical=first is None, divergence=div, summary=summary, stopped=stopped,
+        prompt=prompt,
+        preset=ctx.preset.name,
+        drafter=ctx.drafter_kind,
+        dtype=dtype,
+        gamma=int(g),
+        ar=ar,
+        spec=spec,
+        rows=rows,
+        identical=first is None,
+        divergence=div,
+        summary=summary,
+        stopped=stopped,
     )

@@ -73,8 +73,9 @@ class MemoModel:
     full, new calls simply run the model: slower, never different.
     """
 
-    def __init__(self, model, max_entries: int = 100_000, max_bytes: int | None = None,
-                 budget: ByteBudget | None = None) -> None:
+    def __init__(
+        self, model, max_entries: int = 100_000, max_bytes: int | None = None, budget: ByteBudget | None = None
+    ) -> None:
         self.model = model
         self.config = model.config
         self.device = getattr(model, "device", torch.device("cpu"))
@@ -87,7 +88,7 @@ class MemoModel:
         self.misses = 0
         self.not_stored = 0  # misses the cap (or max_entries) kept out of the table
         self._table: dict[tuple, tuple] = {}
-        self._tokens: "weakref.WeakKeyDictionary[Any, list[int]]" = weakref.WeakKeyDictionary()
+        self._tokens: weakref.WeakKeyDictionary[Any, list[int]] = weakref.WeakKeyDictionary()
         self._plain: bool | None = None
 
     def __getattr__(self, name: str):  # anything else (generation_config, dtype...) from the model
@@ -131,8 +132,13 @@ class MemoModel:
         if seen is None:
             seen = []
         if length > len(seen):  # filled by someone else: cannot key it, run for real
-            out = self.model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=logits_to_keep,
-                             output_hidden_states=output_hidden_states)
+            out = self.model(
+                input_ids=input_ids,
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=logits_to_keep,
+                output_hidden_states=output_hidden_states,
+            )
             self._tokens.pop(cache, None)
             return out
         del seen[length:]  # the engine cropped rejected drafts
@@ -145,8 +151,13 @@ class MemoModel:
                 cache.update(k, v, i)
         else:
             self.misses += 1
-            out = self.model(input_ids=input_ids, cache=cache, use_cache=True, logits_to_keep=logits_to_keep,
-                             output_hidden_states=output_hidden_states)
+            out = self.model(
+                input_ids=input_ids,
+                cache=cache,
+                use_cache=True,
+                logits_to_keep=logits_to_keep,
+                output_hidden_states=output_hidden_states,
+            )
             logits = out.logits
             hidden = out.hidden_states[-1] if output_hidden_states else None
             if self._plain is None:

@@ -10,8 +10,8 @@ nothing (``visual.lab`` does).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Sequence
 
 from playground.records import GenerationResult
 from playground.text import token_label
@@ -116,7 +116,7 @@ class Scoreboard:
     rate_points: int = 0
     history: tuple[str, ...] = ()
 
-    def add_step(self, r: Reveal) -> "Scoreboard":
+    def add_step(self, r: Reveal) -> Scoreboard:
         line = f"step {r.step_index + 1}: {r.points}/{r.max_points}" + (" ✓ exact" if r.exact else "")
         return replace(
             self,
@@ -127,12 +127,15 @@ class Scoreboard:
             history=(self.history + (line,))[-20:],
         )
 
-    def add_rate(self, guess: float, actual: float | None) -> "Scoreboard":
+    def add_rate(self, guess: float, actual: float | None) -> Scoreboard:
         pts = score_rate_guess(guess, actual)
         act = "n/a" if actual is None else f"{actual:.0%}"
         line = f"acceptance guess {guess:.0%} vs {act}: {pts}/10"
         return replace(
-            self, rate_rounds=self.rate_rounds + 1, rate_points=self.rate_points + pts, history=(self.history + (line,))[-20:]
+            self,
+            rate_rounds=self.rate_rounds + 1,
+            rate_points=self.rate_points + pts,
+            history=(self.history + (line,))[-20:],
         )
 
     @property

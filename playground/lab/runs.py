@@ -10,7 +10,8 @@ This module does not compare runs or decide what a stopped run means for a check
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from playground.api import encode_prompt, resolve, stream_generate
 from playground.config import load_config
@@ -22,8 +23,16 @@ from playground.tally import Tally
 STOPPED_TIME = "time limit"  # RunStats.stopped of a run the lab's budget cut short
 
 
-def partial_result(prompt: str, prompt_ids: Sequence[int], steps: Sequence[StepRecord], *, mode: str, gamma: int,
-                   config: Mapping[str, Any] | None = None, stopped: str = STOPPED_TIME) -> GenerationResult:
+def partial_result(
+    prompt: str,
+    prompt_ids: Sequence[int],
+    steps: Sequence[StepRecord],
+    *,
+    mode: str,
+    gamma: int,
+    config: Mapping[str, Any] | None = None,
+    stopped: str = STOPPED_TIME,
+) -> GenerationResult:
     """A GenerationResult for the steps a run managed before it was stopped.
 
     The engine builds RunStats only at the end of a run; this rebuilds them from the step
@@ -54,8 +63,13 @@ def partial_result(prompt: str, prompt_ids: Sequence[int], steps: Sequence[StepR
         stopped=stopped,
     )
     return GenerationResult(
-        prompt=prompt, prompt_ids=tuple(int(t) for t in prompt_ids), token_ids=tuple(new_ids),
-        text="".join(s.emitted_text for s in steps), steps=steps, stats=stats, config=dict(config or {}),
+        prompt=prompt,
+        prompt_ids=tuple(int(t) for t in prompt_ids),
+        token_ids=tuple(new_ids),
+        text="".join(s.emitted_text for s in steps),
+        steps=steps,
+        stats=stats,
+        config=dict(config or {}),
     )
 
 
@@ -82,8 +96,11 @@ def run_within(prompt: str, budget: Budget, *, prompt_ids: Sequence[int] | None 
         pair = load_pair(resolve(kwargs.get("preset"), kwargs.get("drafter"))[0], kwargs.get("dtype"))
         prompt_ids = encode_prompt(prompt, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
     mode = kwargs.get("mode", "speculative")
-    cfg = {k: kwargs[k] for k in ("preset", "drafter", "gamma", "temperature", "seed", "max_new_tokens", "dtype", "rule")
-           if k in kwargs}
+    cfg = {
+        k: kwargs[k]
+        for k in ("preset", "drafter", "gamma", "temperature", "seed", "max_new_tokens", "dtype", "rule")
+        if k in kwargs
+    }
     gamma = kwargs.get("gamma")
     if gamma is None:
         gamma = resolve(kwargs.get("preset"), kwargs.get("drafter"))[0].gamma

@@ -13,8 +13,9 @@ when a p-value is computed.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 
 def _as_dist(x: Mapping[Any, float] | Sequence[float]) -> dict[Any, float]:
@@ -77,7 +78,9 @@ def _chi2_sf(stat: float, dof: int) -> float:
 
 
 def chi_square_homogeneity(
-    counts_a: Mapping[Any, float] | Sequence[float], counts_b: Mapping[Any, float] | Sequence[float], min_expected: float = 5.0
+    counts_a: Mapping[Any, float] | Sequence[float],
+    counts_b: Mapping[Any, float] | Sequence[float],
+    min_expected: float = 5.0,
 ) -> ChiSquare:
     """Two-sample chi-square test: were both histograms drawn from the same distribution?
 
@@ -121,7 +124,9 @@ def chi_square_homogeneity(
 
 
 def chi_square_goodness_of_fit(
-    counts: Mapping[Any, float] | Sequence[float], probs: Mapping[Any, float] | Sequence[float], min_expected: float = 5.0
+    counts: Mapping[Any, float] | Sequence[float],
+    probs: Mapping[Any, float] | Sequence[float],
+    min_expected: float = 5.0,
 ) -> ChiSquare:
     """One-sample chi-square test of observed counts against known probabilities.
 
@@ -159,15 +164,19 @@ def chi_square_goodness_of_fit(
     return ChiSquare(stat, dof, _chi2_sf(stat, dof), len(rows), pooled)
 
 
-def plain_reading(tv: float, noise: float, p_value: float, n: int, category: str = "correct",
-                  n_other: int | None = None) -> str:
+def plain_reading(
+    tv: float, noise: float, p_value: float, n: int, category: str = "correct", n_other: int | None = None
+) -> str:
     """What the numbers mean, in words a student can repeat.
 
     ``n_other``: the target-only sample's size when it differs from the speculative one's
     (a check stopped by the time limit, or a reused target-only sample)."""
     ptxt = format_p(p_value)
-    sizes = (f"N = {n:,} continuations per side" if n_other is None or n_other == n
-             else f"N = {n:,} speculative and {n_other:,} target-only continuations")
+    sizes = (
+        f"N = {n:,} continuations per side"
+        if n_other is None or n_other == n
+        else f"N = {n:,} speculative and {n_other:,} target-only continuations"
+    )
     base = (
         f"With {sizes}, the two histograms differ by TV = {tv:.3f}; sampling noise "
         f"alone typically gives about {noise:.3f}. "

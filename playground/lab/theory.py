@@ -11,8 +11,8 @@ This module holds no formula of its own (``playground.sampling`` does) and draws
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from typing import Iterable
 
 from playground.engine import MAX_GAMMA
 from playground.lab.budget import Budget, Progress
@@ -49,9 +49,7 @@ def theory_curve(alpha: float, c: float, v: float, gammas: Iterable[int] = range
     alpha = check_number("α", alpha, 0.0, 1.0)
     c = check_number("c", c, 0.0, 100.0)
     v = check_number("v_γ", v, 0.01, 100.0)
-    pts = tuple(
-        TheoryPoint(g, expected_tokens_per_step(alpha, g), predicted_speedup(alpha, g, c, v)) for g in gammas
-    )
+    pts = tuple(TheoryPoint(g, expected_tokens_per_step(alpha, g), predicted_speedup(alpha, g, c, v)) for g in gammas)
     if not pts:
         raise ValueError("need at least one γ")
     best = max(pts, key=lambda p: (p.speedup, -p.gamma))
@@ -97,8 +95,16 @@ def measured_point(spec: RunStats, baseline: RunStats | None = None) -> Measured
 
 
 def measure_run(
-    prompt: str, *, preset: str | None = None, drafter: str | None = None, gamma: int | None = None,
-    temperature: float = 0.0, seed: int = 0, max_new_tokens: int = 48, rule: str = DEFAULT_RULE, progress: Progress = None,
+    prompt: str,
+    *,
+    preset: str | None = None,
+    drafter: str | None = None,
+    gamma: int | None = None,
+    temperature: float = 0.0,
+    seed: int = 0,
+    max_new_tokens: int = 48,
+    rule: str = DEFAULT_RULE,
+    progress: Progress = None,
     budget: Budget | None = None,
 ) -> tuple[GenerationResult, GenerationResult, MeasuredPoint]:
     """One speculative and one target-only run (trace off, for honest timings) and the measured point.
@@ -106,8 +112,15 @@ def measure_run(
     ``budget`` (default ``Budget.for_preset``): each run stops between target passes once its
     share of the time is up; the point is then measured on the steps that ran and says so."""
     budget = budget if budget is not None else Budget.for_preset(preset)
-    kw = dict(preset=preset, drafter=drafter, gamma=gamma, temperature=temperature, seed=seed,
-              max_new_tokens=max_new_tokens, trace=False)
+    kw = dict(
+        preset=preset,
+        drafter=drafter,
+        gamma=gamma,
+        temperature=temperature,
+        seed=seed,
+        max_new_tokens=max_new_tokens,
+        trace=False,
+    )
     if progress:
         progress(0.02, "warming up (first passes are slower)")
     run_within(prompt, budget.share(0.2), mode="speculative", **{**kw, "max_new_tokens": min(4, max_new_tokens)})
@@ -121,8 +134,12 @@ def measure_run(
         progress(1.0, "done")
     point = measured_point(spec.stats, base.stats)
     if STOPPED_TIME in (spec.stats.stopped, base.stats.stopped):
-        point = replace(point, note=(
-            f"Partial: stopped after {budget.describe()} (the lab's time limit on this model) — target alone ran "
-            f"{base.stats.new_tokens} and speculative {spec.stats.new_tokens} of {max_new_tokens} tokens; the point "
-            "is measured on those."))
+        point = replace(
+            point,
+            note=(
+                f"Partial: stopped after {budget.describe()} (the lab's time limit on this model) — target alone ran "
+                f"{base.stats.new_tokens} and speculative {spec.stats.new_tokens} of {max_new_tokens} tokens; the point "
+                "is measured on those."
+            ),
+        )
     return spec, base, point

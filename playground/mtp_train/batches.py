@@ -80,8 +80,9 @@ CLUSTER_TOPK = 8  # the target's top entries that join the training table throug
 CLUSTER_TABLE_CAP = 8192
 
 
-def batch_candidates(batch: dict, static_lut: torch.Tensor, n_static: int, embed_weight,
-                     clustered: bool = False) -> dict:
+def batch_candidates(
+    batch: dict, static_lut: torch.Tensor, n_static: int, embed_weight, clustered: bool = False
+) -> dict:
     """The candidate set of chain n, as at inference: the N static tokens plus every token of
     x_0..x_n outside them (``MTPDrafter`` adds the committed context's tokens).  With
     clusters (``clustered``) every token can be scored at inference, so the target's top-k

@@ -17,7 +17,7 @@ from playground.mtp_train.paths import PROMPTS
 BENCH_PROMPTS = [
     "The three most important things to know about owning a bicycle are",
     "In the middle of the ocean there is a small island where",
-    "def parse_date(text):\n    \"\"\"Parse a date in the format YYYY-MM-DD.\"\"\"\n",
+    'def parse_date(text):\n    """Parse a date in the format YYYY-MM-DD."""\n',
     "Question: What is the largest desert in the world?\nAnswer:",
     "The history of the bicycle",
     "Dear team,\n\nI wanted to thank you all for",
@@ -51,8 +51,10 @@ def stage_bench(args, model, tok, out_dir: Path, gammas=(3, 5), new_tokens: int 
             d["len"].append(r.stats.mean_accepted_length)
             d["draft_ms"].append(r.stats.draft_ms_per_token)
             d["equal"] += int(tuple(r.token_ids) == tuple(ar.token_ids))
-        print(f"bench: {text[:30]!r}: AR {ar_tps[-1]:.1f} tok/s; "
-              + "; ".join(f"γ={g} {spec[g]['tps'][-1]:.1f} tok/s acc1 {spec[g]['acc'][-1][0]:.2f}" for g in gammas))
+        print(
+            f"bench: {text[:30]!r}: AR {ar_tps[-1]:.1f} tok/s; "
+            + "; ".join(f"γ={g} {spec[g]['tps'][-1]:.1f} tok/s acc1 {spec[g]['acc'][-1][0]:.2f}" for g in gammas)
+        )
     mean = lambda xs: sum(x for x in xs if x is not None) / max(1, sum(1 for x in xs if x is not None))
     res["autoregressive_tokens_per_s"] = mean(ar_tps)
     res["target_single_token_ms"] = mean(ar_ms)

@@ -24,18 +24,25 @@ def _acceptance_table(ev: dict) -> list[str]:
     ]
 
 
-
 def _heldout_tables(ev: dict) -> list[str]:
     """Markdown: position-1 acceptance by category (T=0 conditional, T=1 expected) per weights."""
     lines = []
     for w, res in ev.items():
         cats = list(res["t0"])
-        lines += [f"`{w}`:", "", "| | " + " | ".join(cats) + " |", "|---|" + "---:|" * len(cats),
-                  "| T=0, position 1 | " + " | ".join(f"{res['t0'][c]['conditional'][0]:.2f}" for c in cats) + " |",
-                  "| T=0, positions 1-4 (cumulative) | " + " | ".join(
-                      " / ".join(f"{x:.2f}" for x in res["t0"][c]["cumulative"][:4]) for c in cats) + " |",
-                  "| T=1, position 1 (expected) | " + " | ".join(
-                      f"{res['t1'][c]['alpha'][0]:.2f}" for c in cats if c in res["t1"]) + " |", ""]
+        lines += [
+            f"`{w}`:",
+            "",
+            "| | " + " | ".join(cats) + " |",
+            "|---|" + "---:|" * len(cats),
+            "| T=0, position 1 | " + " | ".join(f"{res['t0'][c]['conditional'][0]:.2f}" for c in cats) + " |",
+            "| T=0, positions 1-4 (cumulative) | "
+            + " | ".join(" / ".join(f"{x:.2f}" for x in res["t0"][c]["cumulative"][:4]) for c in cats)
+            + " |",
+            "| T=1, position 1 (expected) | "
+            + " | ".join(f"{res['t1'][c]['alpha'][0]:.2f}" for c in cats if c in res["t1"])
+            + " |",
+            "",
+        ]
     return lines
 
 
@@ -46,14 +53,21 @@ def write_model_card(out: Path, stats: dict, args) -> None:
     lines = [*_architecture(out, stats, args), *_training_data(stats, args), *_training(stats, args)]
     held = stats.get("heldout_eval")
     if held:
-        lines += ["## Held-out acceptance by category (`playground/data/heldout_prompts.json`)",
-                  "Acceptance at T=0 is measured on the target's greedy continuations (96 tokens) of prompts that are "
-                  "in no training source; T=1 is the expected acceptance sum_x min(p, q) along sampled continuations. "
-                  "`python -m playground train-drafter --eval-only` prints the full tables (positions 1-6).", "",
-                  *_heldout_tables(held)]
+        lines += [
+            "## Held-out acceptance by category (`playground/data/heldout_prompts.json`)",
+            "Acceptance at T=0 is measured on the target's greedy continuations (96 tokens) of prompts that are "
+            "in no training source; T=1 is the expected acceptance sum_x min(p, q) along sampled continuations. "
+            "`python -m playground train-drafter --eval-only` prints the full tables (positions 1-6).",
+            "",
+            *_heldout_tables(held),
+        ]
     if ev:
-        lines += ["## Acceptance on the held-out split of the training prompts (greedy text)", "",
-                  *_acceptance_table(ev), ""]
+        lines += [
+            "## Acceptance on the held-out split of the training prompts (greedy text)",
+            "",
+            *_acceptance_table(ev),
+            "",
+        ]
     lines += _reproduce(stats, args)
     (out / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
 
@@ -74,17 +88,29 @@ def _architecture(out: Path, stats: dict, args) -> list[str]:
         f"state at the previous position)) -> Linear(2H->H), H = {tr.get('hidden_size', 640)}",
         f"- {args.layers} Gemma 3-style decoder layer(s) (attention geometry of the target's layer "
         f"{stats.get('attn_layer', 17)}, MLP width {getattr(args, 'intermediate', 0) or 2048}, random init); "
-        + ("attention reads the target's K/V of that layer (committed context, read-only) plus the "
-           "drafter's own keys of this call's draft steps" if args.attend == "target" else
-           "attention over the drafter's own keys of this call's draft steps only"),
+        + (
+            "attention reads the target's K/V of that layer (committed context, read-only) plus the "
+            "drafter's own keys of this call's draft steps"
+            if args.attend == "target"
+            else "attention over the drafter's own keys of this call's draft steps only"
+        ),
         "- Linear(H->H) + RMSNorm -> the predicted target final hidden state, fed back as the next step's state",
         f"- output: state @ E^T over {stats.get('vocab', {}).get('candidates')} static candidate tokens (ranked by the "
         "target's next-token mass over the training data), the committed context's other tokens"
-        + (f", and the tokens of the {getattr(args, 'clusters_per_step', 8)} best of {clusters} clusters that "
-           "together cover every other token of the vocabulary (`playground/mtp_clusters.py`: balanced bisection "
-           "of the tied embeddings; `cluster_proj` scores them)" if clusters else ""),
-        f"- stored: {mb:.1f} MB" + (" (matrices as int8 rows with a bf16 scale per row, the rest bf16; acceptance "
-                                    "below is measured with these weights)" if getattr(args, "int8", 0) else " (bf16)"),
+        + (
+            f", and the tokens of the {getattr(args, 'clusters_per_step', 8)} best of {clusters} clusters that "
+            "together cover every other token of the vocabulary (`playground/mtp_clusters.py`: balanced bisection "
+            "of the tied embeddings; `cluster_proj` scores them)"
+            if clusters
+            else ""
+        ),
+        f"- stored: {mb:.1f} MB"
+        + (
+            " (matrices as int8 rows with a bf16 scale per row, the rest bf16; acceptance "
+            "below is measured with these weights)"
+            if getattr(args, "int8", 0)
+            else " (bf16)"
+        ),
         "",
     ]
 
@@ -99,7 +125,9 @@ def _training_data(stats: dict, args) -> list[str]:
         "|---|---|---:|---:|",
     ]
     for name, d in data.items():
-        lic = corpus.get(name, {}).get("licence", "the target's own output (Gemma terms)" if name == "generated" else "")
+        lic = corpus.get(name, {}).get(
+            "licence", "the target's own output (Gemma terms)" if name == "generated" else ""
+        )
         lines.append(f"| {name} | {lic} | {d['sequences']} | {d['tokens']} |")
     lines += [
         f"| all | | {sum(d['sequences'] for d in data.values())} | {sum(d['tokens'] for d in data.values())} |",
@@ -125,12 +153,20 @@ def _training(stats: dict, args) -> list[str]:
         f"- loss: sum over draft steps j=1..{args.steps_ahead} of 0.8^(j-1) x [KL(target top-{args.topk} "
         "|| drafter) + CE(target argmax) + "
         f"{getattr(args, 'reg_weight', 1.0):g} x MSE(state, target final hidden) / mean(h^2)"
-        + (" + CE(cluster scores, target mass per cluster)" if clusters else "") + "], the drafter fed its own states",
+        + (" + CE(cluster scores, target mass per cluster)" if clusters else "")
+        + "], the drafter fed its own states",
         "- wall time of each stage on the 2-core CPU: "
-        + ", ".join(f"{name} {sec / 60:.1f} min" for name, sec in (
-            ("corpus", stats.get("corpus_seconds")), ("generation", stats.get("gen", {}).get("seconds_this_run")),
-            ("features", stats.get("features", {}).get("seconds")), ("clusters", stats.get("clusters", {}).get("seconds")),
-            ("training", tr.get("train_seconds"))) if sec),
+        + ", ".join(
+            f"{name} {sec / 60:.1f} min"
+            for name, sec in (
+                ("corpus", stats.get("corpus_seconds")),
+                ("generation", stats.get("gen", {}).get("seconds_this_run")),
+                ("features", stats.get("features", {}).get("seconds")),
+                ("clusters", stats.get("clusters", {}).get("seconds")),
+                ("training", tr.get("train_seconds")),
+            )
+            if sec
+        ),
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
         f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on the 2-core CPU, seed {args.seed}",
         f"- candidate coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}"

@@ -77,8 +77,13 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
     for x in cond:
         c *= x if x == x else 0.0
         cum.append(c)
-    return {"chains": chains, "conditional_by_position": cond, "cumulative_by_position": cum,
-            "reached": reached, "accepted": accepted}
+    return {
+        "chains": chains,
+        "conditional_by_position": cond,
+        "cumulative_by_position": cum,
+        "reached": reached,
+        "accepted": accepted,
+    }
 
 
 def eval_only(args, model, tok, embed_weight, scale) -> int:
@@ -98,19 +103,45 @@ def eval_only(args, model, tok, embed_weight, scale) -> int:
     if stats_path.exists() and (Path(args.out) / "config.json").exists():  # the card of --out gets the tables
         stats = json.loads(stats_path.read_text())
         root = PLAYGROUND.parent  # weights inside the repository are named relative to it
-        stats["heldout_eval"] = {str(Path(w).resolve().relative_to(root)) if Path(w).resolve().is_relative_to(root)
-                                 else w: r for w, r in results.items()}
+        stats["heldout_eval"] = {
+            str(Path(w).resolve().relative_to(root)) if Path(w).resolve().is_relative_to(root) else w: r
+            for w, r in results.items()
+        }
         stats_path.write_text(json.dumps(stats, indent=1))
         write_model_card(Path(args.out), stats, args)
     if args.eval_bench:
         drafters, _, rest = args.eval_bench.partition(":")
         gammas, _, trees = rest.partition(":")
         prompts = mtp_eval.write_bench_prompts(out / "bench_prompts.json", args.eval_bench_prompts)
-        cmd = [sys.executable, "-m", "playground", "bench", "--preset", "gemma3-270m-mtp", "--prompts", str(prompts),
-               "--drafters", drafters, "--gammas", gammas or "4", "--tree-nodes", trees or "1", "--temperatures", "0",
-               "--dtype", "bfloat16",
-               "--max-new-tokens", str(mtp_eval.NEW_TOKENS), "--methods", "autoregressive,speculative",
-               "--repeats", "1", "--out", str(out / "bench"), "--no-progress"]
+        cmd = [
+            sys.executable,
+            "-m",
+            "playground",
+            "bench",
+            "--preset",
+            "gemma3-270m-mtp",
+            "--prompts",
+            str(prompts),
+            "--drafters",
+            drafters,
+            "--gammas",
+            gammas or "4",
+            "--tree-nodes",
+            trees or "1",
+            "--temperatures",
+            "0",
+            "--dtype",
+            "bfloat16",
+            "--max-new-tokens",
+            str(mtp_eval.NEW_TOKENS),
+            "--methods",
+            "autoregressive,speculative",
+            "--repeats",
+            "1",
+            "--out",
+            str(out / "bench"),
+            "--no-progress",
+        ]
         print("bench:", " ".join(cmd[1:]), flush=True)
         subprocess.run(cmd, check=False)
         md = out / "bench" / "bench.md"

@@ -112,9 +112,17 @@ def prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
                 top_p[a + c : a + c + pv.shape[0]] = pv.to(torch.float16)
         bar.update(len(idx))
     return dict(
-        offsets=torch.tensor(offsets), tokens=tokens, hidden=hidden, keys=keys, values=values,
-        top_ids=top_ids, top_p=top_p,
-        meta=[{**{k: r[k] for k in ("prompt", "variant", "n_prompt")}, "source": r.get("source", "generated")} for r in rows],
+        offsets=torch.tensor(offsets),
+        tokens=tokens,
+        hidden=hidden,
+        keys=keys,
+        values=values,
+        top_ids=top_ids,
+        top_p=top_p,
+        meta=[
+            {**{k: r[k] for k in ("prompt", "variant", "n_prompt")}, "source": r.get("source", "generated")}
+            for r in rows
+        ],
         seconds=time.perf_counter() - t0,
     )
 

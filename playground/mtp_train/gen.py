@@ -23,8 +23,18 @@ SAMPLE_TOP_K = 64
 
 
 @torch.inference_mode()
-def sample_batch(model, ids, mask, new_tokens: int, pad: int, eos_set: set, greedy: bool, generator,
-                 temperature: float = SAMPLE_TEMPERATURE, top_k: int | None = SAMPLE_TOP_K) -> torch.Tensor:
+def sample_batch(
+    model,
+    ids,
+    mask,
+    new_tokens: int,
+    pad: int,
+    eos_set: set,
+    greedy: bool,
+    generator,
+    temperature: float = SAMPLE_TEMPERATURE,
+    top_k: int | None = SAMPLE_TOP_K,
+) -> torch.Tensor:
     """Batched decoding with a KV cache (left-padded prompts): greedy, or sampling (default
     T=0.8 over the top 64; top_k None: the full vocabulary).
 
@@ -56,8 +66,14 @@ def sample_batch(model, ids, mask, new_tokens: int, pad: int, eos_set: set, gree
         if bool(done.all()) or t == new_tokens - 1:
             break
         mask = torch.cat([mask, (~done).long().unsqueeze(-1) | 1], dim=-1)
-        out = model(input_ids=nxt.unsqueeze(-1), attention_mask=mask, position_ids=next_pos, cache=cache,
-                    use_cache=True, logits_to_keep=1)
+        out = model(
+            input_ids=nxt.unsqueeze(-1),
+            attention_mask=mask,
+            position_ids=next_pos,
+            cache=cache,
+            use_cache=True,
+            logits_to_keep=1,
+        )
         next_pos = next_pos + 1
     return result
 
@@ -143,7 +159,6 @@ def gen_parallel(args, argv: list[str], model, tok, prompts: list[str]) -> list[
             c.wait()
         args.gen_worker = "0/1"
     return load_rows(Path(args.work))
-
 
 
 def load_rows(work: Path) -> list[dict]:

@@ -68,8 +68,12 @@ def build_head(args, cand, target_cfg, init_from=None, token_cluster=None, init_
     from playground.drafters.mtp_head import MTPConfig, MTPHead
 
     mcfg = MTPConfig.from_target(
-        target_cfg, num_layers=args.layers, attend=args.attend, num_candidates=int(cand.numel()),
-        num_clusters=args.clusters, clusters_per_step=args.clusters_per_step,
+        target_cfg,
+        num_layers=args.layers,
+        attend=args.attend,
+        num_candidates=int(cand.numel()),
+        num_clusters=args.clusters,
+        clusters_per_step=args.clusters_per_step,
         **({"intermediate_size": args.intermediate} if args.intermediate else {}),
     )
     torch.manual_seed(args.seed)
@@ -83,7 +87,9 @@ def build_head(args, cand, target_cfg, init_from=None, token_cluster=None, init_
         missing, unexpected = head.load_state_dict(start, strict=False)
         if unexpected:
             raise SystemExit(f"--init-head {init_head}: parameters this head lacks: {unexpected}")
-        print(f"train: started from {init_head}; fresh: {[k for k in missing if k not in ('candidates', 'token_cluster')]}")
+        print(
+            f"train: started from {init_head}; fresh: {[k for k in missing if k not in ('candidates', 'token_cluster')]}"
+        )
     head.candidates.copy_(cand)
     if token_cluster is not None:
         head.token_cluster.copy_(token_cluster)
@@ -102,8 +108,10 @@ def make_optimizer(head, lr: float) -> torch.optim.AdamW:
 
 def checkpoint_tag(args, mcfg, init_from, auto: bool, total_steps: int, init_head) -> str:
     """The checkpoint's name: every setting that changes the run (a rerun with them resumes)."""
-    return f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_I{mcfg.intermediate_size}_C{mcfg.num_clusters}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{'auto' if auto else total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}" + (
-        f"_h{Path(init_head).name if init_head else '-'}_g{args.gen_share:g}" if init_head or args.gen_share else "")
+    return (
+        f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_I{mcfg.intermediate_size}_C{mcfg.num_clusters}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{'auto' if auto else total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}"
+        + (f"_h{Path(init_head).name if init_head else '-'}_g{args.gen_share:g}" if init_head or args.gen_share else "")
+    )
 
 
 def resume(ckpt: Path, head, opt, run: TrainRun) -> None:
@@ -123,9 +131,15 @@ def save_checkpoint(ckpt: Path, head, opt, run: TrainRun, mcfg, t0: float) -> No
     """Write the checkpoint atomically (t0: when this process started training)."""
     tmp = ckpt.with_suffix(".tmp")
     torch.save(
-        {"head": head.state_dict(), "opt": opt.state_dict(), "step": run.step, "history": run.history,
-         "elapsed": run.elapsed_before + time.perf_counter() - t0, "config": mcfg.to_dict(),
-         "planned_steps": None if run.auto else run.total_steps},
+        {
+            "head": head.state_dict(),
+            "opt": opt.state_dict(),
+            "step": run.step,
+            "history": run.history,
+            "elapsed": run.elapsed_before + time.perf_counter() - t0,
+            "config": mcfg.to_dict(),
+            "planned_steps": None if run.auto else run.total_steps,
+        },
         tmp,
     )
     os.replace(tmp, ckpt)
@@ -139,15 +153,17 @@ def optimiser_step(args, head, opt, inp: StepInputs, run: TrainRun) -> list[tupl
     for g in opt.param_groups:
         g["lr"] = run.lr(args.lr, run.step)
     batch = inp.data.batch(which, args.steps_ahead)
-    batch["cand"] = batch_candidates(batch, inp.data.lut, int(inp.cand.numel()), inp.embed_weight,
-                                     clustered=inp.token_cluster is not None)
+    batch["cand"] = batch_candidates(
+        batch, inp.data.lut, int(inp.cand.numel()), inp.embed_weight, clustered=inp.token_cluster is not None
+    )
     batch["hid_ms"] = inp.hid_ms
     if inp.token_cluster is not None:
         batch["token_cluster"] = inp.token_cluster
     # bf16 matmuls (fp32 master weights, fp32 softmax/loss): ~10x faster than fp32 on this CPU
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
-        loss, logs = drafter_loss(head, batch, inp.cand_emb, args.steps_ahead, inp.kv_shape, inp.step_weights,
-                                  args.reg_weight)
+        loss, logs = drafter_loss(
+            head, batch, inp.cand_emb, args.steps_ahead, inp.kv_shape, inp.step_weights, args.reg_weight
+        )
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
@@ -187,8 +203,19 @@ def train_loop(args, head, opt, inp: StepInputs, run: TrainRun, save, bar, t0: f
             save()
 
 
-def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weight, scale, init_from=None,
-                token_cluster=None, init_head=None):
+def stage_train(
+    args,
+    feats,
+    train_seqs,
+    hold_seqs,
+    cand,
+    target_cfg,
+    embed_weight,
+    scale,
+    init_from=None,
+    token_cluster=None,
+    init_head=None,
+):
     """Train a head on the training sequences (resuming a matching checkpoint); returns
     (head in eval mode, {"steps", "planned_steps", "train_seconds", "history", "tag"})."""
     from tqdm import tqdm
@@ -204,7 +231,10 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
     ckpt = Path(args.work) / f"ckpt_{tag}.pt"
     resume(ckpt, head, opt, run)
     inp = StepInputs(
-        data=data, cand=cand, cand_emb=cand_emb, embed_weight=embed_weight,
+        data=data,
+        cand=cand,
+        cand_emb=cand_emb,
+        embed_weight=embed_weight,
         token_cluster=None if token_cluster is None else token_cluster.long(),
         hid_ms=float(feats["hidden"][:20000].float().pow(2).mean()),
         kv_shape=(mcfg.num_key_value_heads, mcfg.head_dim),
@@ -223,5 +253,10 @@ def stage_train(args, feats, train_seqs, hold_seqs, cand, target_cfg, embed_weig
     save()
     bar.close()
     head.eval()
-    return head, {"steps": run.step, "planned_steps": run.total_steps,
-                  "train_seconds": run.elapsed_before + time.perf_counter() - t0, "history": run.history, "tag": tag}
+    return head, {
+        "steps": run.step,
+        "planned_steps": run.total_steps,
+        "train_seconds": run.elapsed_before + time.perf_counter() - t0,
+        "history": run.history,
+        "tag": tag,
+    }

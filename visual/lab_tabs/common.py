@@ -52,8 +52,14 @@ class Choice:
 
 def lab_choices(cfg: AppConfig) -> list[Choice]:
     return [
-        Choice(c.preset.name, c.preset.label if c.available else f"{c.preset.label} — unavailable",
-               c.available, c.reason, c.preset.gamma, c.preset.source)
+        Choice(
+            c.preset.name,
+            c.preset.label if c.available else f"{c.preset.label} — unavailable",
+            c.available,
+            c.reason,
+            c.preset.gamma,
+            c.preset.source,
+        )
         for c in preset_choices(cfg)
     ]
 

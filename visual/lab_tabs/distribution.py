@@ -35,7 +35,6 @@ from visual.lab_tabs.common import (
 )
 from visual.lab_tabs.stop import press_stop, session_budget
 
-
 HISTORY = 12  # distribution checks kept per session for the comparison table
 
 
@@ -46,9 +45,14 @@ def _dist_outputs(check: DistributionCheck | None, history: list, status: str):
 def _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed, rule: str = DEFAULT_RULE):
     """The tab's inputs as ``DistributionSettings`` (a gr.Error for a value that is not a whole number)."""
     return DistributionSettings(
-        prompt, preset=preset, rule=rule, n_samples=as_int(n, "N"),
-        n_tokens=as_int(n_tokens, "tokens per continuation"), temperature=float(temperature),
-        gamma=as_int(gamma, "γ"), seed=as_int(seed, "seed"),
+        prompt,
+        preset=preset,
+        rule=rule,
+        n_samples=as_int(n, "N"),
+        n_tokens=as_int(n_tokens, "tokens per continuation"),
+        temperature=float(temperature),
+        gamma=as_int(gamma, "γ"),
+        seed=as_int(seed, "seed"),
     )
 
 
@@ -60,13 +64,27 @@ def _stopped_outputs(history):
     return gr.skip(), gr.skip(), gr.skip(), history, "Stopped: nothing new was computed."
 
 
-def run_distribution(prompt, preset, rule, n, n_tokens, temperature, gamma, seed, history, request: gr.Request = None,
-                     progress=gr.Progress()):
+def run_distribution(
+    prompt,
+    preset,
+    rule,
+    n,
+    n_tokens,
+    temperature,
+    gamma,
+    seed,
+    history,
+    request: gr.Request = None,
+    progress=gr.Progress(),
+):
     history = list(history or [])
     settings = _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed, rule=rule)
     try:
         check = run_errors(
-            distribution_check, settings, progress=progress_adapter(progress), reference=_reference(history),
+            distribution_check,
+            settings,
+            progress=progress_adapter(progress),
+            reference=_reference(history),
             budget=session_budget(preset, request),
         )
     except Stopped:
@@ -75,8 +93,10 @@ def run_distribution(prompt, preset, rule, n, n_tokens, temperature, gamma, seed
     history = history[:HISTORY]
     status = f"Done in {check.spec.seconds + check.target.seconds:.1f} s."
     if check.partial:
-        status = (f"Stopped at the time limit after {check.spec.seconds + check.target.seconds:.1f} s: "
-                  f"{check.spec.n:,} of {check.n_samples:,} continuations — a partial result, labelled as such.")
+        status = (
+            f"Stopped at the time limit after {check.spec.seconds + check.target.seconds:.1f} s: "
+            f"{check.spec.n:,} of {check.n_samples:,} continuations — a partial result, labelled as such."
+        )
     return _dist_outputs(check, history, status)
 
 
@@ -85,8 +105,19 @@ def _same_settings(a: DistributionCheck, b: DistributionCheck) -> bool:
     return all(getattr(a, k) == getattr(b, k) for k in keys)
 
 
-def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, history, request: gr.Request = None,
-                      progress=gr.Progress(), budget: Budget | None = None):
+def compare_all_rules(
+    prompt,
+    preset,
+    n,
+    n_tokens,
+    temperature,
+    gamma,
+    seed,
+    history,
+    request: gr.Request = None,
+    progress=gr.Progress(),
+    budget: Budget | None = None,
+):
     """Every rule on the same settings, one after another, sharing one target-only sample.
 
     One time limit for the whole comparison: each rule gets an equal share of what is left
@@ -108,22 +139,31 @@ def compare_all_rules(prompt, preset, n, n_tokens, temperature, gamma, seed, his
                 if report:
                     report((i + f) / len(rules), f"rule {i + 1}/{len(rules)} ({rule}): {msg}")
 
-            last = run_errors(distribution_check, replace(base, rule=rule), progress=sub, reference=ref,
-                               budget=budget.share(1.0 / (len(rules) - i)))
+            last = run_errors(
+                distribution_check,
+                replace(base, rule=rule),
+                progress=sub,
+                reference=ref,
+                budget=budget.share(1.0 / (len(rules) - i)),
+            )
             ref = last if ref is None or not _same_settings(ref, last) else ref
             done.append(last)
     except (Stopped, LabCancelled):
         if not done:
             return _stopped_outputs(history)
-    history = list(reversed(done)) + [h for h in history if not any(_same_settings(h, d) and h.rule == d.rule for d in done)]
+    history = list(reversed(done)) + [
+        h for h in history if not any(_same_settings(h, d) and h.rule == d.rule for d in done)
+    ]
     history = history[: max(HISTORY, len(rules))]
     status = "All rules checked on the same settings: compare drift (p-value, TV) with acceptance in the table."
-    skipped = rules[len(done):]
+    skipped = rules[len(done) :]
     if skipped or any(d.partial for d in done):
-        status = (f"Stopped after {budget.elapsed():.0f} s (time limit {budget.describe()}): {len(done)} of "
-                  f"{len(rules)} rules checked"
-                  + (f", not checked: {', '.join(skipped)}" if skipped else "")
-                  + "; rows marked partial are computed on fewer continuations than asked.")
+        status = (
+            f"Stopped after {budget.elapsed():.0f} s (time limit {budget.describe()}): {len(done)} of "
+            f"{len(rules)} rules checked"
+            + (f", not checked: {', '.join(skipped)}" if skipped else "")
+            + "; rows marked partial are computed on fewer continuations than asked."
+        )
     return _dist_outputs(done[0], history, status)
 
 
@@ -141,8 +181,12 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
         )
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
-                c["d_rule"] = gr.Radio(rule_choices(), value=DEFAULT_RULE, label="Verification rule",
-                                       info="The correct rule is the default; the others are labelled.")
+                c["d_rule"] = gr.Radio(
+                    rule_choices(),
+                    value=DEFAULT_RULE,
+                    label="Verification rule",
+                    info="The correct rule is the default; the others are labelled.",
+                )
                 c["d_preset"] = gr.Dropdown(s.preset_opts, value=s.fast, label="Preset")
                 c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=5000, step=100, label="N continuations per side")
                 c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label="Tokens per continuation")
@@ -159,8 +203,12 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
                 c["d_status"] = gr.Markdown("")
                 c["d_plot"] = gr.Plot(vlab.distribution_figure(None), show_label=False)
                 c["d_html"] = gr.HTML(vlab.distribution_html(None))
-                c["d_table"] = gr.Dataframe(vlab.rules_table([]), interactive=False, wrap=True,
-                                            label="Rules checked this session (newest first)")
+                c["d_table"] = gr.Dataframe(
+                    vlab.rules_table([]),
+                    interactive=False,
+                    wrap=True,
+                    label="Rules checked this session (newest first)",
+                )
         gr.Markdown(
             "**TV distance** = ½ Σ |f_spec(x) − f_target(x)|: 0 = identical histograms, 1 = no overlap; two "
             "samples of the same distribution still differ by about the *noise level* shown. **p-value**: how "
@@ -174,13 +222,40 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     """Run check, Compare all rules and Stop (which also says "Stopping…" in the status line)."""
     dist_state = states["dist_state"]
     dist_out = [c["d_plot"], c["d_html"], c["d_table"], dist_state, c["d_status"]]
-    heavy = {"d_stop": [
-        c["d_run"].click(run_distribution,
-                         [c["d_prompt"], c["d_preset"], c["d_rule"], c["d_n"], c["d_tokens"], c["d_temp"],
-                          c["d_gamma"], c["d_seed"], dist_state], dist_out, **MODEL_EVENT),
-        c["d_all"].click(compare_all_rules,
-                         [c["d_prompt"], c["d_preset"], c["d_n"], c["d_tokens"], c["d_temp"], c["d_gamma"],
-                          c["d_seed"], dist_state], dist_out, **MODEL_EVENT),
-    ]}
+    heavy = {
+        "d_stop": [
+            c["d_run"].click(
+                run_distribution,
+                [
+                    c["d_prompt"],
+                    c["d_preset"],
+                    c["d_rule"],
+                    c["d_n"],
+                    c["d_tokens"],
+                    c["d_temp"],
+                    c["d_gamma"],
+                    c["d_seed"],
+                    dist_state,
+                ],
+                dist_out,
+                **MODEL_EVENT,
+            ),
+            c["d_all"].click(
+                compare_all_rules,
+                [
+                    c["d_prompt"],
+                    c["d_preset"],
+                    c["d_n"],
+                    c["d_tokens"],
+                    c["d_temp"],
+                    c["d_gamma"],
+                    c["d_seed"],
+                    dist_state,
+                ],
+                dist_out,
+                **MODEL_EVENT,
+            ),
+        ]
+    }
     c["d_stop"].click(press_stop, None, c["d_status"], cancels=heavy["d_stop"], **LIGHT_EVENT)
     return heavy

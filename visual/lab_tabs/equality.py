@@ -23,17 +23,20 @@ from visual.lab_tabs.common import (
 )
 from visual.lab_tabs.stop import press_stop_quietly, session_budget
 
-
 DTYPE_DEFAULT = "preset default"
 
 
 def run_equality(prompt, preset, gamma, max_new_tokens, dtype, request: gr.Request = None, progress=gr.Progress()):
     try:
         eq = run_errors(
-            equality_check, prompt, preset=preset, gamma=as_int(gamma, "γ"),
+            equality_check,
+            prompt,
+            preset=preset,
+            gamma=as_int(gamma, "γ"),
             max_new_tokens=as_int(max_new_tokens, "tokens"),
             dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
-            progress=progress_adapter(progress), budget=session_budget(preset, request),
+            progress=progress_adapter(progress),
+            budget=session_budget(preset, request),
         )
     except Stopped:
         return vlab.stopped_html("the equality check")
@@ -63,8 +66,15 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
 
 def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     """Run and Stop; returns the heavy event under its Stop button's key."""
-    heavy = {"eq_stop": [c["eq_run"].click(
-        run_equality, [c["eq_prompt"], c["eq_preset"], c["eq_gamma"], c["eq_tokens"], c["eq_dtype"]], c["eq_out"],
-        **MODEL_EVENT)]}
+    heavy = {
+        "eq_stop": [
+            c["eq_run"].click(
+                run_equality,
+                [c["eq_prompt"], c["eq_preset"], c["eq_gamma"], c["eq_tokens"], c["eq_dtype"]],
+                c["eq_out"],
+                **MODEL_EVENT,
+            )
+        ]
+    }
     c["eq_stop"].click(press_stop_quietly, None, None, cancels=heavy["eq_stop"], **LIGHT_EVENT)
     return heavy

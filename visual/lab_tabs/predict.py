@@ -27,8 +27,10 @@ def _question_outputs(state: dict):
     if res is None:
         return vlab.question_html(None), gr.update(choices=[], value=[])
     if pos >= len(order):
-        msg = ("This run is over. Press <b>Reveal the run's acceptance rate</b> to score your guess, or start a "
-               "<b>New round</b>.")
+        msg = (
+            "This run is over. Press <b>Reveal the run's acceptance rate</b> to score your guess, or start a "
+            "<b>New round</b>."
+        )
         return f'<div style="{vlab._BOX}">{msg}</div>', gr.update(choices=[], value=[])
     q = question(res, order[pos])
     choices = [(f"{i + 1}: \u201c{token_plain(t)}\u201d", str(i)) for i, t in enumerate(q.drafts)]
@@ -39,14 +41,21 @@ def new_round(preset, prompt, gamma, temperature, seed, max_new_tokens, rate_gue
     from playground.api import generate
 
     res = run_errors(
-        generate, prompt, preset=preset, gamma=as_int(gamma, "γ"), temperature=float(temperature),
+        generate,
+        prompt,
+        preset=preset,
+        gamma=as_int(gamma, "γ"),
+        temperature=float(temperature),
         seed=as_int(seed, "seed"),
-        max_new_tokens=as_int(max_new_tokens, "tokens"), progress=progress_adapter(progress),
+        max_new_tokens=as_int(max_new_tokens, "tokens"),
+        progress=progress_adapter(progress),
     )
     order = question_steps(res)
     state = {**empty_round(), "result": res, "order": order, "rate_guess": float(rate_guess) / 100.0}
-    note = (f"New run: {len(order)} step(s) with drafts out of {len(res.steps)}. Your acceptance-rate guess "
-            f"({float(rate_guess):.0f}%) is locked in.")
+    note = (
+        f"New run: {len(order)} step(s) with drafts out of {len(res.steps)}. Your acceptance-rate guess "
+        f"({float(rate_guess):.0f}%) is locked in."
+    )
     if not order:
         note = "This run drafted nothing (prompt lookup found no match?): try another prompt or preset."
     qh, cb = _question_outputs(state)
@@ -86,9 +95,14 @@ def reveal_rate(state, board):
         return state, board, vlab.score_card(board), f"Acceptance rate of this run: {pct(actual)} (already scored)."
     board = board.add_rate(state["rate_guess"] or 0.0, actual)
     state["rate_scored"] = True
-    return state, board, vlab.score_card(board), (
-        f"Acceptance rate of this run: {pct(actual)} (you guessed {pct(state['rate_guess'])}); "
-        f"it drafted {state['result'].stats.drafted_tokens} tokens in {state['result'].stats.steps} steps."
+    return (
+        state,
+        board,
+        vlab.score_card(board),
+        (
+            f"Acceptance rate of this run: {pct(actual)} (you guessed {pct(state['rate_guess'])}); "
+            f"it drafted {state['result'].stats.drafted_tokens} tokens in {state['result'].stats.steps} steps."
+        ),
     )
 
 
@@ -124,12 +138,22 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
 def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     """New round, Reveal, Next step, Reveal the rate; nothing here has a Stop button."""
     round_state, board_state = states["round_state"], states["board_state"]
-    c["p_new"].click(new_round,
-                     [c["p_preset"], c["p_prompt"], c["p_gamma"], c["p_temp"], c["p_seed"], c["p_tokens"], c["p_rate"]],
-                     [round_state, c["p_question"], c["p_guess"], c["p_answer"], c["p_note"]], **MODEL_EVENT)
-    c["p_reveal"].click(do_reveal, [c["p_guess"], round_state, board_state],
-                        [round_state, c["p_answer"], board_state, c["p_score"]], **LIGHT_EVENT)
-    c["p_next"].click(next_step, round_state, [round_state, c["p_question"], c["p_guess"], c["p_answer"]], **LIGHT_EVENT)
-    c["p_rate_reveal"].click(reveal_rate, [round_state, board_state], [round_state, board_state, c["p_score"], c["p_note"]],
-                             **LIGHT_EVENT)
+    c["p_new"].click(
+        new_round,
+        [c["p_preset"], c["p_prompt"], c["p_gamma"], c["p_temp"], c["p_seed"], c["p_tokens"], c["p_rate"]],
+        [round_state, c["p_question"], c["p_guess"], c["p_answer"], c["p_note"]],
+        **MODEL_EVENT,
+    )
+    c["p_reveal"].click(
+        do_reveal,
+        [c["p_guess"], round_state, board_state],
+        [round_state, c["p_answer"], board_state, c["p_score"]],
+        **LIGHT_EVENT,
+    )
+    c["p_next"].click(
+        next_step, round_state, [round_state, c["p_question"], c["p_guess"], c["p_answer"]], **LIGHT_EVENT
+    )
+    c["p_rate_reveal"].click(
+        reveal_rate, [round_state, board_state], [round_state, board_state, c["p_score"], c["p_note"]], **LIGHT_EVENT
+    )
     return {}

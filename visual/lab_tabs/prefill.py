@@ -11,7 +11,8 @@ parse the query (``visual.share`` does).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import gradio as gr
 
@@ -41,6 +42,7 @@ def wire_prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple
         return out
 
     if classroom:
+
         def apply_classroom(slug):
             cp = by_classroom.get(slug)
             if cp is None:
@@ -48,7 +50,9 @@ def wire_prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple
             vals = dict(preset=cp.preset, prompt=cp.prompt, gamma=cp.gamma, temperature=cp.temperature, seed=cp.seed)
             return [vlab.classroom_md(cp), *_fill(vals)]
 
-        c["r_class"].change(lambda s: vlab.classroom_md(by_classroom.get(s)), c["r_class"], c["r_class_md"], **LIGHT_EVENT)
+        c["r_class"].change(
+            lambda s: vlab.classroom_md(by_classroom.get(s)), c["r_class"], c["r_class_md"], **LIGHT_EVENT
+        )
         c["r_apply"].click(apply_classroom, c["r_class"], [c["r_class_md"], *load_outputs], **LIGHT_EVENT)
 
     def on_load(request: gr.Request):
@@ -58,9 +62,12 @@ def wire_prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple
             ch = next((x for x in choices if x.name == vals["preset"]), None)
             if ch is not None and not ch.available:
                 vals.pop("preset")
-                pf = Prefill(**{**{k: getattr(pf, k) for k in ("prompt", "gamma", "temperature", "seed",
-                                                               "classroom")},
-                                "errors": pf.errors + (f"preset {ch.name!r} is unavailable here",)})
+                pf = Prefill(
+                    **{
+                        **{k: getattr(pf, k) for k in ("prompt", "gamma", "temperature", "seed", "classroom")},
+                        "errors": pf.errors + (f"preset {ch.name!r} is unavailable here",),
+                    }
+                )
         out = [vlab.prefill_note_html(pf), *_fill(vals)]
         if classroom:
             out.append(gr.update(value=pf.classroom) if pf.classroom in by_classroom else gr.skip())

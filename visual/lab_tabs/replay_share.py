@@ -37,9 +37,14 @@ def run_for_replay(preset, prompt, gamma, temperature, seed, max_new_tokens, pro
     from playground.api import generate
 
     res = run_errors(
-        generate, prompt, preset=preset, gamma=as_int(gamma, "γ"), temperature=float(temperature),
+        generate,
+        prompt,
+        preset=preset,
+        gamma=as_int(gamma, "γ"),
+        temperature=float(temperature),
         seed=as_int(seed, "seed"),
-        max_new_tokens=as_int(max_new_tokens, "tokens"), progress=progress_adapter(progress),
+        max_new_tokens=as_int(max_new_tokens, "tokens"),
+        progress=progress_adapter(progress),
     )
     s, h, summ = _replay_outputs(res, 1, "Fresh run:")
     return res, s, h, summ, "Generated. Step through it with ◀ ▶ or the slider."
@@ -97,8 +102,13 @@ def export_trace(trace):
 
 
 def share_link(preset, prompt, gamma, temperature, seed, request: gr.Request = None):
-    q = share_query(preset=preset, prompt=prompt, gamma=as_int(gamma, "γ"), temperature=float(temperature),
-                    seed=as_int(seed, "seed"))
+    q = share_query(
+        preset=preset,
+        prompt=prompt,
+        gamma=as_int(gamma, "γ"),
+        temperature=float(temperature),
+        seed=as_int(seed, "seed"),
+    )
     return share_url(request, q)
 
 
@@ -112,8 +122,9 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
         )
         if s.classroom:
             with gr.Row():
-                c["r_class"] = gr.Dropdown([(cp.label, cp.slug) for cp in s.classroom], value=s.classroom[0].slug,
-                                           label="Classroom presets")
+                c["r_class"] = gr.Dropdown(
+                    [(cp.label, cp.slug) for cp in s.classroom], value=s.classroom[0].slug, label="Classroom presets"
+                )
                 c["r_apply"] = gr.Button("Apply preset")
             c["r_class_md"] = gr.Markdown(vlab.classroom_md(s.classroom[0]))
         with gr.Row():
@@ -125,8 +136,12 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
         c["r_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
         with gr.Row():
             c["r_run"] = gr.Button("Run ▸", variant="primary")
-            c["r_file"] = gr.File(label=f"Import a trace JSON (≤ {s.lim.max_trace_bytes // 1_000_000} MB)",
-                                  file_types=[".json"], type="filepath", file_count="single")
+            c["r_file"] = gr.File(
+                label=f"Import a trace JSON (≤ {s.lim.max_trace_bytes // 1_000_000} MB)",
+                file_types=[".json"],
+                type="filepath",
+                file_count="single",
+            )
         c["r_status"] = gr.Markdown("")
         with gr.Row():
             c["r_back"] = gr.Button("◀ Back")
@@ -144,15 +159,24 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     """Run, import, the frame controls, export and the share link; nothing here has a Stop button."""
     trace_state = states["trace_state"]
     replay_out = [trace_state, c["r_frame"], c["r_view"], c["r_summary"], c["r_status"]]
-    c["r_run"].click(run_for_replay,
-                     [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"], c["r_tokens"]], replay_out,
-                     **MODEL_EVENT)
+    c["r_run"].click(
+        run_for_replay,
+        [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"], c["r_tokens"]],
+        replay_out,
+        **MODEL_EVENT,
+    )
     c["r_file"].upload(import_trace, [c["r_file"], trace_state], replay_out, **LIGHT_EVENT)
-    c["r_frame"].release(lambda t, f: vlab.replay_html(t, int(f or 0)), [trace_state, c["r_frame"]], c["r_view"],
-                         **LIGHT_EVENT)
-    c["r_back"].click(lambda t, f: move(t, f, -1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT)
-    c["r_fwd"].click(lambda t, f: move(t, f, +1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT)
+    c["r_frame"].release(
+        lambda t, f: vlab.replay_html(t, int(f or 0)), [trace_state, c["r_frame"]], c["r_view"], **LIGHT_EVENT
+    )
+    c["r_back"].click(
+        lambda t, f: move(t, f, -1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT
+    )
+    c["r_fwd"].click(
+        lambda t, f: move(t, f, +1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT
+    )
     c["r_export"].click(export_trace, trace_state, c["r_export"], **LIGHT_EVENT)
-    c["r_share_btn"].click(share_link, [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"]],
-                           c["r_share"], **LIGHT_EVENT)
+    c["r_share_btn"].click(
+        share_link, [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"]], c["r_share"], **LIGHT_EVENT
+    )
     return {}

@@ -15,7 +15,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from typing import Callable
+from collections.abc import Callable
 
 import gradio as gr
 
@@ -33,7 +33,7 @@ class StopRequests:
     def __init__(self, max_sessions: int = 4096, clock: Callable[[], float] = time.monotonic) -> None:
         self.max_sessions = max_sessions
         self.clock = clock
-        self._pressed: "OrderedDict[str, float]" = OrderedDict()
+        self._pressed: OrderedDict[str, float] = OrderedDict()
         self._lock = threading.Lock()
 
     def press(self, session: str | None) -> bool:

@@ -44,12 +44,19 @@ def _clamp(x: float | None, lo: float, hi: float, default: float) -> float:
     return max(lo, min(hi, float(x)))
 
 
-def measure_for_theory(prompt, preset, gamma, temperature, seed, alpha, c, v, request: gr.Request = None,
-                       progress=gr.Progress()):
+def measure_for_theory(
+    prompt, preset, gamma, temperature, seed, alpha, c, v, request: gr.Request = None, progress=gr.Progress()
+):
     try:
         spec, base, point = run_errors(
-            measure_run, prompt, preset=preset, gamma=as_int(gamma, "γ"), temperature=float(temperature),
-            seed=as_int(seed, "seed"), progress=progress_adapter(progress), budget=session_budget(preset, request),
+            measure_run,
+            prompt,
+            preset=preset,
+            gamma=as_int(gamma, "γ"),
+            temperature=float(temperature),
+            seed=as_int(seed, "seed"),
+            progress=progress_adapter(progress),
+            budget=session_budget(preset, request),
         )
     except Stopped:
         return (gr.skip(),) * 6
@@ -71,8 +78,15 @@ def theory_from_trace(trace, alpha, gamma, c, v):
     if point.predicted is None and point.alpha is not None and g:  # no 1-token timing: α measured, c and v from sliders
         point = replace(point, predicted=predicted_speedup(point.alpha, g, c2, v2))
     fig, html = render_theory(a2, g, c2, v2, point)
-    return point, gr.update(value=round(a2, 3)), gr.update(value=g), gr.update(value=round(c2, 3)), \
-        gr.update(value=round(v2, 3)), fig, html
+    return (
+        point,
+        gr.update(value=round(a2, 3)),
+        gr.update(value=g),
+        gr.update(value=round(c2, 3)),
+        gr.update(value=round(v2, 3)),
+        fig,
+        html,
+    )
 
 
 def build_tab(c: dict[str, Any], s: Setup) -> None:
@@ -94,8 +108,9 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
                 c["t_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
             c["t_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
             with gr.Row():
-                c["t_measure"] = gr.Button("Measure (target alone + speculative, γ from the slider) ▸",
-                                           variant="primary")
+                c["t_measure"] = gr.Button(
+                    "Measure (target alone + speculative, γ from the slider) ▸", variant="primary"
+                )
                 c["t_stop"] = gr.Button("■ Stop", variant="stop")
                 c["t_from_trace"] = gr.Button("Use the trace from Replay & share")
 
@@ -106,12 +121,30 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     theory_in = [c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], point_state]
     for s in ("t_alpha", "t_gamma", "t_c", "t_v"):
         c[s].change(render_theory, theory_in, [c["t_plot"], c["t_html"]], trigger_mode="always_last", **LIGHT_EVENT)
-    heavy = {"t_stop": [c["t_measure"].click(
-        measure_for_theory,
-        [c["t_prompt"], c["t_preset"], c["t_gamma"], c["t_temp"], c["t_seed"], c["t_alpha"], c["t_c"], c["t_v"]],
-        [point_state, c["t_alpha"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]], **MODEL_EVENT)]}
+    heavy = {
+        "t_stop": [
+            c["t_measure"].click(
+                measure_for_theory,
+                [
+                    c["t_prompt"],
+                    c["t_preset"],
+                    c["t_gamma"],
+                    c["t_temp"],
+                    c["t_seed"],
+                    c["t_alpha"],
+                    c["t_c"],
+                    c["t_v"],
+                ],
+                [point_state, c["t_alpha"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]],
+                **MODEL_EVENT,
+            )
+        ]
+    }
     c["t_stop"].click(press_stop_quietly, None, None, cancels=heavy["t_stop"], **LIGHT_EVENT)
-    c["t_from_trace"].click(theory_from_trace, [trace_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"]],
-                            [point_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]],
-                            **LIGHT_EVENT)
+    c["t_from_trace"].click(
+        theory_from_trace,
+        [trace_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"]],
+        [point_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]],
+        **LIGHT_EVENT,
+    )
     return heavy
