@@ -40,6 +40,7 @@ class Preset:
     params_millions: float | None = None  # target + drafter model weights, for the memory budget
     tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
     exit_layer: int | None = None  # early-exit drafter: decoder layers it runs (None: all but the last)
+    exit_kv_reuse: bool = True  # early exit verifies reusing the draft passes' KV (LayerSkip); False: recompute
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

@@ -338,6 +338,31 @@ def test_bench_runs_transformers_early_exit_beside_ours_and_counts_only_full_pas
         assert r["tokens_per_target_call"] > 1.0, r
 
 
+@pytest.mark.parametrize("reuse", [True, False])
+def test_bench_takes_the_exit_layer_and_kv_reuse_and_records_them(reuse):
+    from playground import bench
+
+    opts = bench.BenchOptions(
+        preset="tiny-random",
+        prompts=BENCH_PROMPTS[:1],
+        max_new_tokens=8,
+        gammas=(2,),
+        drafters=("early-exit",),
+        methods=("autoregressive", "speculative"),
+        repeats=1,
+        cost_reps=1,
+        threads=1,
+        warmup=False,
+        exit_layer=1,
+        exit_kv_reuse=reuse,
+    )
+    report = bench.run_bench(opts)
+    assert report.meta["exit_layer"] == 1 and report.meta["exit_kv_reuse"] is reuse
+    assert all(r["identical_to_autoregressive"] is not False for r in report.rows)
+    args = bench.build_parser().parse_args(["--exit-layer", "1"] + (["--no-kv-reuse"] if not reuse else []))
+    assert (args.exit_layer, args.no_kv_reuse) == (1, not reuse)
+
+
 def test_preset_exit_layer_is_validated():
     from playground.config import Preset
 

@@ -80,6 +80,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--cost-reps", type=int, default=5)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: every core)")
     p.add_argument("--no-warmup", action="store_true")
+    p.add_argument(
+        "--exit-layer", type=int, default=None, help="early exit: exit after this layer (default: the preset's)"
+    )
+    p.add_argument(
+        "--no-kv-reuse",
+        action="store_true",
+        help="early exit: recompute the layers below the exit in the verify pass (no LayerSkip reuse)",
+    )
     p.add_argument("--json", action="store_true", help='print {"rows": [...], "meta": {...}} on stdout')
     p.add_argument("--out", default="bench_results", help="directory for bench.{json,csv,md,html} ('' to skip)")
     p.add_argument("--no-progress", action="store_true")
@@ -115,6 +123,8 @@ def options_from_args(args) -> BenchOptions:
         cost_reps=args.cost_reps,
         warmup=not args.no_warmup,
         threads=args.threads,
+        exit_layer=args.exit_layer,
+        exit_kv_reuse=not args.no_kv_reuse,
     )
 
 

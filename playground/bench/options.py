@@ -96,6 +96,8 @@ class BenchOptions:
     warmup: bool = True
     threads: int | None = None  # torch threads (None: every core, as the app does)
     wall_s: float | None = None  # stop measuring after this many seconds; rows then cover complete rounds only
+    exit_layer: int | None = None  # early exit: the layer it exits after (None: the preset's)
+    exit_kv_reuse: bool = True  # early exit: reuse the draft passes' KV in the verify pass (LayerSkip)
 
 
 @dataclass(frozen=True)

@@ -54,7 +54,7 @@ def _early_exit(pair, preset, argmax):
     from playground.drafters.early_exit import EarlyExitDrafter, default_exit_layer
 
     layer = preset.exit_layer if preset.exit_layer is not None else default_exit_layer(pair.target)
-    return EarlyExitDrafter(pair.target, layer, argmax=argmax)
+    return EarlyExitDrafter(pair.target, layer, argmax=argmax, reuse_kv=preset.exit_kv_reuse)
 
 
 def _other_tokenizer(pair, preset, argmax):
