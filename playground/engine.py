@@ -28,10 +28,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
-from transformers import DynamicCache
 
 from playground.drafters.base import Draft, Drafter, TargetState
-from playground.hf_calls import logits_to_keep_arg
 from playground.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.rows import PointRows
 from playground.rows import draw_point as _draw_point
@@ -47,6 +45,7 @@ from playground.sampling import (
     sample,
 )
 from playground.tally import Tally
+from playground.target import Target
 from playground.text import IncrementalText, TokenTexts
 from playground.tree_step import tree_step
 from playground.validate import whole_number
@@ -106,73 +105,6 @@ class GenerationConfig:
     @property
     def sampling(self) -> SamplingParams:
         return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
-
-
-@dataclass
-class _Pass:
-    logits: torch.Tensor  # [keep, V]
-    hidden: torch.Tensor | None  # [keep, H]
-    ms: float
-
-
-class Target:
-    """A causal LM plus its KV cache, driven one pass at a time."""
-
-    def __init__(self, model, rollback: bool) -> None:
-        self.model = model
-        self.rollback = rollback
-        self.cache = DynamicCache(config=model.config)
-        if rollback:
-            self.cache.activate_past_recording()
-        self.calls = 0
-        self.single_token_ms: list[float] = []
-
-    @torch.inference_mode()
-    def forward(self, ids: list[int], keep: int, hidden: bool) -> _Pass:
-        t0 = time.perf_counter()
-        out = self.model(
-            input_ids=torch.tensor([ids], device=self.model.device),
-            cache=self.cache,
-            use_cache=True,
-            logits_to_keep=logits_to_keep_arg(len(ids), keep, self.model.device),
-            output_hidden_states=hidden,
-        )
-        logits = out.logits[0, -keep:]  # [keep, V]
-        h = out.hidden_states[-1][0, -keep:] if hidden else None  # [keep, H]
-        ms = (time.perf_counter() - t0) * 1000.0
-        self.calls += 1
-        if len(ids) == 1:
-            self.single_token_ms.append(ms)
-        return _Pass(logits=logits, hidden=h, ms=ms)
-
-    def forward_via(self, logits_of: Callable[[Any, list[int], int], torch.Tensor], ids: list[int], keep: int) -> _Pass:
-        """``forward`` through a drafter that computes part of the pass itself (early exit
-        with KV reuse): ``logits_of(cache, ids, keep)`` -> [keep, V]; timed and counted alike."""
-        t0 = time.perf_counter()
-        logits = logits_of(self.cache, ids, keep)
-        ms = (time.perf_counter() - t0) * 1000.0
-        self.calls += 1
-        if len(ids) == 1:
-            self.single_token_ms.append(ms)
-        return _Pass(logits=logits, hidden=None, ms=ms)
-
-    def crop(self, n_remove: int) -> None:
-        """Drop the ``n_remove`` newest tokens from the cache.
-
-        Without rollback (the autoregressive loop) there is never anything to drop, and a
-        sliding-window layer past its window refuses even ``crop(0)`` when it does not
-        record its past, so nothing is called.  With rollback, ``crop(0)`` also trims a
-        sliding layer back to its window."""
-        if n_remove < 0:
-            raise ValueError(f"cannot crop a negative number of tokens ({n_remove})")
-        if n_remove == 0 and not self.rollback:
-            return
-        if n_remove and not self.rollback:
-            raise RuntimeError("this cache was built without rollback; it cannot drop tokens")
-        self.cache.crop(-n_remove)
-
-    def __len__(self) -> int:
-        return self.cache.get_seq_length()
 
 
 @dataclass(frozen=True)
@@ -357,6 +289,70 @@ def _target_rows(logits: torch.Tensor, params: SamplingParams):
     return logits_to_probs(logits.cpu(), params), None  # [k+1, V], on the CPU with the generator
 
 
+@dataclass(frozen=True)
+class _ChainRows:
+    """What a chain step verified: the drafts and the rows they were judged with."""
+
+    drafts: list[int]
+    draft_probs: Any  # [k, V] q rows (tensor or PointRows), None without drafts
+    target_probs: Any  # [k+1, V] p rows (tensor or PointRows)
+    t_points: list[int | None]  # per p row: its point mass (greedy), else None
+    d_points: list[int | None]  # per q row: its point mass (one-hot drafts), else None
+
+
+def _chain_decisions(
+    rows: _ChainRows, verdict: Verdict, committed: list[int], texts, top_n: int
+) -> list[DraftDecision]:
+    """One DraftDecision per draft: p, q, p/q, u and the verdict (unjudged after a rejection)."""
+    decisions = []
+    for j, tok in enumerate(rows.drafts):
+        p, q = float(rows.target_probs[j, tok]), float(rows.draft_probs[j, tok])
+        judged = j < len(verdict.accepted)
+        decisions.append(
+            DraftDecision(
+                position=j + 1,
+                token_id=tok,
+                text=texts.in_context(committed + rows.drafts[:j], tok) if texts else "",
+                draft_prob=q,
+                target_prob=p,
+                ratio=(p / q) if q > 0 else None,
+                accept_prob=acceptance_prob(p, q),
+                u=verdict.us[j] if judged else None,
+                judged=judged,
+                accepted=judged and verdict.accepted[j],
+                target_top=_row_top(rows.target_probs, j, top_n, texts, rows.t_points[j]),
+                draft_top=_row_top(rows.draft_probs, j, top_n, texts, rows.d_points[j]),
+            )
+        )
+    return decisions
+
+
+def _chain_correction(rows: _ChainRows, verdict: Verdict, before: list[int], texts, top_n: int) -> Correction | None:
+    """The token step 4 adds (resample after a rejection, bonus after all accepted), or None."""
+    if verdict.correction_token is None:
+        return None
+    i, dist, tok, kind = (
+        verdict.correction_row,
+        verdict.correction_dist,
+        verdict.correction_token,
+        verdict.correction_kind,
+    )
+    resample = kind == "resample"
+    return Correction(
+        kind=kind,
+        position=i + 1,
+        token_id=tok,
+        text=texts.in_context(before, tok) if texts else "",
+        prob=float(dist[tok]),
+        target_prob=float(rows.target_probs[i, tok]),
+        # greedy: p is one-hot, so the residual (any q), p itself and the
+        # teaching variants are all the point mass on the target's argmax.
+        distribution_top=_top(dist, top_n, texts, rows.t_points[i]),
+        target_top=_row_top(rows.target_probs, i, top_n, texts, rows.t_points[i]) if resample else (),
+        draft_top=_row_top(rows.draft_probs, i, top_n, texts, rows.d_points[i]) if resample else (),
+    )
+
+
 def _chain_step(run: _Run, k_max: int) -> _Step:
     """Steps 1-4 with a chain (and the autoregressive step: no drafter, k = 0)."""
     target, committed, config, params, generator = run.target, run.committed, run.config, run.params, run.generator
@@ -397,50 +393,12 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
         draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
     )
     n_acc = verdict.n_accepted
-    decisions: list[DraftDecision] = []
-    for j, tok in enumerate(drafts):
-        p, q = float(target_probs[j, tok]), float(draft_probs[j, tok])
-        judged = j < len(verdict.accepted)
-        decisions.append(
-            DraftDecision(
-                position=j + 1,
-                token_id=tok,
-                text=texts.in_context(committed + drafts[:j], tok) if texts else "",
-                draft_prob=q,
-                target_prob=p,
-                ratio=(p / q) if q > 0 else None,
-                accept_prob=acceptance_prob(p, q),
-                u=verdict.us[j] if judged else None,
-                judged=judged,
-                accepted=judged and verdict.accepted[j],
-                target_top=_row_top(target_probs, j, config.top_n, texts, t_points[j]),
-                draft_top=_row_top(draft_probs, j, config.top_n, texts, d_points[j]),
-            )
-        )
-
-    correction: Correction | None = None
+    rows = _ChainRows(drafts, draft_probs, target_probs, t_points, d_points)
+    decisions = _chain_decisions(rows, verdict, committed, texts, config.top_n)
     emitted = drafts[:n_acc]
-    if verdict.correction_token is not None:
-        i, dist, tok, kind = (
-            verdict.correction_row,
-            verdict.correction_dist,
-            verdict.correction_token,
-            verdict.correction_kind,
-        )
-        correction = Correction(
-            kind=kind,
-            position=i + 1,
-            token_id=tok,
-            text=texts.in_context(committed + emitted, tok) if texts else "",
-            prob=float(dist[tok]),
-            target_prob=float(target_probs[i, tok]),
-            # greedy: p is one-hot, so the residual (any q), p itself and the
-            # teaching variants are all the point mass on the target's argmax.
-            distribution_top=_top(dist, config.top_n, texts, t_points[i]),
-            target_top=_row_top(target_probs, i, config.top_n, texts, t_points[i]) if kind == "resample" else (),
-            draft_top=_row_top(draft_probs, i, config.top_n, texts, d_points[i]) if kind == "resample" else (),
-        )
-        emitted = emitted + [tok]
+    correction = _chain_correction(rows, verdict, committed + emitted, texts, config.top_n)
+    if correction is not None:
+        emitted = emitted + [correction.token_id]
 
     # ---- Roll back: keep x_last + accepted drafts in the target cache ----
     target.crop(k - n_acc)
@@ -497,6 +455,43 @@ def _record(
     )
 
 
+def _start(
+    model,
+    tokenizer,
+    prompt_ids: list[int],
+    config: GenerationConfig,
+    drafter: Drafter | None,
+    eos_token_ids: Iterable[int],
+    generator: torch.Generator | None,
+) -> tuple[_Run, float]:
+    """Check the request, prefill everything but the newest token, start the drafter:
+    (what every step reads, the prefill's ms)."""
+    if not prompt_ids:
+        raise ValueError("the prompt is empty: type at least one character")
+    speculative = config.mode == "speculative"
+    if speculative and drafter is None:
+        raise ValueError("speculative mode needs a drafter")
+    if generator is None:
+        generator = torch.Generator().manual_seed(config.seed)
+    want_hidden = bool(speculative and drafter.needs_target_hidden)
+    target = Target(model, rollback=speculative)
+    committed = list(prompt_ids)
+    state = TargetState(committed_ids=committed, target_cache=target.cache)
+    prefill_ms = 0.0
+    if len(committed) > 1:
+        pre = target.forward(committed[:-1], keep=1, hidden=want_hidden)
+        prefill_ms = pre.ms
+        state.hidden = pre.hidden[-1] if want_hidden else None
+    if speculative:
+        drafter.start(state)
+    texts = TokenTexts(tokenizer) if config.trace else None
+    eos = frozenset(int(e) for e in eos_token_ids)
+    vocab = model.config.get_text_config().vocab_size
+    run = _Run(target, drafter, state, committed, config, config.sampling, generator, texts, eos, vocab, want_hidden,
+               speculative)  # fmt: skip
+    return run, prefill_ms
+
+
 def stream(
     model,
     tokenizer,
@@ -512,38 +507,11 @@ def stream(
     Prefill, then per step: draft + verify + accept + correct (``_chain_step`` or
     ``_tree_step``), commit the emitted tokens, tell the drafter, record."""
     prompt_ids = [int(i) for i in prompt_ids]
-    if not prompt_ids:
-        raise ValueError("the prompt is empty: type at least one character")
-    speculative = config.mode == "speculative"
-    if speculative and drafter is None:
-        raise ValueError("speculative mode needs a drafter")
-    if generator is None:
-        generator = torch.Generator().manual_seed(config.seed)
-    params = config.sampling
-    eos = frozenset(int(e) for e in eos_token_ids)
-    vocab = model.config.get_text_config().vocab_size
-    texts = TokenTexts(tokenizer) if config.trace else None
-    committed_text = IncrementalText(tokenizer)
-    want_hidden = bool(speculative and drafter.needs_target_hidden)
-    use_tree = bool(speculative and config.tree_nodes > 1 and hasattr(drafter, "propose_tree"))
-    drafter_name = drafter.name if speculative else None
-
     t_start = time.perf_counter()
-    target = Target(model, rollback=speculative)
-    committed = list(prompt_ids)
-    state = TargetState(committed_ids=committed, target_cache=target.cache)
-
-    # Prefill everything but the newest token.
-    prefill_ms = 0.0
-    if len(committed) > 1:
-        pre = target.forward(committed[:-1], keep=1, hidden=want_hidden)
-        prefill_ms = pre.ms
-        state.hidden = pre.hidden[-1] if want_hidden else None
-    if speculative:
-        drafter.start(state)
-    run = _Run(
-        target, drafter, state, committed, config, params, generator, texts, eos, vocab, want_hidden, speculative
-    )
+    run, prefill_ms = _start(model, tokenizer, prompt_ids, config, drafter, eos_token_ids, generator)
+    target, committed, state, speculative, eos = run.target, run.committed, run.state, run.speculative, run.eos
+    use_tree = bool(speculative and config.tree_nodes > 1 and hasattr(drafter, "propose_tree"))
+    committed_text = IncrementalText(tokenizer)
 
     steps: list[StepRecord] = []
     new_ids: list[int] = []
@@ -563,28 +531,13 @@ def stream(
         if speculative and not hit_eos:
             drafter.accept(step.n_accepted, state)
         tally.add(
-            draft_ms=step.draft_ms,
-            verify_ms=step.verify_ms,
-            drafted=step.drafted,
-            judged=step.judged,
-            n_accepted=step.n_accepted,
-            drafter_calls=step.forward_calls,
-            speculative=speculative,
-        )
+            draft_ms=step.draft_ms, verify_ms=step.verify_ms, drafted=step.drafted, judged=step.judged,
+            n_accepted=step.n_accepted, drafter_calls=step.forward_calls, speculative=speculative,
+        )  # fmt: skip
         now = time.perf_counter()
-        record = _record(
-            step,
-            len(steps),
-            config,
-            drafter,
-            k_max,
-            committed_text.extend(step.emitted),
-            (now - t_step) * 1000.0,
-            (now - t_start) * 1000.0,
-            len(new_ids),
-            len(target),
-            hit_eos,
-        )
+        record = _record(step, len(steps), config, drafter, k_max, committed_text.extend(step.emitted),
+                         (now - t_step) * 1000.0, (now - t_start) * 1000.0, len(new_ids), len(target),
+                         hit_eos)  # fmt: skip
         steps.append(record)
         yield record
         if hit_eos:
@@ -600,7 +553,7 @@ def stream(
         steps=tuple(steps),
         stats=tally.stats(
             mode=config.mode,
-            drafter=drafter_name,
+            drafter=drafter.name if speculative else None,
             new_tokens=len(new_ids),
             steps=len(steps),
             target_calls=target.calls,
@@ -610,7 +563,7 @@ def stream(
             single_token_ms=target.single_token_ms,
             stopped=stopped,
         ),
-        config={**asdict(config), "drafter": drafter_name},
+        config={**asdict(config), "drafter": drafter.name if speculative else None},
     )
 
 

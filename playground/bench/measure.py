@@ -91,7 +91,7 @@ def measure_costs(model, ids: list[int], sizes: Iterable[int], reps: int = 5, hi
     """Median ms of one target pass over n new tokens, for each n in sizes, at the same
     cache length len(ids) - 1 (the cache is cropped back after every pass).  Sizes are
     interleaved so drift hits them alike; one unrecorded warm-up pass per size."""
-    from playground.engine import Target
+    from playground.target import Target
 
     sizes = sorted({int(n) for n in sizes} | {1})
     if len(ids) < max(sizes) + 1:
