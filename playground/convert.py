@@ -484,7 +484,7 @@ def _clean_stale(root: Path, key: str) -> None:
 
 
 def _convert(model_info: PackagedModel, report: Progress) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoModelForCausalLM, AutoTokenizer
 
     key = model_info.key
     report(0.0, f"Locating the {model_info.display_name} GGUF file")
@@ -511,35 +511,8 @@ def _convert(model_info: PackagedModel, report: Progress) -> None:
             )
 
             report(0.72, "Rebuilding an unquantised model")
-            config = copy.deepcopy(gguf_model.config)
-            if "quantization_config" in config.__dict__:
-                delattr(config, "quantization_config")
-            config.dtype = torch.float32
-            # Parameters on the meta device (no random init), buffers such as
-            # rotary inv_freq real; the GGUF tensors are then assigned.
-            from accelerate import init_empty_weights
-
-            with init_empty_weights(include_buffers=False):
-                model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
-            state = gguf_model.state_dict()
-            model.load_state_dict(state, strict=True, assign=True)
-            if hasattr(model, "tie_weights"):
-                model.tie_weights()
-            left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
-            if left:
-                raise RuntimeError(f"conversion left tensors without data: {left[:5]}")
-            model.eval()
-
-            # A fresh GenerationConfig (not from_model_config: generate() would
-            # then prefer the model config's single eos id over this list).
-            src = gguf_model.generation_config
-            gen = GenerationConfig(
-                bos_token_id=getattr(src, "bos_token_id", None),
-                pad_token_id=getattr(src, "pad_token_id", None),
-                eos_token_id=eos_token_ids(gguf_model, tokenizer),
-            )
-            model.generation_config = gen
-            del gguf_model, state
+            model = _unquantised(gguf_model, tokenizer)
+            del gguf_model
 
             report(0.80, "Saving safetensors, tokenizer and generation config")
             model.save_pretrained(str(tmp))
@@ -567,6 +540,41 @@ def _convert(model_info: PackagedModel, report: Progress) -> None:
     finally:
         if tmp.exists():
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _unquantised(gguf_model, tokenizer):
+    """A float32 model with the GGUF model's (dequantised) tensors and a generation config listing every EOS id."""
+    from transformers import AutoModelForCausalLM, GenerationConfig
+
+    config = copy.deepcopy(gguf_model.config)
+    if "quantization_config" in config.__dict__:
+        delattr(config, "quantization_config")
+    config.dtype = torch.float32
+    # Parameters on the meta device (no random init), buffers such as
+    # rotary inv_freq real; the GGUF tensors are then assigned.
+    from accelerate import init_empty_weights
+
+    with init_empty_weights(include_buffers=False):
+        model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)
+    state = gguf_model.state_dict()
+    model.load_state_dict(state, strict=True, assign=True)
+    if hasattr(model, "tie_weights"):
+        model.tie_weights()
+    left = [n for n, t in [*model.named_parameters(), *model.named_buffers()] if t.is_meta]
+    if left:
+        raise RuntimeError(f"conversion left tensors without data: {left[:5]}")
+    model.eval()
+
+    # A fresh GenerationConfig (not from_model_config: generate() would
+    # then prefer the model config's single eos id over this list).
+    src = gguf_model.generation_config
+    gen = GenerationConfig(
+        bos_token_id=getattr(src, "bos_token_id", None),
+        pad_token_id=getattr(src, "pad_token_id", None),
+        eos_token_id=eos_token_ids(gguf_model, tokenizer),
+    )
+    model.generation_config = gen
+    return model
 
 
 def _transformers_version() -> str:

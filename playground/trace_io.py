@@ -331,75 +331,92 @@ def _check_values(res: GenerationResult) -> None:
     _check_stats(res.stats)
     emitted: list[int] = []
     for i, s in enumerate(res.steps):
-        w = f"step {i + 1}"
-        if s.index != i:
-            raise TraceImportError(f"{w}: index is {excerpt(s.index)}, expected {i}")
-        if s.mode not in MODES:
-            raise TraceImportError(f"{w}: mode must be one of {', '.join(MODES)}")
-        _need(0 <= s.gamma <= MAX_GAMMA, w, "gamma", f"must be between 0 and {MAX_GAMMA}", s.gamma)
-        tree = any(d.parent is not None for d in s.drafted)
-        cap = MAX_TREE_NODES if tree else MAX_GAMMA
-        _need(len(s.drafted) <= cap, w, "drafted", f"must hold at most {cap} drafts", len(s.drafted))
-        if not 0 <= s.n_accepted <= len(s.drafted):
-            raise TraceImportError(f"{w}: n_accepted = {excerpt(s.n_accepted)} but {len(s.drafted)} drafts")
-        depth: list[int] = []
-        for j, d in enumerate(s.drafted):
-            wd = f"{w}, draft {j + 1}"
-            if tree:  # a draft tree: every draft names its parent (-1: the newest committed token)
-                _need(
-                    d.parent is not None and -1 <= d.parent < j,
-                    wd,
-                    "parent",
-                    f"must be between -1 and {j - 1} (an earlier draft)",
-                    d.parent,
-                )
-                depth.append(1 if d.parent == -1 else depth[d.parent] + 1)
-                _need(d.position == depth[j], wd, "position", f"must be {depth[j]} (the draft's depth)", d.position)
-            else:
-                _need(d.position == j + 1, wd, "position", f"must be {j + 1} (drafts are numbered from 1)", d.position)
-            if not (_prob(d.draft_prob) and _prob(d.target_prob) and _prob(d.accept_prob) and _prob(d.u)):
-                raise TraceImportError(f"{wd}: a probability is outside [0, 1]")
-            _need(
-                0 <= d.token_id <= MAX_TOKEN_ID, wd, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", d.token_id
-            )
-            _need(_in_range(d.ratio, 0.0, math.inf), wd, "ratio", "must be >= 0 (p/q) or null", d.ratio)
-            _check_candidates(d.target_top, wd, "target_top")
-            _check_candidates(d.draft_top, wd, "draft_top")
-            _check_candidates(d.residual_top, wd, "residual_top")
-        c = s.correction
-        if c is not None:
-            wc = f"{w}, correction"
-            if c.kind not in ("resample", "bonus", "target"):
-                raise TraceImportError(f"{wc}: kind {excerpt(c.kind)!r} is unknown (resample, bonus or target)")
-            last = (max(depth) if depth else 0) if tree else len(s.drafted)
-            _need(1 <= c.position <= last + 1, wc, "position", f"must be between 1 and {last + 1}", c.position)
-            _need(
-                0 <= c.token_id <= MAX_TOKEN_ID, wc, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", c.token_id
-            )
-            if not (_prob(c.prob) and _prob(c.target_prob)):
-                raise TraceImportError(f"{wc}: a probability is outside [0, 1]")
-            for name in ("distribution_top", "target_top", "draft_top"):
-                _check_candidates(getattr(c, name), wc, name)
-        for name in ("draft_ms", "verify_ms", "step_ms", "elapsed_ms"):
-            v = getattr(s, name)
-            if v < 0:
-                raise TraceImportError(f"{w}: {name} is negative")
-            _need(v <= MAX_MS, w, name, "is not a plausible time in ms", v)
-        for name in ("committed_tokens", "target_cache_len", "drafter_cache_len"):
-            v = getattr(s, name)
-            _need(v is None or 0 <= v <= MAX_COUNT, w, name, "must be a count >= 0", v)
-        _check_tokens(s.emitted_ids, w, "emitted_ids")
-        _check_jsonish(s.drafter_info, f"{w}: drafter_info")
-        _check_drafter_info(s.drafter_info, w)
+        _check_step(s, i)
         emitted.extend(s.emitted_ids)
     if tuple(emitted) != res.token_ids:
         raise TraceImportError("the steps' emitted tokens do not add up to token_ids: the trace is inconsistent")
     if res.stats.steps != len(res.steps) or res.stats.new_tokens != len(res.token_ids):
         raise TraceImportError("stats do not match the steps (steps or new_tokens differ)")
-    _check_jsonish(res.config, "config")
+    _check_config(res.config)
+
+
+def _check_step(s: StepRecord, i: int) -> None:
+    """One step's values: its index, mode and γ, its drafts, its correction, its times and counts."""
+    w = f"step {i + 1}"
+    if s.index != i:
+        raise TraceImportError(f"{w}: index is {excerpt(s.index)}, expected {i}")
+    if s.mode not in MODES:
+        raise TraceImportError(f"{w}: mode must be one of {', '.join(MODES)}")
+    _need(0 <= s.gamma <= MAX_GAMMA, w, "gamma", f"must be between 0 and {MAX_GAMMA}", s.gamma)
+    tree = any(d.parent is not None for d in s.drafted)
+    cap = MAX_TREE_NODES if tree else MAX_GAMMA
+    _need(len(s.drafted) <= cap, w, "drafted", f"must hold at most {cap} drafts", len(s.drafted))
+    if not 0 <= s.n_accepted <= len(s.drafted):
+        raise TraceImportError(f"{w}: n_accepted = {excerpt(s.n_accepted)} but {len(s.drafted)} drafts")
+    depth = _check_drafts(s.drafted, w, tree)
+    if s.correction is not None:
+        last = (max(depth) if depth else 0) if tree else len(s.drafted)
+        _check_correction(s.correction, f"{w}, correction", last)
+    for name in ("draft_ms", "verify_ms", "step_ms", "elapsed_ms"):
+        v = getattr(s, name)
+        if v < 0:
+            raise TraceImportError(f"{w}: {name} is negative")
+        _need(v <= MAX_MS, w, name, "is not a plausible time in ms", v)
+    for name in ("committed_tokens", "target_cache_len", "drafter_cache_len"):
+        v = getattr(s, name)
+        _need(v is None or 0 <= v <= MAX_COUNT, w, name, "must be a count >= 0", v)
+    _check_tokens(s.emitted_ids, w, "emitted_ids")
+    _check_jsonish(s.drafter_info, f"{w}: drafter_info")
+    _check_drafter_info(s.drafter_info, w)
+
+
+def _check_drafts(drafted: Sequence[DraftDecision], w: str, tree: bool) -> list[int]:
+    """Each draft's position (its depth in a tree), probabilities, token and top lists.
+
+    Returns the drafts' depths in a tree ([] for a chain): the correction's position is checked against them."""
+    depth: list[int] = []
+    for j, d in enumerate(drafted):
+        wd = f"{w}, draft {j + 1}"
+        if tree:  # a draft tree: every draft names its parent (-1: the newest committed token)
+            _need(
+                d.parent is not None and -1 <= d.parent < j,
+                wd,
+                "parent",
+                f"must be between -1 and {j - 1} (an earlier draft)",
+                d.parent,
+            )
+            depth.append(1 if d.parent == -1 else depth[d.parent] + 1)
+            _need(d.position == depth[j], wd, "position", f"must be {depth[j]} (the draft's depth)", d.position)
+        else:
+            _need(d.position == j + 1, wd, "position", f"must be {j + 1} (drafts are numbered from 1)", d.position)
+        if not (_prob(d.draft_prob) and _prob(d.target_prob) and _prob(d.accept_prob) and _prob(d.u)):
+            raise TraceImportError(f"{wd}: a probability is outside [0, 1]")
+        _need(0 <= d.token_id <= MAX_TOKEN_ID, wd, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", d.token_id)
+        _need(_in_range(d.ratio, 0.0, math.inf), wd, "ratio", "must be >= 0 (p/q) or null", d.ratio)
+        _check_candidates(d.target_top, wd, "target_top")
+        _check_candidates(d.draft_top, wd, "draft_top")
+        _check_candidates(d.residual_top, wd, "residual_top")
+    return depth
+
+
+def _check_correction(c: Correction, wc: str, last: int) -> None:
+    """A step's correction: its kind, a position at most one past the deepest draft, its token and probabilities."""
+    if c.kind not in ("resample", "bonus", "target"):
+        raise TraceImportError(f"{wc}: kind {excerpt(c.kind)!r} is unknown (resample, bonus or target)")
+    _need(1 <= c.position <= last + 1, wc, "position", f"must be between 1 and {last + 1}", c.position)
+    _need(0 <= c.token_id <= MAX_TOKEN_ID, wc, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", c.token_id)
+    if not (_prob(c.prob) and _prob(c.target_prob)):
+        raise TraceImportError(f"{wc}: a probability is outside [0, 1]")
+    for name in ("distribution_top", "target_top", "draft_top"):
+        _check_candidates(getattr(c, name), wc, name)
+
+
+def _check_config(config: dict[str, Any]) -> None:
+    """The run's config: JSON-like, and the known keys of the types the app reads them as."""
+    _check_jsonish(config, "config")
     for key, types in _CONFIG_TYPES.items():
-        if key in res.config:
-            v = res.config[key]
+        if key in config:
+            v = config[key]
             ok = isinstance(v, types) and not (isinstance(v, bool) and bool not in types)
             if ok and isinstance(v, float):
                 ok = math.isfinite(v)

@@ -21,7 +21,7 @@ from typing import Any
 import gradio as gr
 
 from playground import bench
-from playground.config import AppConfig, load_config
+from playground.config import AppConfig, Preset, load_config
 from playground.engine import MAX_TREE_NODES
 from playground.models import ModelUnavailable, availability
 from visual import bench as vbench
@@ -246,6 +246,14 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
         "A live run is small (a minute or two); the command line runs the full version: "
         "`python -m playground bench`."
     )
+    _settings_inputs(c, presets, default, p0)
+    _result_outputs(c)
+    _wire_events(c, cfg)
+    return c
+
+
+def _settings_inputs(c: dict[str, Any], presets: list[tuple[str, str]], default: str, p0: Preset) -> None:
+    """The run's settings (preset, prompts, drafters, γ, tree sizes, length, temperature, repeats), into ``c``."""
     with gr.Row():
         c["preset"] = gr.Dropdown(presets or [(default, default)], value=default, label="Preset")
         c["kind"] = gr.Radio(KIND_CHOICES, value="grounded", label="Prompts")
@@ -269,6 +277,10 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
         c["temperature"] = gr.Radio([0.0, 0.7, 1.0], value=0.0, label="Temperature")
         c["repeats"] = gr.Slider(1, 3, value=1, step=1, label="Repetitions")
         c["with_hf"] = gr.Checkbox(value=True, label="Include transformers generate() and assisted generation")
+
+
+def _result_outputs(c: dict[str, Any]) -> None:
+    """The Run button and what a run fills in: status, summary, table, the four figures, the help."""
     c["run"] = gr.Button("Run benchmark", variant="primary")
     c["status"] = gr.Markdown("")
     c["summary"] = gr.Markdown("")
@@ -288,6 +300,9 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     with gr.Accordion("What the numbers mean", open=False):
         gr.Markdown(vbench.METRIC_HELP)
 
+
+def _wire_events(c: dict[str, Any], cfg: AppConfig) -> None:
+    """The tab's events: the prompt kind shows the custom box, the preset sets the drafters, Run runs."""
     c["kind"].change(
         lambda k: gr.update(visible=k == "custom"),
         c["kind"],
@@ -329,4 +344,3 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
         ],
         **EVENT,
     )
-    return c

@@ -223,50 +223,52 @@ def stats_card(
             "tokens_per_s",
         ),
     ]
-    if m["measured_speedup"] is not None:
-        tiles.append(
-            _tile(
-                times(m["measured_speedup"]),
-                "measured speedup",
-                f"speculative tok/s \u00f7 autoregressive tok/s ({num(m['tokens_per_s'], 1)} / {num(m['ar_tokens_per_s'], 1)}), "
-                "each run timed on its own, one after the other",
-                "measured_speedup",
-            )
-        )
-    elif race:
-        tiles.append(
-            _tile("\u2026", "measured speedup", "waiting for the autoregressive run to finish", "measured_speedup")
-        )
-    else:
-        tiles.append(
-            _tile(
-                "\u2014",
-                "measured speedup",
-                "not measured: choose Race mode to time the autoregressive baseline",
-                "measured_speedup",
-            )
-        )
+    tiles.append(_speedup_tile(m, race))
     if m.get("mtp"):
         tiles.extend(_mtp_tiles(m["mtp"], m.get("t1_ms")))
     pred = _prediction(m)
-    same = ""
-    if m["same_output"] is not None:
-        if m["same_output"]:
-            same = '<p class="same same--yes">\u2713 Speculative and autoregressive outputs are identical, token for token.</p>'
-        else:
-            why = (
-                "With sampling (temperature &gt; 0) both runs are different samples from the same distribution, so they may differ."
-                if temperature
-                else "At temperature 0 they should match; a difference comes from floating-point near-ties "
-                "(batched vs single-token matmuls), most often in bfloat16."
-            )
-            same = (
-                f'<p class="same same--no">\u2260 Outputs differ from token {m["first_difference"] + 1} on. {why}</p>'
-            )
+    same = _same_output_note(m, temperature)
     state = ' <span class="stats__live">live\u2026</span>' if running else ""
     return (
         f'<div class="stats"><h3>Run statistics{state}</h3><div class="tiles">{"".join(tiles)}</div>{pred}{same}</div>'
     )
+
+
+def _speedup_tile(m: dict[str, Any], race: bool) -> str:
+    """The measured-speedup tile: the measured ratio, waiting for the race's baseline, or not measured."""
+    if m["measured_speedup"] is not None:
+        return _tile(
+            times(m["measured_speedup"]),
+            "measured speedup",
+            f"speculative tok/s \u00f7 autoregressive tok/s ({num(m['tokens_per_s'], 1)} / {num(m['ar_tokens_per_s'], 1)}), "
+            "each run timed on its own, one after the other",
+            "measured_speedup",
+        )
+    if race:
+        return _tile("\u2026", "measured speedup", "waiting for the autoregressive run to finish", "measured_speedup")
+    return _tile(
+        "\u2014",
+        "measured speedup",
+        "not measured: choose Race mode to time the autoregressive baseline",
+        "measured_speedup",
+    )
+
+
+def _same_output_note(m: dict[str, Any], temperature: float | None) -> str:
+    """Whether the speculative and autoregressive outputs match, and why they may not ("" without an autoregressive run to compare)."""
+    if m["same_output"] is None:
+        return ""
+    if m["same_output"]:
+        same = '<p class="same same--yes">\u2713 Speculative and autoregressive outputs are identical, token for token.</p>'
+    else:
+        why = (
+            "With sampling (temperature &gt; 0) both runs are different samples from the same distribution, so they may differ."
+            if temperature
+            else "At temperature 0 they should match; a difference comes from floating-point near-ties "
+            "(batched vs single-token matmuls), most often in bfloat16."
+        )
+        same = f'<p class="same same--no">\u2260 Outputs differ from token {m["first_difference"] + 1} on. {why}</p>'
+    return same
 
 
 def _prediction(m: dict[str, Any]) -> str:

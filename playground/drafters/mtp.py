@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -77,6 +78,20 @@ def target_kv(cache, layer: int, n_ctx: int):
     if extra > 0:
         k, v = k[..., : k.shape[-2] - extra, :], v[..., : v.shape[-2] - extra, :]
     return k, v
+
+
+@dataclass(frozen=True)
+class _HeadInputs:
+    """What a draft starts from: the head's first state and the target's K/V for the committed context."""
+
+    state: torch.Tensor  # [1, 1, H]: the target's hidden state before the newest token, or the learned start
+    hidden_from: int | None  # the position that hidden state came from (None: the learned start)
+    ctx_k: torch.Tensor | None  # [1, nkv, M, D] in the drafter's dtype, None when the cache has nothing
+    ctx_v: torch.Tensor | None
+
+    @property
+    def n_keys(self) -> int:
+        return 0 if self.ctx_k is None else int(self.ctx_k.shape[-2])
 
 
 class MTPDrafter:
@@ -213,17 +228,9 @@ class MTPDrafter:
         t0 = time.perf_counter()
         self._update_context(committed)
         dev = self.cand_emb.device
-        n_ctx = len(committed) - 1  # committed tokens in the target cache
-        pos = n_ctx  # position of the newest committed token (the first input)
-        if state.hidden is not None:
-            s = state.hidden.reshape(1, 1, -1).to(device=dev, dtype=self.dtype)
-            hidden_from = pos - 1
-        else:
-            s = self.head.start_state.reshape(1, 1, -1)
-            hidden_from = None
-        ctx_k, ctx_v = target_kv(state.target_cache, self.cfg.attn_layer, n_ctx)
-        if ctx_k is not None:
-            ctx_k, ctx_v = ctx_k.to(self.dtype), ctx_v.to(self.dtype)
+        pos = len(committed) - 1  # position of the newest committed token (the first input)
+        start = self._head_inputs(state, pos)
+        s, ctx_k, ctx_v = start.state, start.ctx_k, start.ctx_v
         own = [([], []) for _ in self.head.layers]
         tok = int(committed[-1])
         deterministic = params.greedy or self.argmax
@@ -243,12 +250,11 @@ class MTPDrafter:
                 break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / len(tokens)
-        n_keys = 0 if ctx_k is None else int(ctx_k.shape[-2])
         stacked = torch.stack(rows) if rows else None
         return Draft(
             token_ids=tokens,
             draft_probs=None if deterministic else stacked,
-            info=self._info(hidden_from, n_keys, len(tokens)),
+            info=self._info(start.hidden_from, start.n_keys, len(tokens)),
             forward_calls=len(tokens),
             soft_probs=stacked if deterministic else None,  # NOT q: for the "softmax-q" lesson only
         )
@@ -277,15 +283,8 @@ class MTPDrafter:
         self._update_context(committed)
         dev = self.cand_emb.device
         pos = len(committed) - 1
-        if state.hidden is not None:
-            s0 = state.hidden.reshape(1, 1, -1).to(device=dev, dtype=self.dtype)
-            hidden_from = pos - 1
-        else:
-            s0 = self.head.start_state.reshape(1, 1, -1)
-            hidden_from = None
-        ctx_k, ctx_v = target_kv(state.target_cache, self.cfg.attn_layer, pos)
-        if ctx_k is not None:
-            ctx_k, ctx_v = ctx_k.to(self.dtype), ctx_v.to(self.dtype)
+        start = self._head_inputs(state, pos)
+        ctx_k, ctx_v = start.ctx_k, start.ctx_v
         sample = not (params.greedy or self.argmax)
         per_level = max(1, math.ceil(max_nodes / max_depth))
         tokens: list[int] = []
@@ -293,7 +292,7 @@ class MTPDrafter:
         rows: list[torch.Tensor] = []  # q rows [V] of sampled nodes
         # the level being expanded: (node index, input token, path score); states [1, T, H]
         level = [(ROOT, int(committed[-1]), 1.0)]
-        states = s0
+        states = start.state
         own = [([], []) for _ in self.head.layers]  # per layer: earlier levels' keys, each [1, nkv, T, D]
         steps = 0
         for depth in range(max_depth):
@@ -331,10 +330,24 @@ class MTPDrafter:
                 break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / max(1, len(tokens))
-        n_keys = 0 if ctx_k is None else int(ctx_k.shape[-2])
-        info = {**self._info(hidden_from, n_keys, steps), "tree_nodes": len(tokens)}
+        info = {**self._info(start.hidden_from, start.n_keys, steps), "tree_nodes": len(tokens)}
         draft_probs = torch.stack(rows).cpu() if sample and rows else None  # [n, V]
         return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents), draft_probs), info=info, forward_calls=steps)
+
+    def _head_inputs(self, state: TargetState, pos: int) -> _HeadInputs:
+        """The head's first state and the target's K/V for a draft whose first input sits at ``pos``.
+
+        ``pos`` is also the number of committed tokens in the target cache (all but the newest)."""
+        if state.hidden is not None:
+            s0 = state.hidden.reshape(1, 1, -1).to(device=self.cand_emb.device, dtype=self.dtype)
+            hidden_from = pos - 1
+        else:
+            s0 = self.head.start_state.reshape(1, 1, -1)
+            hidden_from = None
+        ctx_k, ctx_v = target_kv(state.target_cache, self.cfg.attn_layer, pos)
+        if ctx_k is not None:
+            ctx_k, ctx_v = ctx_k.to(self.dtype), ctx_v.to(self.dtype)
+        return _HeadInputs(s0, hidden_from, ctx_k, ctx_v)
 
     def _scatter(self, probs: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
         """A distribution over the columns [C] as a full-vocabulary row [V] (zeros elsewhere).

@@ -4,13 +4,13 @@
 services as keywords (models, progress, a reference check, the time budget).  It validates
 the settings, draws both samples with ``sample_continuations`` (the engine loop
 per sample, a generator per sample, memoised models: fast), computes the target's exact
-outcome probabilities where that is cheap (``TargetDistributions``), and compares them
+outcome probabilities where that is cheap (``playground.lab.exact``), and compares them
 with ``lab.stats``: total variation and its noise floor, chi-square p-values, a reading in
 plain words.  The result is a frozen ``DistributionCheck``; ``display_bins`` shapes it for
 a histogram.  Under a ``Budget`` a check stops early and is marked partial.
 
-This module does not implement the rules (``playground.engine`` does) or render anything
-(``visual.lab`` does).
+This module does not implement the rules (``playground.engine`` does), compute the exact
+probabilities (``playground.lab.exact`` does) or render anything (``visual.lab`` does).
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ import torch
 from playground.config import load_config
 from playground.engine import MAX_GAMMA, GenerationConfig
 from playground.engine import run as engine_run
-from playground.hf_calls import logits_to_keep_arg
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
+from playground.lab.exact import exact_probabilities
 from playground.lab.rules import DEFAULT_RULE, RULE_INFO
 from playground.lab.stats import (
     ChiSquare,
@@ -38,7 +38,6 @@ from playground.lab.stats import (
     total_variation,
     tv_noise_floor,
 )
-from playground.sampling import SamplingParams, logits_to_probs
 from playground.text import token_label
 from playground.validate import temperature as check_temperature
 from playground.validate import whole_number
@@ -207,77 +206,6 @@ def sample_continuations(
         memo_misses=misses,
     )
     return counts, stats
-
-
-class TargetDistributions:
-    """p(· | prompt, prefix) for many prefixes, computed in batches and cached.
-
-    Uses the engine's logits processing (``logits_to_probs``), one batched forward per group of
-    same-length prefixes (no padding needed), no KV cache.
-    """
-
-    def __init__(self, ctx: LabContext, prompt_ids: Sequence[int], params: SamplingParams, batch: int = 128) -> None:
-        self.model = ctx.pair.target
-        self.prompt_ids = list(prompt_ids)
-        self.params = params
-        self.batch = batch
-        self.eos = frozenset(ctx.pair.eos_token_ids)
-        self._rows: dict[tuple[int, ...], torch.Tensor] = {}
-
-    @torch.inference_mode()
-    def ensure(self, prefixes: Iterable[tuple[int, ...]]) -> None:
-        todo = sorted({tuple(p) for p in prefixes if tuple(p) not in self._rows}, key=len)
-        by_len: dict[int, list[tuple[int, ...]]] = {}
-        for pre in todo:
-            by_len.setdefault(len(pre), []).append(pre)
-        for _, group in sorted(by_len.items()):
-            for s in range(0, len(group), self.batch):
-                chunk = group[s : s + self.batch]
-                ids = torch.tensor([self.prompt_ids + list(pre) for pre in chunk], device=self.model.device)
-                out = self.model(
-                    input_ids=ids, use_cache=False, logits_to_keep=logits_to_keep_arg(ids.shape[-1], 1, ids.device)
-                )
-                probs = logits_to_probs(out.logits[:, -1], self.params)  # [B, V]
-                for pre, row in zip(chunk, probs):
-                    self._rows[pre] = row
-
-    def __getitem__(self, prefix: tuple[int, ...]) -> torch.Tensor:
-        self.ensure([prefix])
-        return self._rows[prefix]
-
-    def prob(self, outcome: tuple[int, ...]) -> float:
-        """Probability that target-only decoding emits exactly ``outcome`` first."""
-        self.ensure(outcome[:j] for j in range(len(outcome)))
-        p = 1.0
-        for j, tok in enumerate(outcome):
-            p *= float(self._rows[outcome[:j]][tok])
-        return p
-
-    def table(self, n_tokens: int, min_prob: float, max_prefixes: int = 20_000) -> dict[tuple[int, ...], float] | None:
-        """Every outcome (n_tokens tokens, or fewer ending in EOS) with probability >= min_prob.
-
-        Independent of any sample (a prefix is expanded only if its own probability reaches
-        min_prob), so its outcomes can serve as chi-square bins.  None if too many prefixes.
-        """
-        frontier: dict[tuple[int, ...], float] = {(): 1.0}
-        table: dict[tuple[int, ...], float] = {}
-        expanded = 0
-        for depth in range(n_tokens):
-            expanded += len(frontier)
-            if expanded > max_prefixes:
-                return None
-            self.ensure(frontier)
-            nxt: dict[tuple[int, ...], float] = {}
-            for pre, pp in frontier.items():
-                row = self._rows[pre] * pp
-                for t in torch.nonzero(row >= min_prob).flatten().tolist():
-                    o = pre + (int(t),)
-                    if int(t) in self.eos or depth == n_tokens - 1:
-                        table[o] = float(row[t])
-                    else:
-                        nxt[o] = float(row[t])
-            frontier = nxt
-        return table
 
 
 @dataclass(frozen=True)
@@ -485,24 +413,6 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
     return _Plan(s, ctx.encode(s.prompt), spec_cfg, ar_cfg, tuple(notes))
 
 
-def _exact_probabilities(
-    ctx: LabContext, plan: _Plan, outcomes: list[tuple[int, ...]], n_spec: int, progress: Progress
-):
-    """(p(outcome) for every outcome seen, every outcome with p >= 5/n_spec) or Nones where not computed."""
-    n_prefixes = len({o[:j] for o in outcomes for j in range(len(o))})
-    exact = plan.settings.exact
-    if exact is None:
-        exact = ctx.fast or n_prefixes <= 32
-    if not exact or n_prefixes > 20_000:
-        return None, None
-    dists = TargetDistributions(ctx, plan.prompt_ids, plan.spec_cfg.sampling)
-    if progress is not None:
-        progress(0.97, "the target's exact probabilities")
-    dists.ensure(o[:j] for o in outcomes for j in range(len(o)))  # batched
-    probs = {o: dists.prob(o) for o in outcomes}
-    return probs, dists.table(plan.settings.n_tokens, 5.0 / max(n_spec, 1))
-
-
 def _compare(
     ctx: LabContext,
     plan: _Plan,
@@ -516,7 +426,16 @@ def _compare(
     """The statistics of the two samples (and the exact probabilities), read in plain words."""
     s = plan.settings
     outcomes = sorted(set(spec_counts) | set(tgt_counts), key=lambda o: (-(spec_counts[o] + tgt_counts[o]), o))
-    probs, table = _exact_probabilities(ctx, plan, outcomes, spec_stats.n, progress)
+    probs, table = exact_probabilities(
+        ctx,
+        plan.prompt_ids,
+        plan.spec_cfg.sampling,
+        outcomes,
+        exact=s.exact,
+        n_tokens=s.n_tokens,
+        n_spec=spec_stats.n,
+        progress=progress,
+    )
     chi = chi_square_homogeneity(spec_counts, tgt_counts)
     tv = total_variation(spec_counts, tgt_counts)
     noise = tv_noise_floor(spec_counts, tgt_counts)

@@ -207,6 +207,64 @@ def divergence_logits(
     return Divergence(position=pos, ar=ar_pair, spec=spec_pair, spec_rows=where[2], explanation=expl)
 
 
+def _compared_ids(
+    ar: GenerationResult, spec: GenerationResult, budget: Budget, max_new_tokens: int
+) -> tuple[Sequence[int], Sequence[int], str]:
+    """The two runs' tokens to compare, and why fewer than asked ("" when neither run was cut short).
+
+    When the time limit cut the shorter run, both are compared on the tokens both produced
+    (greedy decoding is a prefix)."""
+    stopped = ""
+    cut = (ar.stats.stopped == STOPPED_TIME, spec.stats.stopped == STOPPED_TIME)
+    ar_ids, spec_ids = ar.token_ids, spec.token_ids
+    if any(cut):
+        shorter_was_cut = cut[0] if len(ar_ids) <= len(spec_ids) else cut[1]
+        if shorter_was_cut:  # else the shorter one really ended (EOS) and the length difference is real
+            k = min(len(ar_ids), len(spec_ids))
+            ar_ids, spec_ids = ar_ids[:k], spec_ids[:k]
+        stopped = (
+            f"Stopped after {budget.describe()} (the lab's time limit on this model): target alone produced "
+            f"{len(ar.token_ids)} and speculative {len(spec.token_ids)} of {max_new_tokens} tokens; the first "
+            f"{len(ar_ids)} are compared. Ask for fewer tokens to compare all of them."
+        )
+    return ar_ids, spec_ids, stopped
+
+
+def _summary(
+    ar: GenerationResult,
+    spec: GenerationResult,
+    n: int,
+    first: int | None,
+    div: Divergence | None,
+    texts: tuple[Sequence[str], Sequence[str]],
+    settings: str,
+    stopped: str,
+    skipped_replay: bool,
+) -> str:
+    """The check's verdict in one paragraph: identical, different lengths, or where and how they diverge.
+
+    ``n``: tokens compared; ``settings``: "dtype, γ = g, kind drafter"."""
+    ar_texts, spec_texts = texts
+    if first is None:
+        summary = (
+            f"Identical: all {n} tokens {'compared ' if stopped else ''}match ({settings}). "
+            f"Speculative decoding used {spec.stats.target_calls} target passes "
+            f"instead of {ar.stats.target_calls}."
+        )
+    elif div is None:
+        summary = f"The outputs have different lengths from token {first} (one run stopped at EOS)."
+    else:
+        summary = (
+            f"The outputs agree for {first} token(s), then diverge at token {first}: target alone chose "
+            f"{token_label(ar_texts[first])!r}, speculative chose {token_label(spec_texts[first])!r}."
+        )
+    if skipped_replay:
+        summary += " (The logits at the divergence were not replayed: the time limit was reached.)"
+    if stopped:
+        summary = f"PARTIAL RESULT — {stopped} {summary}"
+    return summary
+
+
 def equality_check(
     prompt: str,
     *,
@@ -244,19 +302,7 @@ def equality_check(
     if progress:
         progress(0.5, "speculative (greedy)")
     spec = run_within(prompt, budget, mode="speculative", gamma=g, **common)
-    stopped = ""
-    cut = (ar.stats.stopped == STOPPED_TIME, spec.stats.stopped == STOPPED_TIME)
-    ar_ids, spec_ids = ar.token_ids, spec.token_ids
-    if any(cut):
-        shorter_was_cut = cut[0] if len(ar_ids) <= len(spec_ids) else cut[1]
-        if shorter_was_cut:  # else the shorter one really ended (EOS) and the length difference is real
-            k = min(len(ar_ids), len(spec_ids))
-            ar_ids, spec_ids = ar_ids[:k], spec_ids[:k]
-        stopped = (
-            f"Stopped after {budget.describe()} (the lab's time limit on this model): target alone produced "
-            f"{len(ar.token_ids)} and speculative {len(spec.token_ids)} of {max_new_tokens} tokens; the first "
-            f"{len(ar_ids)} are compared. Ask for fewer tokens to compare all of them."
-        )
+    ar_ids, spec_ids, stopped = _compared_ids(ar, spec, budget, max_new_tokens)
     ar_texts = _token_texts(ar_ids, ctx.tokenizer, ids)
     spec_texts = _token_texts(spec_ids, ctx.tokenizer, ids)
     rows, first = diff_tokens(ar_ids, ar_texts, spec_ids, spec_texts)
@@ -269,24 +315,8 @@ def equality_check(
             if progress:
                 progress(0.8, "replaying both passes at the divergence")
             div = divergence_logits(ctx, ids, ar, spec, first, (ar_texts[first], spec_texts[first]))
-    n = len(ar_ids)
-    if first is None:
-        summary = (
-            f"Identical: all {n} tokens {'compared ' if stopped else ''}match ({dtype}, γ = {g}, "
-            f"{ctx.drafter_kind} drafter). Speculative decoding used {spec.stats.target_calls} target passes "
-            f"instead of {ar.stats.target_calls}."
-        )
-    elif div is None:
-        summary = f"The outputs have different lengths from token {first} (one run stopped at EOS)."
-    else:
-        summary = (
-            f"The outputs agree for {first} token(s), then diverge at token {first}: target alone chose "
-            f"{token_label(ar_texts[first])!r}, speculative chose {token_label(spec_texts[first])!r}."
-        )
-    if skipped_replay:
-        summary += " (The logits at the divergence were not replayed: the time limit was reached.)"
-    if stopped:
-        summary = f"PARTIAL RESULT — {stopped} {summary}"
+    settings = f"{dtype}, γ = {g}, {ctx.drafter_kind} drafter"
+    summary = _summary(ar, spec, len(ar_ids), first, div, (ar_texts, spec_texts), settings, stopped, skipped_replay)
     if progress:
         progress(1.0, "done")
     return EqualityCheck(
