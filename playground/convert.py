@@ -18,34 +18,8 @@ and saves model (safetensors), tokenizer and generation config under
 ``cache_root()/<key>/``.  Later loads (``load_packaged``) read that directory
 in a few seconds.
 
-Measured on the project's 2-core machine (transformers 5.24, torch 2.13 CPU):
-
-* conversion (``ensure_converted``, first time): Gemma 3 270M 63-75 s (mostly
-  transformers reading the GGUF metadata with its 262k-token vocabulary:
-  ~15 s for the tokenizer, ~40 s again for the model before its 236 tensors
-  are dequantised in ~8 s), SmolLM2-135M 20-29 s.  Loading the GGUF
-  directly costs the same every time (Gemma 77 s, SmolLM2 17 s).
-* ``load_packaged`` afterwards: Gemma 3.7 s float32 / 7.4 s bfloat16 (the cast
-  from the float32 file), SmolLM2 2.4 s / 0.4 s; 2-3x that while other jobs
-  saturate the two cores.
-* The weights are saved in **float32**.  Dequantised Q4_K / Q6_K / Q4_1 values
-  are ``d * scale * q - m`` with fp16 super-block scales, i.e. up to ~21
-  significant bits: 88 % of Gemma's and 82 % of SmolLM2's dequantised weights
-  are *not* representable in bfloat16 (69 % / 48 % not in float16).  float32
-  holds them exactly, so loading with ``dtype=torch.float32`` reproduces the
-  GGUF-loaded model bit for bit (logits equal), and ``dtype=torch.bfloat16``
-  gives exactly the round-to-nearest bfloat16 cast of the GGUF weights (the
-  same as casting the GGUF-loaded model), not a second rounding.
-* Attention implementation: "sdpa" (faster than "eager" here; see
-  ``ATTN_IMPLEMENTATION``).
-* End-of-sequence ids (``eos_token_ids``): Gemma 3 base -> ``[1, 106]``
-  (``<eos>``, ``<end_of_turn>``); SmolLM2-Instruct -> ``[2, 0]``
-  (``<|im_end|>``, ``<|endoftext|>``).
-* Gemma's tokenizer keeps the leading space of a single token:
-  ``decode([9079])`` (``"▁Paris"``) is ``" Paris"``, and SmolLM2's
-  ``decode([7042])`` (``"ĠParis"``) is ``" Paris"`` too, so per-token decoding
-  can be concatenated for display (except where a character is split across
-  byte tokens, which decode to U+FFFD on their own).
+Why float32 on disk, what conversion and loading cost here, which ids end a sequence and
+how tokens decode: README, "Design notes" ("Packaged models").
 
 The cache directory is written atomically (temporary directory, then rename)
 and carries a marker file ``converted.json`` recording the source GGUF's sha256
@@ -88,22 +62,6 @@ try:  # POSIX only; elsewhere conversions are serialised per process only.
     import fcntl
 except ImportError:  # pragma: no cover
     fcntl = None  # type: ignore[assignment]
-
-__all__ = [
-    "ATTN_IMPLEMENTATION",
-    "CACHE_ENV_VAR",
-    "MARKER_NAME",
-    "ModelUnavailable",
-    "PACKAGED",
-    "PackagedModel",
-    "cache_root",
-    "converted_dir",
-    "ensure_converted",
-    "eos_token_ids",
-    "gguf_path",
-    "is_converted",
-    "load_packaged",
-]
 
 
 CACHE_ENV_VAR = "SPECPLAY_CACHE"
