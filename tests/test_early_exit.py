@@ -392,8 +392,9 @@ def test_step_view_says_which_layers_drafted_and_what_was_reused(reuse):
     assert "layers 1\u20132 of its 4" in verify
     if reuse:
         assert "K/V of layers 1-2 from the draft passes" in verify and "layers 3-4 and the head" in verify
+        assert "in the target\u2019s own cache (its layers 1\u20132" in verify
     else:
-        assert "nothing: the verify pass recomputes" in verify
+        assert "nothing: the verify pass recomputes" in verify and "on the drafter\u2019s own cache" in verify
     assert "for the target\u2019s verify pass" in verify
     drafting = tokens.step_view("sliding windows", r.steps, Frame(0, DRAFT))
     assert "the target\u2019s verify pass comes next" in drafting

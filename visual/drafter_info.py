@@ -66,8 +66,13 @@ def early_exit_panel(step: StepRecord, phase: str) -> str:
     items = [
         (
             "Ran:",
-            f"the target\u2019s own {esc(stack)}, then its final norm and its full LM head, on the drafter\u2019s "
-            f"own cache ({count(step.drafter_cache_len or 0)} tokens after this step).",
+            f"the target\u2019s own {esc(stack)}, then its final norm and its full LM head, "
+            + (
+                f"in the target\u2019s own cache (its layers 1\u2013{k}: {count(step.drafter_cache_len or 0)} "
+                "tokens after this step)."
+                if info.get("shared_cache")
+                else f"on the drafter\u2019s own cache ({count(step.drafter_cache_len or 0)} tokens after this step)."
+            ),
         ),
         ("Reused:", esc(str(info.get("reused") or "nothing"))),
         ("Draft:", _draft_cost(step, phase)),

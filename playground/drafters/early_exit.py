@@ -159,6 +159,7 @@ class EarlyExitDrafter(ModelDrafter):
                 f"pass runs layers 1-{k} only for the last draft, layers {k + 1}-{n} and the head for every token"
             )
         return {
+            "shared_cache": not tree and self.reuse_kv,  # drafted in the target's cache (LayerSkip)
             "exit_layer": k,
             "layers": n,
             "layer_fraction": round(k / n, 3),  # of the decoder stack, head not counted
