@@ -252,3 +252,26 @@ def test_corpus_openings_are_seeded_prompts_from_every_corpus_shard(tmp_path, ti
     assert len(got) == 4 + 3 and got == mtp_corpus.openings(tok, tmp_path, 4, seed=0, n_tokens=6)
     assert all(len(tok.encode(t)) <= 6 + 1 for t in got)
     assert sum(t.startswith("text n") for t in got) == 4 and sum(t.startswith("other ") for t in got) == 3
+
+
+@pytest.mark.parametrize("fine_tuned", [False, True])
+def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
+    from playground.mtp_train.card import write_model_card
+
+    args = _args(tmp_path, clusters=1024, corpus_prompts=150 if fine_tuned else 0)
+    if fine_tuned:
+        args.init_head, args.gen_share, args.lr = "playground/weights/gemma3-270m-mtp", 0.5, 5e-4
+    stats = {
+        "data": {"generated": {"sequences": 3, "tokens": 300}, "python-docs": {"sequences": 2, "tokens": 1000}},
+        "corpus": {"python-docs": {"licence": "PSF License"}},
+        "train": {"steps": 10, "train_seconds": 60.0, "max_steps": 10},
+        "features": {"positions": 1300, "seconds": 30.0},
+        "vocab": {"train_top1_coverage": 0.9},
+    }
+    (tmp_path / "config.json").write_text(json.dumps({"num_candidates": 8192, "num_clusters": 1024}))
+    write_model_card(tmp_path, stats, args)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "| python-docs | PSF License | 2 | 1000 |" in card
+    assert ("fine-tuned from the weights in `gemma3-270m-mtp`" in card) == fine_tuned
+    assert ("--init-head playground/weights/gemma3-270m-mtp --gen-share 0.5" in card) == fine_tuned
+    assert ("first 40 tokens of 150 seeded chunks" in card) == fine_tuned

@@ -133,7 +133,13 @@ def _training_data(stats: dict, args) -> list[str]:
         f"| all | | {sum(d['sequences'] for d in data.values())} | {sum(d['tokens'] for d in data.values())} |",
         "",
         "`generated`: the target (bf16) continued the prompts of `playground/data/train_prompts.json` "
-        f"(greedy and {args.samples} sampled at T=0.8, top-k 64, up to {args.new_tokens} new tokens). "
+        + (
+            f"and the first 40 tokens of {args.corpus_prompts} seeded chunks of every corpus source "
+            "(`--corpus-prompts`: its own continuations of code, documentation and Chinese text) "
+            if getattr(args, "corpus_prompts", 0)
+            else ""
+        )
+        + f"(greedy and {args.samples} sampled at T=0.8, top-k 64, up to {args.new_tokens} new tokens). "
         "The other sources are text shipped by Debian packages and the Python / Node installs "
         "(`playground/mtp_corpus.py` says which and how it is cut).",
         "",
@@ -168,7 +174,18 @@ def _training(stats: dict, args) -> list[str]:
             if sec
         ),
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
-        f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on the 2-core CPU, seed {args.seed}",
+        f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on the 2-core CPU, seed {args.seed}"
+        + (
+            f"; fine-tuned from the weights in `{Path(args.init_head).name}` (their candidate set kept; "
+            "the cluster scores start fresh)"
+            if getattr(args, "init_head", None)
+            else ""
+        )
+        + (
+            f"; {args.gen_share:g} of every batch is the target's generated text"
+            if getattr(args, "gen_share", 0)
+            else ""
+        ),
         f"- candidate coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}"
         + (" (static set only; the clusters reach the rest)" if clusters else ""),
         "",
@@ -179,6 +196,23 @@ def _reproduce(stats: dict, args) -> list[str]:
     """The commands that reproduce the run."""
     tr = stats.get("train", {})
     clusters = getattr(args, "clusters", 0)
+    if getattr(args, "init_head", None):  # two runs: the text, then fine-tuning the earlier head
+        return [
+            "## Reproduce",
+            "```",
+            "apt-get install python3-doc debian-reference-en debian-reference-zh-cn fortunes-zh",
+            f"python -m playground train-drafter --stages corpus,gen --samples {args.samples} "
+            f"--corpus-prompts {getattr(args, 'corpus_prompts', 0)} --gen-procs 2 --gen-minutes 32 --threads 2",
+            f"python -m playground train-drafter --stages features,vocab,train,export "
+            f"--corpus-prompts {getattr(args, 'corpus_prompts', 0)} --init-head {args.init_head} "
+            f"--gen-share {args.gen_share:g} --lr {args.lr:g} --batch {args.batch} --minutes {args.minutes:g} "
+            f"--clusters {clusters} --clusters-per-step {getattr(args, 'clusters_per_step', 8)} --threads {args.threads} "
+            f"--seed {args.seed}",
+            "python -m playground train-drafter --eval-only",
+            "```",
+            f"(`{args.init_head}` at the commit before this head replaced it: the earlier head, trained "
+            "from scratch on generated text only.)",
+        ]
     return [
         "## Reproduce",
         "```",
