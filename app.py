@@ -23,8 +23,8 @@ from playground.config import load_config
 from visual import CSS_PATH
 from visual.bench_tab import build_benchmark_tab
 from visual.lab_tab import build_lab_tabs
-from visual.playground_tab import build_playground_tab
-from visual.share import PREFILL_KEYS, prefill_from_query, prefill_updates
+from visual.playground_tab import LINK_KEYS, build_playground_tab
+from visual.share import prefill_from_query
 from visual.warmup import Warmup
 
 INTRO = (
@@ -37,13 +37,13 @@ INTRO = (
 
 def _playground(cfg, warmup=None):
     tab = build_playground_tab(cfg, warmup=warmup)
-    outputs = [tab.components[k] for k in PREFILL_KEYS]
+    outputs = [tab.components[k] for k in LINK_KEYS]
 
     def wire(demo: gr.Blocks) -> None:
         # A teacher's link (?preset=..&prompt=..&gamma=..&temperature=..&seed=.. or ?classroom=..)
         # prefills the Playground; invalid values are ignored (validated in visual.share).
         def on_load(request: gr.Request):
-            return prefill_updates(prefill_from_query(request, cfg))
+            return tab.link_updates(prefill_from_query(request, cfg))
 
         demo.load(on_load, None, outputs, api_visibility="private")
 

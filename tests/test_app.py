@@ -298,3 +298,28 @@ def test_readme_spaces_header_matches_spaces_config():
     assert head["python_version"] == "3.11"
     assert head["title"] == raw["app"]["title"]
     assert head["license"] == "apache-2.0"
+
+
+def test_a_shared_link_keeps_its_gamma_and_resets_the_rest_to_its_preset():
+    """A link with ?preset=..&gamma=.. shows the link's γ (a preset `change` listener used to
+    reset it to the preset's own on page load); without γ the preset's own; the visitor's own
+    preset choice is an `input` event, so only it resets the settings."""
+    import gradio as gr
+
+    from visual.playground_tab import LINK_KEYS, build_playground_tab
+    from visual.share import Prefill
+
+    with gr.Blocks() as demo:
+        tab = build_playground_tab()
+    ups = dict(zip(LINK_KEYS, tab.link_updates(Prefill(preset="gemma3-270m-early-exit", gamma=3)), strict=True))
+    own = tab.by_name["gemma3-270m-early-exit"].preset
+    assert own.gamma != 3 and ups["gamma"]["value"] == 3
+    assert ups["drafter"].value == own.drafter and ups["tree_nodes"].value == own.tree_nodes
+    ups = dict(zip(LINK_KEYS, tab.link_updates(Prefill(preset="gemma3-270m-early-exit")), strict=True))
+    assert ups["gamma"].value == own.gamma
+    ups = tab.link_updates(Prefill(prompt="hi"))
+    assert ups[-3:] == [gr.skip()] * 3  # no preset in the link: the preset's settings stay
+    deps = demo.get_config_file()["dependencies"]
+    preset_id = tab.components["preset"]._id
+    triggers = {tuple(t) for d in deps for t in d["targets"] if t[0] == preset_id}
+    assert (preset_id, "input") in triggers and (preset_id, "change") not in triggers

@@ -46,6 +46,7 @@ from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use 
     new_run_id,
 )
 from visual.presets import PresetChoice, default_preset, preset_choices, preset_info  # noqa: F401  (tests use them from here)
+from visual.share import PREFILL_KEYS, Prefill, prefill_updates
 
 WAIT_POLL_S = 0.25  # replay timer interval while no step has arrived yet
 
@@ -238,6 +239,11 @@ class PlaygroundTab:
     """Handles to the tab's components (for tests and for other tabs that want to link in)."""
 
     components: dict[str, Any] = field(default_factory=dict)
+    by_name: dict[str, PresetChoice] = field(default_factory=dict)  # preset name -> its choice
+
+    def link_updates(self, prefill: Prefill) -> list[Any]:
+        """Updates for ``[components[k] for k in LINK_KEYS]`` from a shared link."""
+        return link_updates(prefill, self.by_name)
 
 
 @dataclass(frozen=True)
@@ -278,7 +284,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     )
     c["shared"] = shared
     c["trace_state"], c["view_state"], c["timer"] = parts.trace_state, parts.view_state, parts.timer
-    return PlaygroundTab(components=c)
+    return PlaygroundTab(components=c, by_name=by_name)
 
 
 def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, c: dict[str, Any]) -> None:
@@ -384,28 +390,49 @@ def _plots(gamma: int, c: dict[str, Any]) -> None:
     c["time_plot"] = gr.Plot(charts.timeline_figure(()), show_label=False, elem_id="time-plot")
 
 
+def _preset_reset(ch: PresetChoice) -> tuple:
+    """A preset's description, its drafters (its own selected), its γ and its tree size."""
+    p = ch.preset
+    return (
+        preset_info(ch),
+        gr.Dropdown(choices=list(p.drafters), value=p.drafter),
+        gr.Slider(value=p.gamma),
+        gr.Slider(value=p.tree_nodes),
+    )
+
+
 def _wire_preset(c: dict[str, Any], by_name: dict[str, PresetChoice]) -> None:
-    """A preset change shows its description and resets drafter, \u03b3 and tree size to its own."""
+    """Choosing a preset shows its description and resets drafter, γ and tree size to its own.
+    On ``input`` (the visitor's choice) only: a shared link sets the preset and its own γ at
+    once (``link_updates``), and a ``change`` listener would then overwrite the link's γ."""
 
     def on_preset(name):
         ch = by_name.get(name)
-        if ch is None:
-            return gr.skip(), gr.skip(), gr.skip(), gr.skip()
-        p = ch.preset
-        return (
-            preset_info(ch),
-            gr.Dropdown(choices=list(p.drafters), value=p.drafter),
-            gr.Slider(value=p.gamma),
-            gr.Slider(value=p.tree_nodes),
-        )
+        return _preset_reset(ch) if ch is not None else (gr.skip(),) * 4
 
-    c["preset"].change(
+    c["preset"].input(
         on_preset,
         c["preset"],
         [c["preset_info"], c["drafter"], c["gamma"], c["tree_nodes"]],
         queue=False,
         api_visibility="private",
     )
+
+
+LINK_KEYS = (*PREFILL_KEYS, "preset_info", "drafter", "tree_nodes")  # what a shared link's page load updates
+
+
+def link_updates(prefill: Prefill, by_name: dict[str, PresetChoice]) -> list[Any]:
+    """One update per ``LINK_KEYS`` component for a validated link: its values, and for a
+    preset the preset's own description, drafters, tree size and (unless the link sets one) γ."""
+    ups = prefill_updates(prefill)
+    ch = by_name.get(prefill.preset) if prefill.preset else None
+    if ch is None:
+        return [*ups, gr.skip(), gr.skip(), gr.skip()]
+    info, drafter, gamma, tree = _preset_reset(ch)
+    if prefill.gamma is None:
+        ups[PREFILL_KEYS.index("gamma")] = gamma
+    return [*ups, info, drafter, tree]
 
 
 def _wire_replay(parts: _Parts) -> None:
