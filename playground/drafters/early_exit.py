@@ -154,9 +154,10 @@ class EarlyExitDrafter(ModelDrafter):
         if tree or not self.reuse_kv:
             reused = TREE_NOTHING_REUSED if tree and self.reuse_kv else NOTHING_REUSED
         else:
+            upper = f"layer {n}" if k + 1 == n else f"layers {k + 1}-{n}"
             reused = (
                 f"K/V of layers 1-{k} from the draft passes, written into the target's cache: the verify "
-                f"pass runs layers 1-{k} only for the last draft, layers {k + 1}-{n} and the head for every token"
+                f"pass runs layers 1-{k} only for the last draft, {upper} and the head for every token"
             )
         return {
             "shared_cache": not tree and self.reuse_kv,  # drafted in the target's cache (LayerSkip)
