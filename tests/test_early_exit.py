@@ -481,3 +481,14 @@ def test_transformers_early_exit_drafts_gamma_tokens_per_step(gamma):
     assert len(new) == 12 and full == calls
     assert 0 < drafts <= gamma * full  # at most γ draft passes per verify pass (default: 20)
     assert target.generation_config.num_assistant_tokens == before
+
+
+def test_drafters_leave_no_hook_on_the_shared_target():
+    """The exit's layers are the target's own modules: building and running many drafters (one
+    per request in the app) must leave no forward hook behind on them."""
+    target, _ = sliding_pair(window=4)
+    tok = CharTokenizer()
+    for _ in range(3):
+        run(target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=2, max_new_tokens=6),
+            drafter=EarlyExitDrafter(target, 2), eos_token_ids=[EOS])  # fmt: skip
+    assert all(not layer._forward_hooks for layer in target.model.layers)

@@ -143,11 +143,6 @@ class EarlyExitDrafter(ModelDrafter):
         self._shared = None  # the target's cache while drafting chains in it
         self._fed: list[int] = []  # tokens this step ran through the shared lower layers, in order
         self._states: list[torch.Tensor] = []  # [n, H] each, their states after layer k-1
-        self._last_out: torch.Tensor | None = None
-        _decoder(self.model).layers[-1].register_forward_hook(self._keep_exit_state)
-
-    def _keep_exit_state(self, module, args, output) -> None:
-        self._last_out = output[0] if isinstance(output, tuple) else output  # [1, n, H] before the final norm
 
     def _info(self, tree: bool = False) -> dict[str, Any]:
         k, n = self.exit_layer, self.total_layers
@@ -188,11 +183,24 @@ class EarlyExitDrafter(ModelDrafter):
             attention_mask=tree_masks(cfg, chain, past, dtype, self.model.device),
             position_ids=tree_position_ids(chain, past)[None].to(self.model.device),
         )
-        logits = self.model(**kw, logits_to_keep=1).logits[0, -1] if head else None
-        if not head:
-            _decoder(self.model)(**kw)
+        kept: list[torch.Tensor] = []
+        # the exit's last layer is the target's own module: hook it for this call only, so the
+        # target's passes (and other drafters on the same model) never run it
+        hook = (
+            _decoder(self.model)
+            .layers[-1]
+            .register_forward_hook(
+                lambda module, args, out: kept.append(out[0] if isinstance(out, tuple) else out)  # [1, n, H] pre-norm
+            )
+        )
+        try:
+            logits = self.model(**kw, logits_to_keep=1).logits[0, -1] if head else None
+            if not head:
+                _decoder(self.model)(**kw)
+        finally:
+            hook.remove()
         self._fed.extend(ids)
-        self._states.extend(self._last_out[0])
+        self._states.extend(kept[-1][0])
         return logits
 
     @torch.inference_mode()
