@@ -26,6 +26,9 @@ class _Tok:
         return SimpleNamespace(input_ids=self.inner(text)["input_ids"])
 
 
+# the tiny pipeline runs of these tests: a few short sequences, a tiny head, a few steps
+TINY = dict(new_tokens=12, topk=5, candidates=20, batch=2, minutes=5.0, steps_ahead=2, intermediate=64)
+
 PROMPTS = ["Once upon", "The rain", "A robot", "Hello there", "In 1999", "Why is the sky"]
 
 
@@ -91,19 +94,7 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
-    args = _args(
-        tmp_path,
-        new_tokens=12,
-        topk=5,
-        candidates=20,
-        clusters=4,
-        clusters_per_step=1,
-        batch=2,
-        max_steps=3,
-        minutes=5.0,
-        steps_ahead=2,
-        intermediate=64,
-    )
+    args = _args(tmp_path, **TINY, clusters=4, clusters_per_step=1, max_steps=3)
     gen.stage_gen(args, target, tok, PROMPTS)
     rows = gen.load_rows(tmp_path)
     feats = features.stage_features(args, target, rows)
@@ -154,18 +145,7 @@ def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_p
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
-    base = _args(
-        tmp_path,
-        new_tokens=12,
-        topk=5,
-        candidates=20,
-        clusters=0,
-        batch=2,
-        max_steps=2,
-        minutes=5.0,
-        steps_ahead=2,
-        intermediate=64,
-    )
+    base = _args(tmp_path, **TINY, clusters=0, max_steps=2)
     gen.stage_gen(base, target, tok, PROMPTS)
     feats = features.stage_features(base, target, gen.load_rows(tmp_path))
     seqs = list(range(feats["n_seqs"]))
@@ -175,21 +155,7 @@ def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_p
     save_head(first, tmp_path / "first")
     start = load_head(tmp_path / "first")
 
-    more = _args(
-        tmp_path,
-        new_tokens=12,
-        topk=5,
-        candidates=20,
-        clusters=4,
-        clusters_per_step=1,
-        batch=2,
-        max_steps=1,
-        minutes=5.0,
-        steps_ahead=2,
-        intermediate=64,
-        lr=1e-9,
-        gen_share=0.5,
-    )
+    more = _args(tmp_path, **TINY, clusters=4, clusters_per_step=1, max_steps=1, lr=1e-9, gen_share=0.5)
     tc = vocab.stage_clusters(more, start.candidates, E)
     head, tr = train.stage_train(
         more,
@@ -211,19 +177,7 @@ def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_p
             assert torch.allclose(head.state_dict()[name].float(), p.float(), atol=1e-5), name
     assert head.cluster_proj.weight.abs().sum() > 0
 
-    alone = _args(
-        tmp_path,
-        new_tokens=12,
-        topk=5,
-        candidates=20,
-        clusters=0,
-        batch=2,
-        max_steps=1,
-        minutes=5.0,
-        steps_ahead=2,
-        intermediate=64,
-        gen_share=0.5,
-    )
+    alone = _args(tmp_path, **TINY, clusters=0, max_steps=1, gen_share=0.5)
     _, tr = train.stage_train(alone, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0)
     assert "_h-_g0.5" in tr["tag"]
 

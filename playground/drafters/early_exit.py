@@ -45,7 +45,7 @@ from torch import nn
 
 from playground.drafters.base import Draft, TargetState, TreeDraft
 from playground.drafters.model import ModelDrafter
-from playground.sampling import SamplingParams, draw_draft_token
+from playground.sampling import SamplingParams
 from playground.tree import DraftTree
 from playground.tree_pass import tree_masks, tree_position_ids
 
@@ -93,11 +93,6 @@ def _drop_newest(layer, n: int) -> None:
     layer.values = layer.values[..., : layer.values.shape[-2] - n, :]
     if getattr(layer, "is_sliding", False):
         layer.cumulative_length -= n
-
-
-def _chain(ids: list[int]) -> DraftTree:
-    """``ids`` as a one-branch tree rooted at ids[0], for the tree-pass masks and positions."""
-    return DraftTree(tuple(ids[1:]), tuple(range(-1, len(ids) - 2)))
 
 
 def _sub_model(target, first: int, last: int) -> nn.Module:
@@ -173,7 +168,7 @@ class EarlyExitDrafter(ModelDrafter):
         their exit states, and return the exit's logits [V] after the last one if ``head``."""
         cache = self._shared
         past = cache.get_seq_length(0)
-        chain = _chain(ids)
+        chain = DraftTree.chain(ids[1:])  # ids[0] is the root
         cfg = self.model.config.get_text_config()
         dtype = next(self.model.parameters()).dtype
         kw = dict(
@@ -203,33 +198,22 @@ class EarlyExitDrafter(ModelDrafter):
         self._states.extend(kept[-1][0])
         return logits
 
-    @torch.inference_mode()
+    def _unfed(self, state: TargetState) -> list[int]:
+        if self._shared is None:
+            return super()._unfed(state)
+        return state.committed_ids[self._shared.get_seq_length(0) :]  # the newest committed token
+
+    def _next_logits(self, pending: list[int]) -> torch.Tensor:
+        if self._shared is None:
+            return super()._next_logits(pending)
+        return self._lower(pending, head=True)
+
     def propose(
         self, state: TargetState, gamma: int, params: SamplingParams, generator: torch.Generator | None
     ) -> Draft:
-        if self._shared is None:
-            draft = super().propose(state, gamma, params, generator)
-            draft.info = {**draft.info, **self._info()}
-            return draft
-        committed = state.committed_ids
-        pending = committed[self._shared.get_seq_length(0) :]  # the newest committed token
-        tokens: list[int] = []
-        rows: list[torch.Tensor] = []
-        deterministic = params.greedy or self.argmax
-        for _ in range(gamma):
-            logits = self._fit_vocab(self._lower(pending, head=True))  # [V]
-            tok, row = draw_draft_token(logits, params, self.argmax, generator)
-            if row is not None:
-                rows.append(row)
-            tokens.append(tok)
-            pending = [tok]
-        return Draft(
-            token_ids=tokens,
-            draft_probs=None if deterministic else torch.stack(rows),  # [k, V]; None = one-hot
-            forward_calls=gamma,
-            soft_probs=torch.stack(rows) if deterministic and rows else None,
-            info=self._info(),
-        )
+        draft = super().propose(state, gamma, params, generator)
+        draft.info = {**draft.info, **self._info()}
+        return draft
 
     @torch.inference_mode()
     def verify_logits(self, cache, ids: list[int], keep: int) -> torch.Tensor:
@@ -249,7 +233,7 @@ class EarlyExitDrafter(ModelDrafter):
         if same < len(ids):
             self._lower(ids[same:], head=False)
         states = torch.stack(self._states[: len(ids)])[None]  # [1, n, H]
-        chain = _chain(ids)
+        chain = DraftTree.chain(ids[1:])  # ids[0] is the root
         cfg = self.upper.config.get_text_config()
         out = self.upper(
             inputs_embeds=states,

@@ -54,27 +54,32 @@ class ModelDrafter:
             return torch.cat([logits, pad], dim=-1)
         return logits
 
+    def _unfed(self, state: TargetState) -> list[int]:
+        """The committed tokens the drafting has not fed yet (>= 1: at least the newest)."""
+        assert self.cache is not None, "start() not called"
+        return state.committed_ids[len(self._seen) :]
+
+    def _next_logits(self, pending: list[int]) -> torch.Tensor:
+        """Feed ``pending`` to the drafter (its own cache) and return its logits [V_d] after the last."""
+        out = self.model(
+            input_ids=torch.tensor([pending], device=self.model.device),
+            cache=self.cache,
+            use_cache=True,
+            logits_to_keep=logits_to_keep_arg(len(pending), 1),
+        )
+        self._seen.extend(pending)
+        return out.logits[0, -1]
+
     @torch.inference_mode()
     def propose(
         self, state: TargetState, gamma: int, params: SamplingParams, generator: torch.Generator | None
     ) -> Draft:
-        assert self.cache is not None, "start() not called"
-        committed = state.committed_ids
-        pending = committed[len(self._seen) :]  # not yet in the drafter cache (>= 1 token)
+        pending = self._unfed(state)
         tokens: list[int] = []
         rows: list[torch.Tensor] = []
-        calls = 0
         deterministic = params.greedy or self.argmax
         for _ in range(gamma):
-            out = self.model(
-                input_ids=torch.tensor([pending], device=self.model.device),
-                cache=self.cache,
-                use_cache=True,
-                logits_to_keep=logits_to_keep_arg(len(pending), 1),
-            )
-            calls += 1
-            self._seen.extend(pending)
-            logits = self._fit_vocab(out.logits[0, -1])  # [V]
+            logits = self._fit_vocab(self._next_logits(pending))  # [V]
             tok, row = draw_draft_token(logits, params, self.argmax, generator)  # row [V] or None
             if row is not None:
                 rows.append(row)
@@ -85,7 +90,7 @@ class ModelDrafter:
         return Draft(
             token_ids=tokens,
             draft_probs=None if deterministic else torch.stack(rows),  # [k, V]; None = one-hot
-            forward_calls=calls,
+            forward_calls=gamma,
             soft_probs=torch.stack(rows) if deterministic and rows else None,
         )
 
