@@ -41,6 +41,9 @@ class Preset:
     tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
     exit_layer: int | None = None  # early-exit drafter: decoder layers it runs (None: all but the last)
     exit_kv_reuse: bool = True  # early exit verifies reusing the draft passes' KV (LayerSkip); False: recompute
+    exit_adapter: str | None = (
+        None  # trained exits (drafters/exit_adapter.py) dir, relative to the repo; None: untrained
+    )
 
     def __post_init__(self) -> None:
         if self.source not in SOURCES:

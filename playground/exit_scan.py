@@ -20,7 +20,8 @@ The default exit of a preset (``exit_layer`` in spaces_config.yaml) is the k wit
 used: where every exit is a slowdown, as with untrained exits here, it favours the
 cheapest exit, whose drafts are almost never accepted — k = 1 on SmolLM2-135M.)  This module does not
 run the decoding loop (the bench does: ``python -m playground bench --drafters early-exit``)
-and does not train exits.
+and does not train exits (``train-drafter --drafter early-exit`` does); where the preset has
+trained exits (``exit_adapter``), the scan adds a row per trained layer (``--untrained``: skip).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ class ExitPoint:
     c: float  # exit pass / full pass
     best_gamma: int
     predicted: float  # E(α, γ) / (γ c + v) at best_gamma
+    trained: bool = False  # with the preset's exit adapter (playground.drafters.exit_adapter)
 
     @property
     def per_cost(self) -> float:
@@ -60,9 +62,11 @@ def expected_tokens(alpha: float, gamma: int) -> float:
 
 
 @torch.inference_mode()
-def agreement(target, sequences: list[tuple[int, list[int]]]) -> list[float]:
+def agreement(target, sequences: list[tuple[int, list[int]]], adapters: dict | None = None) -> list[float]:
     """[L] entry k: top-1 agreement of exit k with the full model (entry 0 unused) over the
-    generated positions of each (prompt length, prompt + continuation) sequence."""
+    generated positions of each (prompt length, prompt + continuation) sequence; exit k
+    reads A h_k where ``adapters`` has an adapter A for k."""
+    adapters = adapters or {}
     n = num_layers(target)
     hits = [0] * n
     total = 0
@@ -72,19 +76,23 @@ def agreement(target, sequences: list[tuple[int, list[int]]]) -> list[float]:
         rows = slice(n_prompt - 1, len(ids) - 1)  # positions that predicted the continuation
         full = out.logits[0, rows].argmax(-1)  # [T]
         for k in range(1, n):
-            h = target.model.norm(out.hidden_states[k][0, rows])  # [T, H]
+            state = out.hidden_states[k][0, rows]  # [T, H]
+            h = target.model.norm(adapters[k](state) if k in adapters else state)
             hits[k] += int((target.lm_head(h).argmax(-1) == full).sum())
         total += int(full.numel())
     return [h / total if total else 0.0 for h in hits]
 
 
 @torch.inference_mode()
-def pass_costs(target, ids: list[int], layers: list[int], sizes: list[int], reps: int) -> tuple[dict, dict]:
+def pass_costs(
+    target, ids: list[int], layers: list[int], sizes: list[int], reps: int, adapters: dict | None = None
+) -> tuple[dict, dict]:
     """({k: c}, {n: v(n)}): interleaved single-pass timings at the same cache length (len(ids) - 9;
-    passes of n <= 9 tokens, cropped after each)."""
+    passes of n <= 9 tokens, cropped after each); exit k with its adapter where ``adapters`` has one."""
+    adapters = adapters or {}
     models = {
         ("full", 1): target,
-        **{("exit", k): exit_model(target, k) for k in layers},
+        **{("exit", k): exit_model(target, k, adapters.get(k)) for k in layers},
         **{("full", s): target for s in sizes if s > 1},
     }
     caches = {}
@@ -119,7 +127,10 @@ def scan(
     max_new_tokens: int = 32,
     reps: int = 7,
     gammas: tuple[int, ...] = (1, 2, 3, 4, 6, 8),
+    adapters: dict | None = None,
 ) -> list[ExitPoint]:
+    """One point per exit layer (untrained), then one per layer ``adapters`` has (trained)."""
+    adapters = adapters or {}
     sequences = []
     with torch.inference_mode():
         for text in prompts:
@@ -128,15 +139,31 @@ def scan(
                 torch.tensor([ids], device=target.device), max_new_tokens=max_new_tokens, do_sample=False
             )
             sequences.append((len(ids), [int(t) for t in out[0].tolist()]))
-    alphas = agreement(target, sequences)
     layers = list(range(1, num_layers(target)))
-    c, v = pass_costs(target, sequences[0][1], layers, [g + 1 for g in gammas], reps)
     points = []
-    for k in layers:
-        best = max(gammas, key=lambda g: expected_tokens(alphas[k], g) / (g * c[k] + v[g + 1]))
-        s = expected_tokens(alphas[k], best) / (best * c[k] + v[best + 1])
-        points.append(ExitPoint(k, round(alphas[k], 3), round(c[k], 3), best, round(s, 3)))
+    for trained, ks, adapt in ((False, layers, None), (True, sorted(adapters), adapters)):
+        if not ks:
+            continue
+        alphas = agreement(target, sequences, adapt)
+        c, v = pass_costs(target, sequences[0][1], ks, [g + 1 for g in gammas], reps, adapt)
+        for k in ks:
+            best = max(gammas, key=lambda g: expected_tokens(alphas[k], g) / (g * c[k] + v[g + 1]))
+            s = expected_tokens(alphas[k], best) / (best * c[k] + v[best + 1])
+            points.append(ExitPoint(k, round(alphas[k], 3), round(c[k], 3), best, round(s, 3), trained))
     return points
+
+
+def _preset_adapters(preset, target) -> dict:
+    """{k: adapter} for every exit the preset's ``exit_adapter`` directory trained."""
+    from pathlib import Path
+
+    from playground.drafters.exit_adapter import adapter_layers, load_adapter
+
+    if not preset.exit_adapter:
+        return {}
+    weights = Path(__file__).resolve().parent.parent / preset.exit_adapter
+    hidden = target.config.get_text_config().hidden_size
+    return {k: load_adapter(weights, k, hidden, target.dtype) for k in adapter_layers(weights)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,6 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--prompts", type=int, default=6, help="the first K bench prompts")
     ap.add_argument("--reps", type=int, default=7)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--untrained", action="store_true", help="skip the preset's trained exits")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.threads:
@@ -153,7 +181,8 @@ def main(argv: list[str] | None = None) -> int:
     preset, _ = resolve(args.preset, None)
     pair = load_pair(preset)
     prompts = [p.text for p in load_prompts()][: args.prompts]
-    points = scan(pair.target, pair.tokenizer, prompts, args.max_new_tokens, args.reps)
+    adapters = {} if args.untrained else _preset_adapters(preset, pair.target)
+    points = scan(pair.target, pair.tokenizer, prompts, args.max_new_tokens, args.reps, adapters=adapters)
     if args.json:
         print(json.dumps([{**asdict(p), "per_cost": round(p.per_cost, 3)} for p in points]))
         return 0
@@ -163,13 +192,13 @@ def main(argv: list[str] | None = None) -> int:
     )
     for p in points:
         print(
-            f"  k={p.layer:>2}  α={p.agreement:.3f}  c={p.c:.2f}  α/c={p.per_cost:.2f}  γ={p.best_gamma}  "
+            f"  k={p.layer:>2}{' trained' if p.trained else ''}  α={p.agreement:.3f}  c={p.c:.2f}  α/c={p.per_cost:.2f}  γ={p.best_gamma}  "
             f"S={p.predicted:.2f}"
         )
-    best = max(points, key=lambda p: p.per_cost)
+    best = max(points, key=lambda p: p.per_cost)  # trained or not
     fastest = max(points, key=lambda p: p.predicted)
     print(
-        f"default exit (best α/c): k={best.layer} (α={best.agreement:.3f}, c={best.c:.2f}, S={best.predicted:.2f} "
+        f"default exit (best α/c): k={best.layer}{' trained' if best.trained else ''} (α={best.agreement:.3f}, c={best.c:.2f}, S={best.predicted:.2f} "
         f"at γ={best.best_gamma}); best predicted S: k={fastest.layer} ({fastest.predicted:.2f})"
     )
     return 0

@@ -265,7 +265,7 @@ def _check_drafter_info(info: Mapping[str, Any], where: str) -> None:
         "must be a time in ms >= 0 or null",
         v,
     )
-    for key, typ in (("source", str), ("matched", bool), ("shared_cache", bool), ("reused", str)):
+    for key, typ in (("source", str), ("matched", bool), ("shared_cache", bool), ("reused", str), ("exit", str)):
         _need(key not in info or isinstance(info[key], typ), w, key, f"must be {typ.__name__}", info.get(key))
 
 

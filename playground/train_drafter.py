@@ -44,6 +44,7 @@ from pathlib import Path
 
 import torch
 
+from playground import exit_train
 from playground.mtp_train.bench import stage_bench
 from playground.mtp_train.card import write_model_card
 from playground.mtp_train.evaluate import eval_only, greedy_acceptance
@@ -83,6 +84,12 @@ def split_prompts(prompts: list[str], seed: int, holdout_frac: float) -> tuple[l
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m playground train-drafter", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="gemma3-270m", choices=PRESETS)
+    p.add_argument(
+        "--drafter",
+        default="mtp",
+        choices=("mtp", "early-exit"),
+        help="mtp: the MTP head; early-exit: linear adapters for early exits (playground.exit_train)",
+    )
     p.add_argument("--minutes", type=float, default=45.0, help="training wall-clock budget (stage 4)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=str(DEFAULT_OUT), help="where the shipped weights go")
@@ -167,6 +174,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=1,
         help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)",
     )
+    exit_train.add_arguments(p)
     return p
 
 
@@ -191,6 +199,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.eval_only:
         return eval_only(args, model, tok, embed_weight, scale)
+    if args.drafter == "early-exit":  # its own stages, on the text the corpus / gen stages wrote
+        prompts, rows = text_stages(args, argv, stages, model, tok, prompts, stats)
+        _, hold_p = split_prompts(prompts, args.seed, args.holdout)
+        return exit_train.run(args, model, tok, rows, set(hold_p))
     n_listed = len(prompts)  # the split is over these; corpus openings always train
     prompts, rows = text_stages(args, argv, stages, model, tok, prompts, stats)
     if stages & {"features", "vocab", "train", "eval", "export"}:

@@ -14,7 +14,7 @@
 
 import pytest
 import torch
-from transformers import DynamicCache, LlamaConfig, LlamaForCausalLM
+from transformers import DynamicCache
 
 from playground.drafters.base import TargetState
 from playground.drafters.early_exit import NOTHING_REUSED, EarlyExitDrafter, exit_model
@@ -36,6 +36,7 @@ from tests.fakes import LetterTokenizer
 from tests.prompts import BENCH_PROMPTS, TINY_PROMPTS
 from tests.stats import assert_does_not_follow, assert_follows, model_pair_pmf
 from tests.tiny_models import sliding_pair
+from tests.tiny_models import small_llama as build_small_llama
 
 GAMMAS = [1, 2, 4, 8]
 
@@ -221,28 +222,6 @@ V = 6
 N = 1500
 
 
-def _small_llama():
-    cfg = LlamaConfig(
-        vocab_size=V,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=3,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=64,
-        tie_word_embeddings=False,
-        attn_implementation="eager",
-    )
-    torch.manual_seed(3)
-    model = LlamaForCausalLM(cfg).eval()
-    with torch.no_grad():
-        model.lm_head.weight.mul_(15.0)  # peaked distributions ...
-        for layer in model.model.layers[1:]:  # ... and layers past the exit that change them (TV ~0.4)
-            layer.mlp.down_proj.weight.mul_(3.0)
-            layer.self_attn.o_proj.weight.mul_(3.0)
-    return model
-
-
 class _OffByOneQ(EarlyExitDrafter):
     """Mutant: samples from the exit after layer k but reports q of the exit after layer k + 1
     (an off-by-one in the exit index).  (Reporting a point mass for a sampled draft would
@@ -276,7 +255,7 @@ def _sample_pairs(model, drafter_cls, gamma, params, prompt=(0, 1), n=N):
 
 @pytest.fixture(scope="module")
 def small_llama():
-    model = _small_llama()
+    model = build_small_llama(V)
     params = SamplingParams(temperature=1.0)
     pmf = model_pair_pmf(model, [0, 1], params, V)
     with torch.inference_mode():  # the exit's q really differs from p (else the test proves little)
@@ -359,9 +338,11 @@ def test_bench_takes_the_exit_layer_and_kv_reuse_and_records_them(reuse):
     )
     report = bench.run_bench(opts)
     assert report.meta["exit_layer"] == 1 and report.meta["exit_kv_reuse"] is reuse
+    assert report.meta["exit_trained"] is False  # tiny-random ships no exit adapter
     assert all(r["identical_to_autoregressive"] is not False for r in report.rows)
     args = bench.build_parser().parse_args(["--exit-layer", "1"] + (["--no-kv-reuse"] if not reuse else []))
-    assert (args.exit_layer, args.no_kv_reuse) == (1, not reuse)
+    assert (args.exit_layer, args.no_kv_reuse, args.untrained_exit) == (1, not reuse, False)
+    assert bench.build_parser().parse_args(["--untrained-exit"]).untrained_exit
 
 
 def test_preset_exit_layer_is_validated():

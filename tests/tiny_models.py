@@ -12,7 +12,7 @@
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
+from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 
 from playground.drafters.base import TargetState
 from playground.drafters.mtp_head import MTPConfig, MTPHead, unrolled_states
@@ -210,3 +210,27 @@ def gemma4_pair(vocab=G4_VOCAB, clusters=8, top=4, layer_scale=0.02, head_scale=
             groups = perm.view(clusters, vocab // clusters)
             assistant.masked_embedding.centroids.weight.copy_(torch.stack([W[g].mean(0) for g in groups]))
     return target, assistant
+
+
+def small_llama(vocab: int = 6):
+    """Tiny Llama (3 layers) whose exit after layer 1 really differs from the full model
+    (total variation ~0.4 at T=1): for early-exit sampling tests."""
+    cfg = LlamaConfig(
+        vocab_size=vocab,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=64,
+        tie_word_embeddings=False,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(3)
+    model = LlamaForCausalLM(cfg).eval()
+    with torch.no_grad():
+        model.lm_head.weight.mul_(15.0)  # peaked distributions ...
+        for layer in model.model.layers[1:]:  # ... and layers past the exit that change them (TV ~0.4)
+            layer.mlp.down_proj.weight.mul_(3.0)
+            layer.self_attn.o_proj.weight.mul_(3.0)
+    return model

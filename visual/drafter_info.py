@@ -74,6 +74,7 @@ def early_exit_panel(step: StepRecord, phase: str) -> str:
                 else f"on the drafter\u2019s own cache ({count(step.drafter_cache_len or 0)} tokens after this step)."
             ),
         ),
+        ("Exit:", esc(_exit_words(info.get("exit")))),
         ("Reused:", esc(str(info.get("reused") or "nothing"))),
         ("Draft:", _draft_cost(step, phase)),
     ]
@@ -82,6 +83,16 @@ def early_exit_panel(step: StepRecord, phase: str) -> str:
         f'<div class="mtp-info exit-info" role="note" aria-label="Early-exit drafter, step {step.index + 1}">'
         f'<h4>Early exit: the target drafts with its first {k} layers</h4><ul class="mtp-info__facts">{lis}</ul></div>'
     )
+
+
+def _exit_words(exit_kind) -> str:
+    """What sits between layer k and the final norm (traces without the field: untrained)."""
+    if str(exit_kind or "").startswith("trained"):
+        return (
+            "trained: a learned linear map A turns the layer\u2019s state into one the final norm and head "
+            "expect (it changes the drafts only; the target verifies unchanged)."
+        )
+    return "untrained: the layer\u2019s state goes straight into the final norm and head."
 
 
 def is_other_tokenizer_info(info) -> bool:

@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="early exit: recompute the layers below the exit in the verify pass (no LayerSkip reuse)",
     )
+    p.add_argument(
+        "--untrained-exit",
+        action="store_true",
+        help="early exit: ignore the preset's trained exit adapter (compare untrained vs trained exits)",
+    )
     p.add_argument("--json", action="store_true", help='print {"rows": [...], "meta": {...}} on stdout')
     p.add_argument("--out", default="bench_results", help="directory for bench.{json,csv,md,html} ('' to skip)")
     p.add_argument("--no-progress", action="store_true")
@@ -125,6 +130,7 @@ def options_from_args(args) -> BenchOptions:
         threads=args.threads,
         exit_layer=args.exit_layer,
         exit_kv_reuse=not args.no_kv_reuse,
+        exit_trained=not args.untrained_exit,
     )
 
 

@@ -98,6 +98,7 @@ class BenchOptions:
     wall_s: float | None = None  # stop measuring after this many seconds; rows then cover complete rounds only
     exit_layer: int | None = None  # early exit: the layer it exits after (None: the preset's)
     exit_kv_reuse: bool = True  # early exit: reuse the draft passes' KV in the verify pass (LayerSkip)
+    exit_trained: bool = True  # early exit: use the preset's trained exit adapter where it has one
 
 
 @dataclass(frozen=True)

@@ -171,8 +171,13 @@ def _setup(opts: BenchOptions, load_progress) -> _Setup:
         preset, _ = resolve(opts.preset, None)
     except ValueError as exc:
         raise BenchError(str(exc)) from None
-    if opts.exit_layer is not None or not opts.exit_kv_reuse:
-        preset = replace(preset, exit_layer=opts.exit_layer or preset.exit_layer, exit_kv_reuse=opts.exit_kv_reuse)
+    if opts.exit_layer is not None or not opts.exit_kv_reuse or not opts.exit_trained:
+        preset = replace(
+            preset,
+            exit_layer=opts.exit_layer or preset.exit_layer,
+            exit_kv_reuse=opts.exit_kv_reuse,
+            exit_adapter=preset.exit_adapter if opts.exit_trained else None,
+        )
     kinds = opts.drafters if opts.drafters is not None else preset.drafters
     for k in kinds:
         if k not in preset.drafters:
@@ -312,6 +317,7 @@ def _meta(opts: BenchOptions, setup: _Setup, costs: dict[str, Costs], partial: s
             {
                 "exit_layer": getattr(setup.drafters[dtypes[0]].get("early-exit"), "exit_layer", None),
                 "exit_kv_reuse": setup.preset.exit_kv_reuse,
+                "exit_trained": bool(getattr(setup.drafters[dtypes[0]].get("early-exit"), "trained", False)),
             }
             if "early-exit" in setup.usable
             else {}

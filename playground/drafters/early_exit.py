@@ -2,8 +2,8 @@
 
 The drafter is the target itself cut after decoder layer k: its own embedding (Gemma 3's
 scaled embedding included), layers 0..k-1, its final norm and its LM head (logit
-soft-capping included) — LayerSkip's "exit" without a trained exit.  ``exit_model``
-builds that model as a second object of the target's own class whose config says
+soft-capping included): LayerSkip's "exit", untrained or with a trained adapter (below).
+``exit_model`` builds that model as a second object of the target's own class whose config says
 ``num_hidden_layers = k``; every module in it *is* the target's (shared, not copied: no
 extra weights), so rotary embeddings, sliding/full masks and the cache layout are the
 ones the target's own ``forward`` computes for its first k layers.
@@ -32,7 +32,12 @@ kept states (``upper_model``).  Same weights, same inputs, same positions: the l
 the full model's (up to float rounding of a different batching), so verification stays
 exactly as lossless; the engine's rollback crops every layer alike.  ``Draft.info["reused"]``
 says what was reused.  Tree drafts (``propose_tree``) use the drafter's own cache and
-reuse nothing.  It does not train an exit adapter.
+reuse nothing.
+
+Trained exits: with an ``ExitAdapter`` (``playground.drafters.exit_adapter``, fitted by
+``train-drafter --drafter early-exit``) the cut model's final norm reads A h_k instead of
+h_k; only the proposal changes (the kept states are the raw h_k, verification is the
+unchanged target).  This module does not train adapters.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ import torch
 from torch import nn
 
 from playground.drafters.base import Draft, TargetState, TreeDraft
+from playground.drafters.exit_adapter import AdaptedNorm, ExitAdapter
 from playground.drafters.model import ModelDrafter
 from playground.sampling import SamplingParams
 from playground.tree import DraftTree
@@ -64,15 +70,20 @@ def _decoder(target) -> nn.Module:
     return inner
 
 
-def exit_model(target, exit_layer: int) -> nn.Module:
+def exit_model(target, exit_layer: int, adapter: ExitAdapter | None = None) -> nn.Module:
     """The target cut after ``exit_layer`` decoder layers: same class, config with
     ``num_hidden_layers = exit_layer`` (and ``layer_types`` cut to match), built on the meta
     device and then given the target's own modules (embedding, first layers, norm, rotary
-    embedding, LM head).  No parameter is copied; the target is not modified."""
+    embedding, LM head).  No parameter is copied; the target is not modified.  With an
+    ``adapter`` the cut model's norm reads A h (a trained exit)."""
     n = num_layers(target)
     if not 1 <= exit_layer < n:
         raise ValueError(f"exit layer must be between 1 and {n - 1} (the target has {n} layers), got {exit_layer}")
-    return _sub_model(target, 0, exit_layer)
+    cut = _sub_model(target, 0, exit_layer)
+    if adapter is not None:
+        inner = _decoder(cut)
+        inner.norm = AdaptedNorm(adapter, inner.norm)
+    return cut
 
 
 def upper_model(target, exit_layer: int) -> nn.Module:
@@ -122,16 +133,26 @@ def _sub_model(target, first: int, last: int) -> nn.Module:
 
 
 class EarlyExitDrafter(ModelDrafter):
-    """``ModelDrafter`` over ``exit_model(target, exit_layer)``; the step info says where it
-    exits and what the verify pass reuses.  ``reuse_kv``: chain drafts run in the target's
-    cache and the engine verifies through ``verify_logits`` (LayerSkip); trees never do."""
+    """``ModelDrafter`` over ``exit_model(target, exit_layer, adapter)``; the step info says
+    where it exits, whether the exit is trained and what the verify pass reuses.
+    ``reuse_kv``: chain drafts run in the target's cache and the engine verifies through
+    ``verify_logits`` (LayerSkip); trees never do."""
 
     name = "early-exit"
     needs_target_hidden = False
 
-    def __init__(self, target, exit_layer: int, argmax: bool = False, reuse_kv: bool = True) -> None:
-        super().__init__(exit_model(target, exit_layer), target.config.get_text_config().vocab_size, argmax=argmax)
+    def __init__(
+        self,
+        target,
+        exit_layer: int,
+        argmax: bool = False,
+        reuse_kv: bool = True,
+        adapter: ExitAdapter | None = None,
+    ) -> None:
+        model = exit_model(target, exit_layer, adapter)
+        super().__init__(model, target.config.get_text_config().vocab_size, argmax=argmax)
         self.exit_layer = exit_layer
+        self.trained = adapter is not None
         self.total_layers = num_layers(target)
         self.reuse_kv = reuse_kv
         self.upper = upper_model(target, exit_layer) if reuse_kv else None
@@ -154,6 +175,7 @@ class EarlyExitDrafter(ModelDrafter):
             "exit_layer": k,
             "layers": n,
             "layer_fraction": round(k / n, 3),  # of the decoder stack, head not counted
+            "exit": "trained: a learned linear map before the final norm" if self.trained else "untrained",
             "reused": reused,
         }
 

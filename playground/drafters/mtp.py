@@ -203,8 +203,11 @@ class MTPDrafter:
         ok = mem >= 0
         mem = mem.clamp_min(0)
         ok &= ~self.in_extra[mem]
-        rows = self.embed.weight.detach()[mem]  # [T, m*S, H]
-        more = torch.einsum("th,tch->tc", states, rows).masked_fill(~ok, float("-inf"))
+        # index_select + bmm: ~5x faster here than fancy indexing + einsum (which made
+        # scoring 8 clusters cost more than the 8,192 static candidates)
+        rows = self.embed.weight.detach().index_select(0, mem.reshape(-1)).view(T, mem.shape[1], -1)  # [T, m*S, H]
+        more = torch.bmm(rows, states.to(rows.dtype).unsqueeze(-1)).squeeze(-1)  # [T, m*S]
+        more = more.to(logits.dtype).masked_fill(~ok, float("-inf"))
         return torch.cat([logits, more], dim=-1), torch.cat([ids, mem], dim=-1)
 
     # -- protocol --------------------------------------------------------------------
