@@ -179,7 +179,9 @@ def test_exit_scan_adds_trained_rows_and_an_identity_adapter_changes_nothing():
         assert agreement(target, seqs, {2: ExitAdapter(32)}) == agreement(target, seqs)
         moved = agreement(target, seqs, {2: random_adapter(32, 1.0)})
     assert moved[1] == agreement(target, seqs)[1]  # only layer 2 had an adapter
-    points = scan(target, tok, ["sliding windows"], max_new_tokens=6, reps=1, gammas=(1,), adapters={2: ExitAdapter(32)})
+    points = scan(
+        target, tok, ["sliding windows"], max_new_tokens=6, reps=1, gammas=(1,), adapters={2: ExitAdapter(32)}
+    )
     assert [(p.layer, p.trained) for p in points] == [(1, False), (2, False), (3, False), (2, True)]
     assert points[3].agreement == points[1].agreement
 
@@ -193,7 +195,9 @@ def test_step_view_says_whether_the_exit_is_trained():
     views = {}
     for name, adapter in (("trained", random_adapter(32, 0.3)), ("untrained", None)):
         drafter = EarlyExitDrafter(target, 2, adapter=adapter)
-        r = run(target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=3, max_new_tokens=6), drafter=drafter)
+        r = run(
+            target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=3, max_new_tokens=6), drafter=drafter
+        )
         views[name] = tokens.step_view("sliding windows", r.steps, Frame(0, VERIFY))
     assert "trained: a learned linear map A" in views["trained"]
     assert "untrained: the layer\u2019s state goes straight" in views["untrained"]
