@@ -3,7 +3,7 @@
     python -m playground bench [--preset P] [--prompts FILE] [--max-new-tokens N]
         [--gammas 2,4,8] [--temperatures 0] [--drafters prompt-lookup,...] [--dtype D[,D]]
         [--methods hf_generate,autoregressive,speculative,hf_assisted] [--repeats R]
-        [--trace off|on|both] [--rules lossless[,typical]] [--json] [--out DIR]
+        [--trace off|on|both] [--rules lossless[,block,typical]] [--json] [--out DIR]
 
 Methods, all on the same prompts and the same loaded models, in one process:
 
