@@ -450,3 +450,36 @@ def test_bench_takes_lossless_and_block_side_by_side():
         else:
             assert r["quality"] == "lossless (exact sampling)"
     assert "(block)" in bench.markdown_table(rows)
+
+
+def test_the_step_view_tells_a_block_step_as_one():
+    """Narration, table, tooltips and bars of block steps: h instead of min(1, p/q), the weight,
+    drafts kept although their own u failed, the weighted residual; every text escaped."""
+    from visual.replay import VERIFY, Frame
+    from visual.tokens import is_block_step, narration, step_view
+
+    steps = [s for r in _sampled_block_runs() for s in r.steps if s.drafted]
+    anyway = next(s for s in steps if any(d.accepted and not d.u < d.accept_prob for d in s.drafted))
+    resample = next(s for s in steps if s.correction is not None and s.correction.kind == "resample" and s.n_accepted)
+    for step in (anyway, resample):
+        assert is_block_step(step)
+        hostile = replace(step, index=0, drafted=tuple(replace(d, text="<b>x</b>") for d in step.drafted))
+        html = step_view("", [hostile], Frame(0, VERIFY))
+        assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+        assert "Block verification: the longest prefix" in html and "h (weight w)" in html
+        assert "Block verification judges every draft" in html  # the table's caption
+        assert "first rejection ends the step" not in html and "min(1, p/q) =" not in html
+    said = narration(anyway, VERIFY)
+    assert "Block verification" in said and "kept although" in said
+    html = step_view("", [replace(anyway, index=0)], Frame(0, VERIFY))
+    assert "kept anyway: a later draft passed" in html and "\u2713 kept" in html
+    html = step_view("", [replace(resample, index=0)], Frame(0, VERIFY))
+    assert "norm(max(0, w\u00b7p \u2212 q)), w = " in html and "weighted residual" in narration(resample, VERIFY)
+    # a token-rule step is told as before
+    target_logits, drafter_logits = disagreeing_tables()
+    r = run(
+        BigramLM(target_logits), LetterTokenizer(), [0], GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=8),
+        drafter=ModelDrafter(BigramLM(drafter_logits), TABLE_V), generator=seeded(0),
+    )  # fmt: skip
+    assert not any(is_block_step(s) for s in r.steps)
+    assert "Block verification" not in step_view("", list(r.steps), Frame(0, VERIFY))
