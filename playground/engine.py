@@ -8,6 +8,9 @@ One speculative step, as in Leviathan et al. (2023) / Chen et al. (2023):
   4. Correct  — after a rejection at i, sample from norm(max(0, p_i - q_i));
                 after k acceptances, sample the bonus token from p_{k+1}.
 
+Rule "block" replaces 3-4 with block verification (Sun et al., ICLR 2025;
+``playground.block_verify``): every draft judged, the longest passing prefix kept.
+
 Cache invariant (target and model drafters alike): the cache holds every
 committed token except the newest one, which is the first input of the next
 pass.  After step 3 the target cache is cropped to drop rejected drafts

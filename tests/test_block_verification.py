@@ -483,3 +483,19 @@ def test_the_step_view_tells_a_block_step_as_one():
     )  # fmt: skip
     assert not any(is_block_step(s) for s in r.steps)
     assert "Block verification" not in step_view("", list(r.steps), Frame(0, VERIFY))
+
+
+def test_the_lab_checks_block_as_a_correct_rule():
+    """The classroom lab's distribution check (tiny-random, 3-token continuations so that a
+    step judges 2 drafts jointly): no drift, read as a correct rule."""
+    from playground.lab.context import LabContext
+    from playground.lab.distribution import DistributionSettings, distribution_check
+    from playground.lab.rules import RULE_INFO, rule_choices
+
+    assert RULE_INFO["block"].category == "correct" and rule_choices()[1][1] == "block"
+    ctx = LabContext("tiny-random")
+    torch.set_num_threads(1)  # load_pair configures all cores; tiny models are fastest on one
+    settings = DistributionSettings("Once upon a time", rule="block", n_samples=800, n_tokens=3, temperature=1.0)
+    r = distribution_check(settings, ctx=ctx)
+    assert r.category == "correct" and r.p_value > 1e-3 and r.chi2_exact.p_value > 1e-3
+    assert "NOT distributed" not in r.reading

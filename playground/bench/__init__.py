@@ -32,6 +32,9 @@ Measured costs (the cost model: README, "Design notes"):
   measured_over_predicted(_steps) = decode-phase speedup over our autoregressive loop /
           predicted_speedup(_steps); the _steps ratio isolates the loop's own overhead.
 
+``--rules lossless,block`` times token and block verification side by side on the same drafts
+(block rows are chains only: tree rows always use the lossless rule).
+
 Rows are aggregated per (dtype, prompt kind, temperature, method, drafter, gamma, trace, rule):
 ms_per_token is the mean over prompts of the median over repetitions of
 end-to-end ms per new token (prefill included, as ``generate()`` is timed);
