@@ -216,6 +216,26 @@ def test_point_mass_rows_give_token_verifications_verdict():
             assert set(got[0].accept_probs) <= {0.0, 1.0}
 
 
+def test_residual_mass_shortcuts_for_point_masses_agree_with_the_dense_sum():
+    """r = Σ max(0, w·p − q) without a pass over V when p or q is a point mass (PointRows)."""
+    g = torch.Generator().manual_seed(1)
+    for _ in range(100):
+        dense = torch.softmax(torch.randn(2, V, generator=g, dtype=torch.float64) * 2, -1)  # [2, V]
+        ids = torch.randint(V, (2,), generator=g).tolist()
+        w = float(torch.rand((), generator=g))
+        for target_probs, draft_probs in (
+            (dense, PointRows(ids, V)),
+            (PointRows(ids, V), dense),
+            (PointRows(ids, V), PointRows(ids[::-1], V)),
+        ):
+            want = torch.clamp(w * _rows(target_probs)[1] - _rows(draft_probs)[1], min=0.0).sum()
+            assert block_verify.residual_mass(target_probs, draft_probs, 1, w) == pytest.approx(float(want), abs=1e-12)
+
+
+def _rows(rows):
+    return torch.stack([rows[i].double() for i in range(len(rows))]) if isinstance(rows, PointRows) else rows
+
+
 # ---------------------------------------------------------------- 3. mutants
 
 
