@@ -8,6 +8,9 @@ One speculative step, as in Leviathan et al. (2023) / Chen et al. (2023):
   4. Correct  — after a rejection at i, sample from norm(max(0, p_i - q_i));
                 after k acceptances, sample the bonus token from p_{k+1}.
 
+Rule "block" replaces 3-4 with block verification (Sun et al., ICLR 2025;
+``playground.block_verify``): every draft judged, the longest passing prefix kept.
+
 Cache invariant (target and model drafters alike): the cache holds every
 committed token except the newest one, which is the first input of the next
 pass.  After step 3 the target cache is cropped to drop rejected drafts
@@ -29,6 +32,7 @@ from typing import Any
 
 import torch
 
+from playground import block_verify as block
 from playground.drafters.base import Draft, Drafter, TargetState
 from playground.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.rows import PointRows
@@ -54,11 +58,12 @@ MODES = ("speculative", "autoregressive")
 MAX_GAMMA = 16
 MAX_TREE_NODES = 64
 
-# Verification rules.  Only "lossless" is correct; the others exist so the
-# classroom lab (and the tests, as mutants) can show what real implementations
+# Verification rules.  "lossless" (token verification) and "block" are correct; the others
+# exist so the classroom lab (and the tests, as mutants) can show what real implementations
 # got wrong.  Each entry: (label, is_lossless).
 RULES = {
     "lossless": ("Lossless speculative sampling (correct)", True),
+    "block": ("Block verification: the drafts judged jointly, longest passing prefix kept (lossless)", True),
     "softmax-q": ("WRONG: argmax drafts verified against the drafter's softmax q (transformers #32867)", False),
     "exact-match": ("Exact match: accept iff the draft equals a fresh target sample (lossless, wastes drafts)", True),
     "target-sample": ("WRONG: after a rejection, emit a plain target sample instead of the residual", False),
@@ -99,7 +104,10 @@ class GenerationConfig:
         ):
             object.__setattr__(self, name, whole_number(name, getattr(self, name), lo, hi))
         if self.tree_nodes > 1 and self.rule != "lossless":
-            raise ValueError("tree drafts are verified with the lossless rule only")
+            raise ValueError(
+                "tree drafts are verified with the lossless rule only"
+                + (" (block verification judges a chain: set tree_nodes to 1)" if self.rule == "block" else "")
+            )
         _ = self.sampling  # builds SamplingParams, which validates temperature / top_k / top_p
 
     @property
@@ -112,14 +120,18 @@ class Verdict:
     """The outcome of steps 3-4 for one verify pass (0-based positions)."""
 
     n_accepted: int
-    accepted: tuple[bool, ...]  # one per judged draft (judging stops at the first rejection)
+    accepted: tuple[bool, ...]  # one per judged draft (token rules stop at the first rejection; "block" judges all)
     us: tuple[float | None, ...]  # the uniform draw per judged draft (None for rules that use none)
-    rejected_at: int | None
+    rejected_at: int | None  # the first draft not kept
     eos_accepted: bool  # an accepted draft was EOS: the step ends without a correction
     correction_kind: str | None  # "resample" | "bonus" | "target" | None
     correction_row: int | None  # row of target_probs the correction belongs to
     correction_dist: torch.Tensor | None  # [V] the distribution it was drawn from
     correction_token: int | None
+    # "block" only, one per judged draft: h_i, what its u was compared with (None: min(1, p/q)),
+    # and the weight w_i carried along the block.
+    accept_probs: tuple[float, ...] | None = None
+    weights: tuple[float, ...] | None = None
 
 
 def verify(
@@ -137,8 +149,11 @@ def verify(
     3. Accept d_i iff u_i < min(1, p_i(d_i) / q_i(d_i)), left to right, stopping at the
        first rejection.  4. After a rejection at i, draw from norm(max(0, p_i - q_i));
     after k acceptances, draw the bonus from p_{k+1}.  ``rule`` swaps in the
-    teaching variants listed in RULES (all but "lossless" and "exact-match" are wrong).
+    teaching variants listed in RULES (all but "lossless", "block" and "exact-match" are
+    wrong); "block" judges the drafts jointly (``_verify_block``).
     """
+    if rule == "block":
+        return _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw)
     k = len(drafts)
     accepted: list[bool] = []
     us: list[float | None] = []
@@ -184,6 +199,28 @@ def verify(
         dist = target_probs[row]  # [V]
         token = draw(dist)
     return Verdict(n_acc, tuple(accepted), tuple(us), rejected_at, False, kind, row, dist, int(token))
+
+
+def _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw) -> Verdict:
+    """Block verification (``playground.block_verify``): one η per draft, all of them
+    judged, the longest prefix whose last η_i < h_i kept, then one token.
+
+    The block ends at the first EOS draft (the drafter stops there too): drafts after it
+    are not judged, and keeping it ends the step without a correction, as in token
+    verification.  Cutting a block where the drafts themselves say so keeps it lossless:
+    it is the same as padding it with drafts drawn from p, whose h are all 0."""
+    cut = next((i + 1 for i, tok in enumerate(drafts) if tok in eos), len(drafts))
+    drafts = drafts[:cut]
+    terms = block.block_terms(drafts, draft_probs, target_probs)
+    etas = [uniform() for _ in drafts]
+    tau = block.kept_length(etas, terms.accept_probs)
+    accepted = tuple(i < tau for i in range(cut))
+    shown = dict(accept_probs=terms.accept_probs, weights=terms.weights[1:])
+    if tau and drafts[tau - 1] in eos:
+        return Verdict(tau, accepted, tuple(etas), None, True, None, None, None, None, **shown)
+    row, kind, dist = block.block_correction(target_probs, draft_probs, tau, terms.weights)
+    rejected_at = tau if tau < cut else None
+    return Verdict(tau, accepted, tuple(etas), rejected_at, False, kind, row, dist, int(draw(dist)), **shown)
 
 
 @dataclass
@@ -303,11 +340,14 @@ class _ChainRows:
 def _chain_decisions(
     rows: _ChainRows, verdict: Verdict, committed: list[int], texts, top_n: int
 ) -> list[DraftDecision]:
-    """One DraftDecision per draft: p, q, p/q, u and the verdict (unjudged after a rejection)."""
+    """One DraftDecision per draft: p, q, p/q, u and the verdict (unjudged after a rejection).
+
+    Block steps record the h_i each u was compared with as accept_prob, and the weight w_i."""
     decisions = []
     for j, tok in enumerate(rows.drafts):
         p, q = float(rows.target_probs[j, tok]), float(rows.draft_probs[j, tok])
         judged = j < len(verdict.accepted)
+        block_h = judged and verdict.accept_probs is not None
         decisions.append(
             DraftDecision(
                 position=j + 1,
@@ -316,12 +356,13 @@ def _chain_decisions(
                 draft_prob=q,
                 target_prob=p,
                 ratio=(p / q) if q > 0 else None,
-                accept_prob=acceptance_prob(p, q),
+                accept_prob=verdict.accept_probs[j] if block_h else acceptance_prob(p, q),
                 u=verdict.us[j] if judged else None,
                 judged=judged,
                 accepted=judged and verdict.accepted[j],
                 target_top=_row_top(rows.target_probs, j, top_n, texts, rows.t_points[j]),
                 draft_top=_row_top(rows.draft_probs, j, top_n, texts, rows.d_points[j]),
+                weight=verdict.weights[j] if block_h and verdict.weights is not None else None,
             )
         )
     return decisions

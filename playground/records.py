@@ -31,7 +31,10 @@ class DraftDecision:
 
     position is 1-based within the step.  accept_prob = min(1, p/q); the
     token was accepted iff u < accept_prob.  Positions after the first
-    rejection were drafted but never judged: judged=False, u=None.  In a tree
+    rejection were drafted but never judged: judged=False, u=None.  Block
+    verification (rule "block") judges every draft: accept_prob is then h_i,
+    ``weight`` is w_i, and accepted means "inside the longest prefix whose last
+    u < h", so a kept draft may have u >= accept_prob.  In a tree
     step, p is the residual the draft was judged against (the target's p for the
     first sibling tried, norm(max(0, r - q)) after each rejected sibling).
     """
@@ -56,6 +59,9 @@ class DraftDecision:
     # rejection left, the r the next sibling (or the resample) was judged against.  Empty
     # otherwise, and in traces written before it was recorded.
     residual_top: tuple[Candidate, ...] = ()
+    # Block verification only: the weight w_i = min(1, w_{i-1}·p/q) carried along the block
+    # (``playground.block_verify``).  None for every other rule, and in older traces.
+    weight: float | None = None
 
 
 @dataclass(frozen=True)

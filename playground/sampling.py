@@ -136,11 +136,14 @@ def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor)
     target_probs, draft_probs: [V] -> [V].  If the residual's mass underflows
     (p == q up to rounding, which only happens when rejection had ~zero
     probability), fall back to the target distribution: no NaN, still lossless.
+    Rows come back as float32, float64 ones as float64 (the exact-enumeration tests).
     """
-    residual = torch.clamp(target_probs.float() - draft_probs.float(), min=0.0)
+    p = target_probs if target_probs.dtype == torch.float64 else target_probs.float()
+    q = draft_probs if draft_probs.dtype == torch.float64 else draft_probs.float()
+    residual = torch.clamp(p - q, min=0.0)
     mass = float(residual.sum())
     if mass <= 1e-12:
-        return target_probs.float() / target_probs.float().sum()
+        return p / p.sum()
     return residual / mass
 
 

@@ -389,7 +389,7 @@ def _check_drafts(drafted: Sequence[DraftDecision], w: str, tree: bool) -> list[
             _need(d.position == depth[j], wd, "position", f"must be {depth[j]} (the draft's depth)", d.position)
         else:
             _need(d.position == j + 1, wd, "position", f"must be {j + 1} (drafts are numbered from 1)", d.position)
-        if not (_prob(d.draft_prob) and _prob(d.target_prob) and _prob(d.accept_prob) and _prob(d.u)):
+        if not all(_prob(x) for x in (d.draft_prob, d.target_prob, d.accept_prob, d.u, d.weight)):
             raise TraceImportError(f"{wd}: a probability is outside [0, 1]")
         _need(0 <= d.token_id <= MAX_TOKEN_ID, wd, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", d.token_id)
         _need(_in_range(d.ratio, 0.0, math.inf), wd, "ratio", "must be >= 0 (p/q) or null", d.ratio)

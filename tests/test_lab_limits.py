@@ -181,7 +181,7 @@ def test_compare_all_rules_has_one_budget_and_names_the_rules_it_skipped():
     _, _, _, history, status = outs
     torch.set_num_threads(1)
     assert len(history) == 1 and history[0].rule == "lossless" and history[0].partial
-    assert "1 of 6 rules checked" in status and "not checked: softmax-q" in status and "typical" in status
+    assert "1 of 7 rules checked" in status and "not checked: block, softmax-q" in status and "typical" in status
 
 
 def test_equality_check_stops_and_compares_what_both_runs_produced(ctx):

@@ -21,6 +21,10 @@ The narration is an ``aria-live`` status region.
 
 The drafter's own box under the table (MTP, early exit, another tokenizer) is
 rendered by ``visual.drafter_info``; this module only places it.
+
+Block-verified steps (rule "block", ``playground.block_verify``; their drafts carry a
+weight w) are told differently: every draft is judged, u is compared with h instead of
+min(1, p/q), and a draft can be kept with u >= h because a later draft passed.
 """
 
 from __future__ import annotations
@@ -57,6 +61,16 @@ LEGEND = (
 DRAFTER_NAMES = {k.name: k.label for k in DRAFTER_KINDS.values()}
 CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
 PROMPT_TAIL_CHARS = 600
+BLOCK_RULE = (
+    "Block verification: the longest prefix whose last draft has u < h was kept (h mixes the weight w carried along "
+    "the block with the residual mass at that position), so a draft can be kept with u \u2265 h when a later "
+    "draft passed."
+)
+
+
+def is_block_step(step: StepRecord) -> bool:
+    """The step was block-verified: its judged drafts carry the weight w."""
+    return any(d.weight is not None for d in step.drafted)
 
 
 # --------------------------------------------------------------------------- chips
@@ -82,7 +96,11 @@ def chip(text: str, state: str, tip: Sequence[str] = (), anim: str | None = None
 
 def _draft_tip(d: DraftDecision, judged_view: bool) -> list[str]:
     lines = [f"draft #{d.position}, token id {d.token_id}", f"q(x) drafter = {num(d.draft_prob)}"]
-    if judged_view:
+    if judged_view and d.weight is not None:
+        lines.append(f"p(x) target = {num(d.target_prob)}")
+        lines.append(f"p/q = {num(_ratio(d))}, weight w = {num(d.weight)}, h = {num(d.accept_prob)}")
+        lines.append(_block_outcome(d))
+    elif judged_view:
         lines.append(f"p(x) target = {num(d.target_prob)}")
         lines.append(f"p/q = {num(_ratio(d))}, min(1, p/q) = {num(d.accept_prob)}")
         if d.judged and d.u is not None:
@@ -93,6 +111,21 @@ def _draft_tip(d: DraftDecision, judged_view: bool) -> list[str]:
     else:
         lines.append("waiting for the target's verify pass")
     return lines
+
+
+def _block_why(d: DraftDecision) -> str:
+    """The verdict on a judged, block-verified draft, in words."""
+    if d.accepted:
+        return "kept" if d.u < d.accept_prob else "kept anyway: a later draft passed"
+    return "rejected: no later draft passed either"
+
+
+def _block_outcome(d: DraftDecision) -> str:
+    """'u = 0.91 ≥ h = 0.23 → kept anyway: a later draft passed' (a block-verified draft)."""
+    if d.u is None:
+        return "not judged: the block ended at an earlier end-of-sequence draft"
+    rel = "<" if d.u < d.accept_prob else "\u2265"
+    return f"u = {num(d.u)} {rel} h = {num(d.accept_prob)} \u2192 {_block_why(d)}"
 
 
 def _correction_tip(c: Correction) -> list[str]:
@@ -188,14 +221,17 @@ def number_line(d: DraftDecision) -> str:
     a = max(0.0, min(1.0, d.accept_prob))
     acc = f'<span class="nl__acc" style="width:{100 * a:.1f}%"></span>'
     thr = f'<span class="nl__thr" style="left:{100 * a:.1f}%"></span>'
+    name = "min(1, p/q)" if d.weight is None else "h"
     if d.u is None:
         marker = ""
-        label = f"min(1, p/q) = {num(a)}; not judged, no u drawn"
+        label = f"{name} = {num(a)}; not judged, no u drawn"
     else:
         u = max(0.0, min(1.0, d.u))
         side = "acc" if d.accepted else "rej"
         marker = f'<span class="nl__u nl__u--{side}" style="left:{100 * u:.1f}%" aria-hidden="true">\u25bc</span>'
-        label = f"u = {num(d.u)} landed {'below' if d.accepted else 'at or above'} min(1, p/q) = {num(a)}: {'accepted' if d.accepted else 'rejected'}"
+        below = d.u < d.accept_prob
+        why = ("accepted" if d.accepted else "rejected") if d.weight is None else _block_why(d)
+        label = f"u = {num(d.u)} landed {'below' if below else 'at or above'} {name} = {num(a)}: {why}"
     return (
         f'<span class="nl" role="img" aria-label="{esc(label)}">{acc}{thr}{marker}</span>'
         f'<span class="nl__scale" aria-hidden="true"><span>0</span><span>1</span></span>'
@@ -205,6 +241,11 @@ def number_line(d: DraftDecision) -> str:
 def verdict(d: DraftDecision) -> str:
     if not d.judged:
         return '<span class="verdict verdict--discarded">\u2298 not judged</span>'
+    if d.weight is not None and d.accepted and not d.u < d.accept_prob:
+        return (
+            f'<span class="verdict verdict--accepted">\u2713 kept <small>(u \u2265 {num(d.accept_prob)}, '
+            "a later draft passed)</small></span>"
+        )
     if d.accepted:
         return f'<span class="verdict verdict--accepted">\u2713 accepted <small>(u &lt; {num(d.accept_prob)})</small></span>'
     return (
@@ -222,6 +263,8 @@ def draft_sentence(d: DraftDecision) -> str:
         ratio = f"ratio {num(r, 2)} \u2265 1"
     else:
         ratio = f"ratio {num(r, 2)} < 1"
+    if d.weight is not None:
+        return f"{head}, {ratio}, weight w = {num(d.weight)}; {_block_outcome(d)}."
     if not d.judged:
         return f"{head}, {ratio} \u2192 not judged: an earlier draft was already rejected."
     if r is not None and r >= 1:
@@ -236,17 +279,20 @@ def step_table(step: StepRecord, phase: str) -> str:
     if not step.drafted:
         return ""
     judged_view = phase == VERIFY
+    block = is_block_step(step)
     head = (
         "<tr><th scope=col>#</th><th scope=col>draft token</th><th scope=col>q(x) drafter</th>"
-        "<th scope=col>p(x) target</th><th scope=col>p/q</th><th scope=col>min(1, p/q)</th>"
+        "<th scope=col>p(x) target</th><th scope=col>p/q</th>"
+        f"<th scope=col>{'h (weight w)' if block else 'min(1, p/q)'}</th>"
         "<th scope=col>u on [0, 1)</th><th scope=col>verdict</th></tr>"
     )
     rows = []
     for d in step.drafted:
         tok = f'<code class="tok">{token_html(d.text)}</code>'
         if judged_view:
+            h = num(d.accept_prob) + (f" <small>(w {num(d.weight)})</small>" if d.weight is not None else "")
             cells = (
-                f"<td>{num(d.target_prob)}</td><td>{num(_ratio(d), 2)}</td><td>{num(d.accept_prob)}</td>"
+                f"<td>{num(d.target_prob)}</td><td>{num(_ratio(d), 2)}</td><td>{h}</td>"
                 f"<td>{number_line(d)}</td><td>{verdict(d)}</td>"
             )
             rclass = "accepted" if d.accepted else ("rejected" if d.judged else "discarded")
@@ -257,11 +303,15 @@ def step_table(step: StepRecord, phase: str) -> str:
             f'<tr class="row--{rclass}" title="{esc(draft_sentence(d) if judged_view else "")}">'
             f"<td>{d.position}</td><td>{tok}</td><td>{num(d.draft_prob)}</td>{cells}</tr>"
         )
-    caption = (
-        "Each draft is accepted iff u &lt; min(1, p/q); the first rejection ends the step."
-        if judged_view
-        else "The drafter proposed these tokens; q(x) is the probability it drew each one with."
-    )
+    if not judged_view:
+        caption = "The drafter proposed these tokens; q(x) is the probability it drew each one with."
+    elif block:
+        caption = esc(
+            "Block verification judges every draft, each with its own u (the paper's \u03b7), against h "
+            "instead of min(1, p/q); the kept prefix ends at the last draft with u < h."
+        )
+    else:
+        caption = "Each draft is accepted iff u &lt; min(1, p/q); the first rejection ends the step."
     return (
         f'<table class="steptable" aria-label="Drafted tokens of step {step.index + 1}">'
         f"<caption>{caption}</caption><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
@@ -296,6 +346,8 @@ def distribution_panel(step: StepRecord) -> str:
             "of p (the bars at the branching point above show it sibling by sibling); the target draws from the "
             "remainder, renormalised. This is what keeps the output distribution exactly p with several siblings."
         )
+    elif c.kind == "resample" and is_block_step(step):
+        parts, note = _block_resample_bars(step, c, pick)
     elif c.kind == "resample":
         rejected = next((d for d in step.drafted if d.judged and not d.accepted), None)
         rej_id = rejected.token_id if rejected else None
@@ -329,6 +381,38 @@ def distribution_panel(step: StepRecord) -> str:
     return f'<div class="dists">{"".join(parts)}</div><p class="dists__note">{note}</p>'
 
 
+def _block_resample_bars(step: StepRecord, c: Correction, pick) -> tuple[list[str], str]:
+    """Bars and note of a block step's correction after τ < γ kept drafts."""
+    first_out = next((d for d in step.drafted if d.judged and not d.accepted), None)
+    rej_id = first_out.token_id if first_out else None
+    kept = [d for d in step.drafted if d.accepted]
+    w = kept[-1].weight if kept and kept[-1].weight is not None else 1.0
+    parts = [
+        _bars(
+            f"target p at position {c.position}",
+            c.target_top,
+            c.token_id,
+            "resampled",
+            rej_id,
+            (c.token_id, c.text, c.target_prob),
+        ),
+        _bars(f"drafter q at position {c.position}", c.draft_top, c.token_id, "resampled", rej_id)
+        if c.draft_top
+        else "",
+        _bars(
+            f"residual norm(max(0, w\u00b7p \u2212 q)), w = {num(w)}", c.distribution_top, c.token_id, "resampled",
+            None, pick,
+        ),
+    ]  # fmt: skip
+    note = (
+        f"The kept prefix ended after {len(kept)} draft{'s' if len(kept) != 1 else ''}, so the target draws from "
+        "the residual max(0, w\u00b7p \u2212 q), renormalised, where w is the weight the block carried to "
+        "this position (w = 1 at the first position: the usual residual max(0, p \u2212 q)). Scaling p by w "
+        "accounts for the drafts before it that were kept; this is what keeps block verification exact."
+    )
+    return parts, esc(note)
+
+
 # --------------------------------------------------------------------------- narration
 
 
@@ -353,6 +437,8 @@ def narration(step: StepRecord, phase: str) -> str:
         what = f"the target produced {quoted(c.text)} itself (p = {num(c.prob)})" if c else "nothing was produced"
         why = "" if step.mode == "autoregressive" else " (no draft this step)"
         return f"Step {n}{why}: {what}{tail}"
+    if is_block_step(step):
+        return _block_narration(step, n, c, tail)
     acc = [d for d in step.drafted if d.accepted]
     rej = next((d for d in step.drafted if d.judged and not d.accepted), None)
     parts = [f"Step {n}: "]
@@ -373,6 +459,26 @@ def narration(step: StepRecord, phase: str) -> str:
                 parts.append(f" and resampled {quoted(c.text)} from the residual")
         elif c is None:
             parts.append("and stopped")
+    return "".join(parts) + tail
+
+
+def _block_narration(step: StepRecord, n: int, c: Correction | None, tail: str) -> str:
+    """The sentence of a block-verified step (plain text, not escaped)."""
+    k = len(step.drafted)
+    kept = [d for d in step.drafted if d.accepted]
+    anyway = [d for d in kept if not d.u < d.accept_prob]
+    parts = [f"Step {n}: {BLOCK_RULE} It kept {len(kept)} of {k} drafts"]
+    if kept:
+        parts.append(f" ({', '.join(quoted(d.text) for d in kept)})")
+    if anyway:
+        parts.append(
+            f"; {', '.join(quoted(d.text) for d in anyway)} kept although "
+            f"{'its own u was' if len(anyway) == 1 else 'their own u were'} not below h"
+        )
+    if c is not None and c.kind == "bonus":
+        parts.append(f", and the target added the bonus token {quoted(c.text)} drawn from p at position {c.position}")
+    elif c is not None and c.kind == "resample":
+        parts.append(f", and resampled {quoted(c.text)} from the weighted residual norm(max(0, w\u00b7p \u2212 q))")
     return "".join(parts) + tail
 
 

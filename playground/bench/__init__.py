@@ -3,7 +3,7 @@
     python -m playground bench [--preset P] [--prompts FILE] [--max-new-tokens N]
         [--gammas 2,4,8] [--temperatures 0] [--drafters prompt-lookup,...] [--dtype D[,D]]
         [--methods hf_generate,autoregressive,speculative,hf_assisted] [--repeats R]
-        [--trace off|on|both] [--rules lossless[,typical]] [--json] [--out DIR]
+        [--trace off|on|both] [--rules lossless[,block,typical]] [--json] [--out DIR]
 
 Methods, all on the same prompts and the same loaded models, in one process:
 
@@ -31,6 +31,9 @@ Measured costs (the cost model: README, "Design notes"):
           step vary for prompt lookup): tokens per target call / (drafted per step * c + v(k)).
   measured_over_predicted(_steps) = decode-phase speedup over our autoregressive loop /
           predicted_speedup(_steps); the _steps ratio isolates the loop's own overhead.
+
+``--rules lossless,block`` times token and block verification side by side on the same drafts
+(block rows are chains only: tree rows always use the lossless rule).
 
 Rows are aggregated per (dtype, prompt kind, temperature, method, drafter, gamma, trace, rule):
 ms_per_token is the mean over prompts of the median over repetitions of

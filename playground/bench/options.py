@@ -15,8 +15,8 @@ from playground.drafters.registry import KINDS as DRAFTER_KINDS
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "bench_prompts.json"
 METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
-RULES = ("lossless", "exact-match", "typical")  # verification rules worth timing
-LOSSLESS_RULES = ("lossless", "exact-match")
+RULES = ("lossless", "block", "exact-match", "typical")  # verification rules worth timing
+LOSSLESS_RULES = ("lossless", "block", "exact-match")
 TRACE_MODES = ("off", "on", "both")
 BRANCHING = tuple(k.name for k in DRAFTER_KINDS.values() if k.branches)  # drafters with propose_tree
 

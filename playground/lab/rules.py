@@ -1,6 +1,6 @@
 """The verification rules as the lab presents them: a label, a category, what it does, what to expect.
 
-One ``RuleInfo`` per rule of ``engine.RULES`` (the correct one, three wrong on purpose,
+One ``RuleInfo`` per rule of ``engine.RULES`` (two correct ones, three wrong on purpose,
 one wasteful, one lossy), the selector's choices (``rule_choices``) and ``DEFAULT_RULE``.
 This module does not implement any rule (``playground.engine`` does) or run anything.
 """
@@ -29,6 +29,18 @@ RULE_INFO: dict[str, RuleInfo] = {
         "Accept d with probability min(1, p(d)/q(d)); after a rejection resample from norm(max(0, p − q)); "
         "after all drafts, a bonus token from p at position γ+1.",
         "No drift: the speculative histogram matches the target's up to sampling noise.",
+    ),
+    "block": RuleInfo(
+        "block",
+        "✓ Correct: block verification — the drafts judged jointly (Sun et al., ICLR 2025)",
+        "correct",
+        "Every draft gets its own u; keep the longest prefix whose last draft has u < h, where h mixes the "
+        "weight w = min(1, w·p/q) carried along the block with the residual mass left at that position "
+        "(a draft can be kept although its own u failed). Then resample from norm(max(0, w·p − q)), or the "
+        "bonus after the whole block.",
+        "No drift, like the token-by-token rule, and at least as many drafts kept on average: compare "
+        "tokens/pass (vs correct) with the first rule's. Its acceptance counts every draft as judged, the "
+        "token-by-token rule's only those before the first rejection.",
     ),
     "softmax-q": RuleInfo(
         "softmax-q",
@@ -76,5 +88,5 @@ DEFAULT_RULE = "lossless"
 
 
 def rule_choices() -> list[tuple[str, str]]:
-    """(label, key) pairs for a selector; the correct rule first (and the default)."""
+    """(label, key) pairs for a selector; the correct rules first (the default first of all)."""
     return [(info.label, key) for key, info in RULE_INFO.items()]
