@@ -40,7 +40,7 @@ def _playground(cfg, warmup=None):
     outputs = [tab.components[k] for k in LINK_KEYS]
 
     def wire(demo: gr.Blocks) -> None:
-        # A teacher's link (?preset=..&prompt=..&gamma=..&temperature=..&seed=.. or ?classroom=..)
+        # A teacher's link (?preset=..&prompt=..&gamma=..&temperature=..&seed=..&verification=.. or ?classroom=..)
         # prefills the Playground; invalid values are ignored (validated in visual.share).
         def on_load(request: gr.Request):
             return tab.link_updates(prefill_from_query(request, cfg))

@@ -31,6 +31,27 @@ def temperature(value, max_temperature: float) -> float:
     return value
 
 
+# The verification rules a visitor can choose (engine names; ``playground.engine.RULES`` has
+# every rule, the lab's wrong ones included).  Block verification judges a chain of drafts.
+VERIFICATION_RULES = ("lossless", "block")
+
+
+def verification(rule, tree_nodes: int = 1) -> str:
+    """A rule of ``VERIFICATION_RULES`` that suits the draft shape: block verification needs a chain."""
+    if rule not in VERIFICATION_RULES:
+        raise ValueError(
+            f"verification must be one of {', '.join(VERIFICATION_RULES)}, got {excerpt(rule)!r}"
+            if isinstance(rule, str)
+            else f"verification must be one of {', '.join(VERIFICATION_RULES)}, got {type(rule).__name__}"
+        )
+    if rule == "block" and tree_nodes != 1:
+        raise ValueError(
+            "block verification judges a chain of drafts, not a tree: set the draft tree nodes to 1, "
+            "or choose token verification"
+        )
+    return rule
+
+
 def number(name: str, value, lo: float, hi: float) -> float:
     """A finite number (not a bool) in [lo, hi], as a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -231,6 +231,121 @@ def test_check_params_messages(tiny_default):
     assert errs["temperature"].startswith("temperature must be a finite number")
 
 
+# ---------------------------------------------------------------------------- the verification rule
+
+
+def test_verification_control_defaults_to_token_verification():
+    """The Playground has a Verification radio (token verification by default) and Run passes it on."""
+    import gradio as gr
+
+    from visual.playground_tab import VERIFICATION, build_playground_tab
+
+    with gr.Blocks() as demo:
+        tab = build_playground_tab()
+    radio = tab.components["verification"]
+    assert isinstance(radio, gr.Radio) and radio.value == "lossless"
+    assert [tuple(ch) for ch in radio.choices] == [
+        ("Token verification (Leviathan et al.)", "lossless"),
+        ("Block verification (Sun et al. 2025)", "block"),
+    ]
+    assert list(VERIFICATION) == ["lossless", "block"] and "temperature 0" in radio.info
+    radio_id, run_id = radio._id, tab.components["run"]._id
+    deps = demo.get_config_file()["dependencies"]
+    run_deps = [d for d in deps if any(t[0] == run_id for t in d["targets"])]
+    heavy = [d for d in deps if d.get("trigger_after") in {r["id"] for r in run_deps}]
+    assert any(radio_id in d["inputs"] for d in run_deps)  # the validator sees it
+    assert heavy and all(d["inputs"][-1] == radio_id for d in heavy)  # the run handler's last input
+
+
+def _spy_on_api(monkeypatch):
+    """Record the keyword arguments of every ``playground.api.stream_generate`` call."""
+    import playground.api
+
+    calls = []
+    real = playground.api.stream_generate
+
+    def spy(prompt, **kwargs):
+        calls.append(kwargs)
+        return real(prompt, **kwargs)
+
+    monkeypatch.setattr(playground.api, "stream_generate", spy)
+    return calls
+
+
+def test_block_verification_run_gives_block_steps_and_the_greedy_output(tiny_default, monkeypatch):
+    """verification=block: block-verified steps (every judged draft carries its weight w), the
+    greedy tokens of token verification, the rule in the trace, the export and the stats card;
+    the race's autoregressive run is asked for no rule."""
+    import json
+
+    from visual.tokens import is_block_step
+
+    token = _run(tiny_default, calibrate=False, temperature=0.0, max_new_tokens=12)[-1][0]
+    calls = _spy_on_api(monkeypatch)
+    outs = _run(tiny_default, mode="Race", temperature=0.0, max_new_tokens=12, tree_nodes=1, verification="block")
+    final = outs[-1][0]
+    assert final["error"] is None and final["rule"] == "block" and token["rule"] == "lossless"
+    steps = final["spec_steps"]
+    assert any(s.drafted for s in steps)
+    assert all(is_block_step(s) for s in steps if any(d.judged for d in s.drafted))
+    assert all(d.weight is not None for s in steps for d in s.drafted if d.judged)
+    assert not any(is_block_step(s) for s in token["spec_steps"])
+    assert final["spec"].token_ids == token["spec"].token_ids == final["ar"].token_ids  # point masses: same tokens
+    assert final["spec"].config["rule"] == "block" and token["spec"].config["rule"] == "lossless"
+    spec_call, ar_call = calls
+    assert spec_call["mode"] == "speculative" and spec_call["rule"] == "block" and spec_call["tree_nodes"] == 1
+    assert ar_call["mode"] == "autoregressive" and "rule" not in ar_call and "tree_nodes" not in ar_call
+    exported = json.loads(Path(outs[-1][9].value["path"]).read_text(encoding="utf-8"))
+    assert exported["config"]["rule"] == "block"
+    assert "Block verification (Sun et al. 2025)" in outs[-1][7]  # the stats card's note
+    assert "block verification judges every draft" in outs[-1][7]
+
+
+def test_block_verification_of_a_tree_gets_a_clear_message(tiny_default):
+    import gradio as gr
+
+    from visual import playground_tab as pt
+
+    with pytest.raises(gr.Error, match="Block verification judges a chain of drafts, not a tree: set the draft tree"):
+        _run(tiny_default, tree_nodes=4, verification="block")
+    choices = pt.preset_choices(tiny_default)
+    args = (tiny_default, choices, "hi", "tiny-random", "model", 4, 0.0, 0, 1.0, 0, 16)
+    assert pt.check_params(*args, 1, "block") == {} and pt.check_params(*args, 4, "lossless") == {}
+    errs = pt.check_params(*args, 4, "block")
+    assert set(errs) == {"verification"} and errs["verification"].startswith("Block verification judges a chain")
+    errs = pt.check_params(*args, 0, "typical")  # a lab-only rule is not offered here
+    assert set(errs) == {"tree_nodes", "verification"} and "lossless, block" in errs["verification"]
+
+
+def test_a_shared_link_can_preselect_block_verification():
+    """?verification=block selects it (and a chain); a bad value is ignored with a reason, the
+    control keeps token verification; share_query writes it only when it is not the default."""
+    import gradio as gr
+
+    from visual.playground_tab import LINK_KEYS, build_playground_tab
+    from visual.share import share_query, validate_query
+
+    with gr.Blocks():
+        tab = build_playground_tab()
+    pf = validate_query({"verification": "block", "gamma": "3"})
+    assert pf.verification == "block" and pf.errors == () and pf.values() == {"gamma": 3, "verification": "block"}
+    ups = dict(zip(LINK_KEYS, tab.link_updates(pf), strict=True))
+    assert ups["verification"]["value"] == "block" and ups["gamma"]["value"] == 3
+    assert ups["tree_nodes"] == gr.skip()  # no preset in the link: its settings stay
+    ups = dict(zip(LINK_KEYS, tab.link_updates(validate_query({"verification": "BLOCK", "preset": "tiny-random"}))))
+    assert ups["verification"]["value"] == "block" and ups["tree_nodes"].value == 1
+    assert validate_query({"verification": "token"}).verification == "lossless"
+    for bad in ("typical", "<script>", "x" * 200):
+        pf = validate_query({"verification": bad, "seed": "5"})
+        assert pf.verification is None and pf.values() == {"seed": 5}
+        assert any("verification must be one of: lossless, block" in e for e in pf.errors), pf.errors
+        assert all(len(e) < 120 for e in pf.errors)  # only an excerpt of the link's text
+        ups = dict(zip(LINK_KEYS, tab.link_updates(pf), strict=True))
+        assert ups["verification"] == gr.skip() and ups["seed"]["value"] == 5
+    assert share_query(gamma=3, verification="lossless") == "?gamma=3"
+    assert validate_query({"verification": share_query(verification="block").split("=")[1]}).verification == "block"
+
+
 def test_replay_handlers_walk_the_frames(tiny_default):
     from visual import playground_tab as pt
     from visual.replay import frame_count

@@ -23,15 +23,24 @@ import gradio as gr
 
 from playground.config import AppConfig
 from playground.device import on_zero_gpu
+from playground.engine import MAX_TREE_NODES
 from playground.models import ModelUnavailable
 from playground.records import StepRecord
 from playground.trace_cache import TraceCache, describe_replay
+from playground.validate import VERIFICATION_RULES
 from playground.validate import temperature as check_temperature
+from playground.validate import verification as check_verification
 from visual import charts, stats, tables
 from visual.fmt import esc
 from visual.presets import PresetChoice
 
 MODES = {"Speculative": "speculative", "Race": "race"}
+# The Verification control's choices: engine rule -> label (the control's values are the rules)
+VERIFICATION = {
+    "lossless": "Token verification (Leviathan et al.)",
+    "block": "Block verification (Sun et al. 2025)",
+}
+assert tuple(VERIFICATION) == VERIFICATION_RULES
 DTYPE_DEFAULT = "preset default"
 CALIBRATION_TOKENS = 8
 CHART_EVERY_S = 1.0  # throttle for live chart updates during generation
@@ -57,8 +66,13 @@ def check_params(
     top_p,
     seed,
     max_new_tokens,
+    tree_nodes=None,
+    verification="lossless",
 ) -> dict[str, str]:
-    """Clear messages for bad inputs, keyed by parameter name (empty dict = all good)."""
+    """Clear messages for bad inputs, keyed by parameter name (empty dict = all good).
+
+    ``tree_nodes`` None: not checked (the preset's own); ``verification`` is an engine rule of
+    ``VERIFICATION`` (block verification judges a chain: it refuses tree_nodes > 1)."""
     lim = cfg.limits
     errs: dict[str, str] = {}
     if not isinstance(prompt, str) or not prompt.strip():
@@ -94,6 +108,13 @@ def check_params(
         errs["top_p"] = f"top_p must be in (0, 1], got {top_p}."
     integer("seed", seed, 0, 2**63 - 1)
     integer("max_new_tokens", max_new_tokens, 1, lim.max_new_tokens)
+    if tree_nodes is not None:
+        integer("tree_nodes", tree_nodes, 1, MAX_TREE_NODES, " (1 = a chain)")
+    try:
+        check_verification(verification, tree_nodes if "tree_nodes" not in errs and tree_nodes is not None else 1)
+    except ValueError as exc:
+        msg = str(exc)
+        errs["verification"] = msg[0].upper() + msg[1:] + "."
     return errs
 
 
@@ -111,6 +132,7 @@ class RunState:
     gamma: int = 0
     mode: str = "speculative"
     temperature: float = 0.0
+    rule: str = "lossless"  # the speculative run's verification rule (an engine rule of VERIFICATION)
     spec_steps: tuple[StepRecord, ...] = ()
     spec: Any = None  # GenerationResult of the speculative run
     ar_steps: tuple[StepRecord, ...] = ()
@@ -168,9 +190,12 @@ class _RunRequest:
     max_new_tokens: int
     dtype: str | None
     tree_nodes: int
+    rule: str = "lossless"  # verification of the speculative run (the autoregressive runs verify nothing)
 
     def engine_kwargs(self, **overrides) -> dict[str, Any]:
-        """``playground.api`` keyword arguments shared by the speculative, race and calibration runs."""
+        """``playground.api`` keyword arguments shared by the speculative, race and calibration runs
+        (the speculative run adds its ``tree_nodes`` and ``rule``: the autoregressive runs have none,
+        and leaving them out keeps their trace-cache key the same whatever the rule)."""
         kwargs = dict(
             preset=self.preset,
             drafter=self.drafter,
@@ -224,7 +249,11 @@ def _stats_html(trace: dict) -> str:
         calibration=trace["calibration"],
     )
     return stats.stats_card(
-        m, race=trace["mode"] == "race", running=not trace["done"], temperature=trace["temperature"]
+        m,
+        race=trace["mode"] == "race",
+        running=not trace["done"],
+        temperature=trace["temperature"],
+        rule=trace.get("rule", "lossless"),
     )
 
 
@@ -350,7 +379,7 @@ class _Generation:
             mode="speculative",
             progress=self.report,
             shared=self.shared,
-            **req.engine_kwargs(tree_nodes=req.tree_nodes),
+            **req.engine_kwargs(tree_nodes=req.tree_nodes, rule=req.rule),
         ):
             if isinstance(item, StepRecord):
                 steps.append(item)
@@ -406,9 +435,26 @@ def _request(
     mode,
     calibrate,
     tree_nodes,
+    verification="lossless",
 ) -> _RunRequest:
     """Check the settings (a gr.Error with every message) and normalise them."""
-    errs = check_params(cfg, choices, prompt, preset, drafter, gamma, temperature, top_k, top_p, seed, max_new_tokens)
+    tree_nodes = 1 if tree_nodes in (None, "") else tree_nodes
+    verification = verification or "lossless"
+    errs = check_params(
+        cfg,
+        choices,
+        prompt,
+        preset,
+        drafter,
+        gamma,
+        temperature,
+        top_k,
+        top_p,
+        seed,
+        max_new_tokens,
+        tree_nodes,
+        verification,
+    )
     if errs:
         raise gr.Error(" ".join(errs.values()))
     p = next(c.preset for c in choices if c.preset.name == preset)
@@ -425,7 +471,8 @@ def _request(
         seed=int(seed),
         max_new_tokens=int(max_new_tokens),
         dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
-        tree_nodes=int(tree_nodes or 1),
+        tree_nodes=int(tree_nodes),
+        rule=verification,
     )
 
 
@@ -450,6 +497,7 @@ def make_run_handler(
         mode,
         calibrate,
         tree_nodes=1,
+        verification="lossless",
         progress=gr.Progress(),
     ):
         req = _request(
@@ -468,6 +516,7 @@ def make_run_handler(
             mode,
             calibrate,
             tree_nodes,
+            verification,
         )
         state = RunState(
             run_id=(trace or {}).get("run_id") or new_run_id(),
@@ -475,6 +524,7 @@ def make_run_handler(
             gamma=req.gamma,
             mode=req.mode,
             temperature=req.temperature,
+            rule=req.rule,
             done=False,
             phase="loading",
         )

@@ -37,6 +37,7 @@ from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use 
     CALIBRATION_TOKENS,
     DTYPE_DEFAULT,
     MODES,
+    VERIFICATION,
     RunOutputs,
     RunState,
     check_params,
@@ -315,6 +316,15 @@ def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, 
         "all checked in one target pass",
         elem_id="tree-nodes",
     )
+    c["verification"] = gr.Radio(
+        [(label, rule) for rule, label in VERIFICATION.items()],
+        value="lossless",
+        label="Verification",
+        info="Token: each draft kept with probability min(1, p/q) until the first rejection. Block: the drafts "
+        "judged together and the longest passing prefix kept, at least as many per step on average (chains "
+        "only: tree nodes 1). Both are exact; at temperature 0 they give the same tokens.",
+        elem_id="verification",
+    )
     c["temperature"] = gr.Slider(
         0, lim.max_temperature, value=0.0, step=0.05, label="Temperature", info="0 = greedy (exact argmax path)"
     )
@@ -419,19 +429,25 @@ def _wire_preset(c: dict[str, Any], by_name: dict[str, PresetChoice]) -> None:
     )
 
 
-LINK_KEYS = (*PREFILL_KEYS, "preset_info", "drafter", "tree_nodes")  # what a shared link's page load updates
+_LINK_VALUES = (*PREFILL_KEYS, "verification")  # the link's own values (validated in visual.share)
+LINK_KEYS = (*_LINK_VALUES, "preset_info", "drafter", "tree_nodes")  # what a shared link's page load updates
 
 
 def link_updates(prefill: Prefill, by_name: dict[str, PresetChoice]) -> list[Any]:
     """One update per ``LINK_KEYS`` component for a validated link: its values, and for a
-    preset the preset's own description, drafters, tree size and (unless the link sets one) γ."""
-    ups = prefill_updates(prefill)
+    preset the preset's own description, drafters, tree size and (unless the link sets one) γ.
+    A link's bad or missing verification leaves the control as it is (token verification);
+    block verification with a preset that drafts a tree gets a chain (tree nodes 1), the only
+    shape block verification judges."""
+    ups = prefill_updates(prefill, _LINK_VALUES)
     ch = by_name.get(prefill.preset) if prefill.preset else None
     if ch is None:
         return [*ups, gr.skip(), gr.skip(), gr.skip()]
     info, drafter, gamma, tree = _preset_reset(ch)
     if prefill.gamma is None:
-        ups[PREFILL_KEYS.index("gamma")] = gamma
+        ups[_LINK_VALUES.index("gamma")] = gamma
+    if prefill.verification == "block":
+        tree = gr.Slider(value=1)
     return [*ups, info, drafter, tree]
 
 
@@ -454,6 +470,7 @@ def _wire_replay(parts: _Parts) -> None:
 
 
 _PARAM_NAMES = ("prompt", "preset", "drafter", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens")
+_CHECKED_NAMES = (*_PARAM_NAMES, "tree_nodes", "verification")  # check_params' arguments, in its order
 
 
 def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts) -> tuple[TraceCache | None, int]:
@@ -461,11 +478,12 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
     the concurrency limit of the ``"run"`` group (the /speculate endpoint joins it)."""
     c, trace_state, view_state = parts.c, parts.trace_state, parts.view_state
     params = [c[n] for n in _PARAM_NAMES]
+    checked = [c[n] for n in _CHECKED_NAMES]
 
     def validator(*values):
-        errs = check_params(cfg, choices, *values[: len(_PARAM_NAMES)])
-        return [gr.validate(n not in errs, errs.get(n, "")) for n in _PARAM_NAMES] + [gr.validate(True, "")] * (
-            len(values) - len(_PARAM_NAMES)
+        errs = check_params(cfg, choices, *values[: len(_CHECKED_NAMES)])
+        return [gr.validate(n not in errs, errs.get(n, "")) for n in _CHECKED_NAMES] + [gr.validate(True, "")] * (
+            len(values) - len(_CHECKED_NAMES)
         )
 
     def prepare(*values):
@@ -491,11 +509,11 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
     # Run and /speculate wait for the shared compute slots inside the handler, so replays and
     # followers of an identical run never queue behind other visitors' runs.
     run_limit = int(cfg.queue.get("run_concurrency_limit", 16))
-    heavy_inputs = [trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"]]
+    heavy_inputs = [trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"], c["verification"]]
     heavy_outputs = [trace_state if name == "trace" else c[name] for name in RunOutputs._fields]
     c["run"].click(
         prepare,
-        [*params, c["speed"]],
+        [*checked, c["speed"]],
         [trace_state, view_state, c["view"], parts.timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
         validator=validator,
         show_progress="hidden",

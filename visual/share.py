@@ -1,7 +1,8 @@
 """Share links: the URL query parameters that prefill the app, validated, and the links that carry them.
 
 A link says ``?preset=…&prompt=…&gamma=…&temperature=…&seed=…`` or ``?classroom=<slug or
-number>`` (a classroom preset, which explicit parameters override).  ``validate_query``
+number>`` (a classroom preset, which explicit parameters override); the Playground also reads
+``verification=lossless|block`` (its verification rule; the lab tabs ignore it).  ``validate_query``
 keeps the valid values in a ``Prefill`` and says why it ignored the others, never raising;
 its messages quote at most a short excerpt of what the link said (a link's text is someone
 else's).  ``prefill_from_query`` reads the parameters off a gradio request,
@@ -23,13 +24,13 @@ import gradio as gr
 
 from playground.config import AppConfig, load_config
 from playground.engine import MAX_GAMMA
-from playground.validate import clean_prompt, excerpt, parse_number, parse_whole_number
+from playground.validate import VERIFICATION_RULES, clean_prompt, excerpt, parse_number, parse_whole_number
 from playground.validate import temperature as check_temperature
 from visual.classroom import classroom_presets, slugify
 
 PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")  # what a link can set, in the tabs' order
 
-QUERY_KEYS = ("preset", "prompt", "gamma", "temperature", "seed", "classroom")
+QUERY_KEYS = ("preset", "prompt", "gamma", "temperature", "seed", "verification", "classroom")
 
 
 @dataclass(frozen=True)
@@ -41,13 +42,14 @@ class Prefill:
     gamma: int | None = None
     temperature: float | None = None
     seed: int | None = None
+    verification: str | None = None  # the Playground's verification rule (an engine rule name)
     classroom: str | None = None  # slug of the classroom preset applied, if any
     errors: tuple[str, ...] = ()
 
     def values(self) -> dict[str, Any]:
         return {
             k: getattr(self, k)
-            for k in ("preset", "prompt", "gamma", "temperature", "seed")
+            for k in ("preset", "prompt", "gamma", "temperature", "seed", "verification")
             if getattr(self, k) is not None
         }
 
@@ -102,6 +104,7 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
             parse_number("temperature", r, 0.0, lim.max_temperature), lim.max_temperature
         ),
         "seed": lambda r: parse_whole_number("seed", r, 0, 2**63 - 1),
+        "verification": _check_verification,
     }
     for key, check in checks.items():
         raw = params.get(key)
@@ -115,6 +118,15 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
         except ValueError as exc:
             errors.append(str(exc))
     return Prefill(classroom=cls_slug, errors=tuple(errors), **vals)
+
+
+def _check_verification(raw: Any) -> str:
+    """``lossless`` or ``block`` (any case; ``token`` is another name for ``lossless``)."""
+    name = str(raw).strip().lower()
+    name = "lossless" if name == "token" else name
+    if name not in VERIFICATION_RULES:
+        raise ValueError(f"verification must be one of: {', '.join(VERIFICATION_RULES)}; got {excerpt(raw)!r}")
+    return name
 
 
 def _check_preset(raw: Any, cfg: AppConfig) -> str:
@@ -131,8 +143,10 @@ def share_query(
     gamma: int | None = None,
     temperature: float | None = None,
     seed: int | None = None,
+    verification: str | None = None,
 ) -> str:
-    """The query string a teacher can append to the app's URL."""
+    """The query string a teacher can append to the app's URL (``verification`` only when
+    it is not the default, token verification)."""
     q = {
         k: v
         for k, v in (
@@ -141,6 +155,7 @@ def share_query(
             ("gamma", gamma),
             ("temperature", temperature),
             ("seed", seed),
+            ("verification", None if verification == "lossless" else verification),
         )
         if v is not None and v != ""
     }
@@ -163,7 +178,7 @@ def share_url(request: gr.Request | None, query: str) -> str:
 def prefill_from_query(request: gr.Request = None, cfg: AppConfig | None = None) -> Prefill:
     """Validated prefill values from the page URL's query parameters.
 
-    Returns a ``Prefill``: ``.preset .prompt .gamma .temperature .seed`` (None when absent or
+    Returns a ``Prefill``: ``.preset .prompt .gamma .temperature .seed .verification`` (None when absent or
     invalid), ``.values()`` (only the valid ones, as a dict), ``.classroom`` (slug of an
     applied ``?classroom=`` preset) and ``.errors`` (why something was ignored).  Never raises.
     """

@@ -187,15 +187,27 @@ def _tile(value: str, name: str, definition: str, key: str) -> str:
 
 
 def stats_card(
-    m: dict[str, Any], *, race: bool = False, running: bool = False, temperature: float | None = None
+    m: dict[str, Any],
+    *,
+    race: bool = False,
+    running: bool = False,
+    temperature: float | None = None,
+    rule: str = "lossless",
 ) -> str:
+    """The card for ``compute_metrics``' numbers; ``rule`` is the run's verification rule
+    ("block" adds a note on what α and the prediction mean under block verification)."""
     if not m.get("steps"):
         return '<div class="stats stats--empty">Stats appear here once the first step has run.</div>'
     tiles = [
         _tile(
             pct(m["alpha"]),
             "acceptance rate \u03b1",
-            f"accepted drafts \u00f7 drafts the target judged ({m['accepted']} / {m['judged']}); drafts after a rejection are never judged",
+            f"accepted drafts \u00f7 drafts the target judged ({m['accepted']} / {m['judged']}); "
+            + (
+                "block verification judges every draft"
+                if rule == "block"
+                else "drafts after a rejection are never judged"
+            ),
             "alpha",
         ),
         _tile(
@@ -229,8 +241,21 @@ def stats_card(
     pred = _prediction(m)
     same = _same_output_note(m, temperature)
     state = ' <span class="stats__live">live\u2026</span>' if running else ""
+    block = _block_note() if rule == "block" else ""
     return (
-        f'<div class="stats"><h3>Run statistics{state}</h3><div class="tiles">{"".join(tiles)}</div>{pred}{same}</div>'
+        f'<div class="stats"><h3>Run statistics{state}</h3><div class="tiles">{"".join(tiles)}</div>'
+        f"{block}{pred}{same}</div>"
+    )
+
+
+def _block_note() -> str:
+    """What the card's numbers mean for a block-verified run (Sun et al. 2025)."""
+    return (
+        '<p class="pred__note stats__rule">Block verification (Sun et al. 2025): the target judges the \u03b3 drafts '
+        "together and keeps the longest prefix that passes, so every draft is judged and \u03b1 here is kept "
+        "\u00f7 drafted. The prediction below uses token verification\u2019s E, which assumes each draft is "
+        "kept independently; block verification keeps at least as many tokens per step on average, so compare "
+        "with the measured speedup.</p>"
     )
 
 

@@ -64,7 +64,10 @@ def wire_prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple
                 vals.pop("preset")
                 pf = Prefill(
                     **{
-                        **{k: getattr(pf, k) for k in ("prompt", "gamma", "temperature", "seed", "classroom")},
+                        **{
+                            k: getattr(pf, k)
+                            for k in ("prompt", "gamma", "temperature", "seed", "verification", "classroom")
+                        },
                         "errors": pf.errors + (f"preset {ch.name!r} is unavailable here",),
                     }
                 )
