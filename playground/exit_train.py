@@ -10,7 +10,9 @@ lm_head(final_norm(A h_k)) matches the target's own next-token distribution:
 2. train   — per layer, A starts at the identity (= the untrained exit) and minimises the
    soft cross-entropy -sum_topk p log softmax(lm_head(norm(A h_k))) over the *full*
    vocabulary (the LM head is frozen; a batch of 256 positions costs one 262k-wide
-   product each way), Adam, ``--exit-steps`` steps.
+   product each way), Adam, ``--exit-steps`` steps; the last 10 % of the training rows
+   validate every 100 steps and the best A is kept (the identity too: near the top of
+   the stack the untrained exit is hard to beat).
 3. eval    — greedy agreement of the exit with the full model (= the acceptance of a greedy
    early-exit draft whose prefix is right) before and after, on the target's greedy
    continuations of ``playground/data/heldout_prompts.json`` (by category; no training
@@ -111,16 +113,25 @@ def agreement(model, adapter: ExitAdapter | None, feats: ExitFeatures, layer: in
     return out
 
 
-def train_adapter(model, feats: ExitFeatures, layer: int, args, seed: int) -> tuple[ExitAdapter, list[float]]:
-    """Fit A for one layer (the LM head and norm frozen); returns it and the loss every 100 steps."""
+VALIDATION = 0.1  # the last share of the training positions (its last rows): early stopping, never trained on
+
+
+def train_adapter(model, feats: ExitFeatures, layer: int, args, seed: int) -> tuple[ExitAdapter, dict]:
+    """Fit A for one layer (the LM head and norm frozen) on all but the last ``VALIDATION``
+    share of the positions; every 100 steps measure greedy agreement on that share and keep
+    the best A seen, the identity (step 0, the untrained exit) included, so a layer whose
+    untrained exit is already good is not made worse.  Returns A and the curve."""
     for p in model.parameters():
         p.requires_grad_(False)
-    hidden = feats.states[layer].shape[1]
-    adapter = ExitAdapter(hidden)
+    n_all = len(feats.top_ids)
+    n = n_all - max(1, int(n_all * VALIDATION))
+    val = ExitFeatures({layer: feats.states[layer][n:]}, feats.top_ids[n:], feats.top_probs[n:], [])
+    adapter = ExitAdapter(feats.states[layer].shape[1])
     opt = torch.optim.Adam(adapter.parameters(), lr=args.exit_lr)
     gen = torch.Generator().manual_seed(seed * 1000 + layer)
-    n, losses = len(feats.top_ids), []
-    for step in range(args.exit_steps):
+    curve = {"step": [], "loss": [], "validation_agreement": []}
+    best_step, best_agree, best_weight = 0, agreement(model, None, val, layer)["all"], adapter.proj.weight.clone()
+    for step in range(1, args.exit_steps + 1):
         idx = torch.randint(0, n, (args.exit_batch,), generator=gen)
         logits = exit_logits(model, adapter, feats.states[layer][idx]).float()  # [B, V]
         logp = torch.log_softmax(logits, -1).gather(1, feats.top_ids[idx].long())  # [B, TOPK]
@@ -128,10 +139,16 @@ def train_adapter(model, feats: ExitFeatures, layer: int, args, seed: int) -> tu
         opt.zero_grad()
         loss.backward()
         opt.step()
-        if step % 100 == 0 or step == args.exit_steps - 1:
-            losses.append(round(float(loss.detach()), 4))
-            print(f"exit layer {layer}: step {step} loss {losses[-1]:.3f}", flush=True)
-    return adapter.eval(), losses
+        if step % 100 == 0 or step == args.exit_steps:
+            agree = agreement(model, adapter, val, layer)["all"]
+            for key, v in (("step", step), ("loss", round(float(loss.detach()), 4)), ("validation_agreement", agree)):
+                curve[key].append(v)
+            if agree > best_agree:
+                best_step, best_agree, best_weight = step, agree, adapter.proj.weight.detach().clone()
+            print(f"exit layer {layer}: step {step} loss {curve['loss'][-1]:.3f} validation {agree:.3f}", flush=True)
+    with torch.no_grad():
+        adapter.proj.weight.copy_(best_weight)
+    return adapter.eval(), {**curve, "kept_step": best_step, "kept_validation_agreement": best_agree}
 
 
 def _training_rows(rows: list[dict], hold_prompts: set[int], n: int, seed: int) -> list[dict]:
@@ -154,7 +171,10 @@ def run(args, model, tok, rows: list[dict], hold_prompts: set[int]) -> int:
     stats: dict = {"layers": layers, "args": {k: v for k, v in vars(args).items() if k.startswith("exit")}}
     t = time.perf_counter()
     train_rows = _training_rows(rows, hold_prompts, args.exit_rows, args.seed)
-    feats = collect(model, train_rows, layers)
+    feats = _cached(
+        work / f"features_{'-'.join(map(str, layers))}_{args.exit_rows}_s{args.seed}.pt",
+        lambda: collect(model, train_rows, layers),
+    )
     stats["features"] = {
         "rows": len(train_rows),
         "positions": len(feats.top_ids),
@@ -168,12 +188,12 @@ def run(args, model, tok, rows: list[dict], hold_prompts: set[int]) -> int:
     adapters, stats["per_layer"] = {}, {}
     for k in layers:
         t = time.perf_counter()
-        adapter, losses = train_adapter(model, feats, k, args, args.seed)
+        adapter, curve = train_adapter(model, feats, k, args, args.seed)
         adapters[k] = adapter
         stats["per_layer"][k] = {
             "untrained": agreement(model, None, held, k),
             "trained": agreement(model, adapter, held, k),
-            "losses": losses,
+            "curve": curve,
             "seconds": round(time.perf_counter() - t, 1),
         }
         print(f"exit layer {k}:", json.dumps(stats["per_layer"][k]), flush=True)
@@ -182,6 +202,16 @@ def run(args, model, tok, rows: list[dict], hold_prompts: set[int]) -> int:
     write_card(out, stats)
     print(f"exit adapters written to {out}")
     return 0
+
+
+def _cached(path: Path, build) -> ExitFeatures:
+    """``build()``, saved to ``path`` on first use and read back on a rerun (prefilling the
+    rows is the slow part: ~15 minutes for 500 rows on a busy 2-core CPU)."""
+    if path.exists():
+        return ExitFeatures(**torch.load(path))
+    feats = build()
+    torch.save(vars(feats), path)
+    return feats
 
 
 def _by_source(rows: list[dict]) -> dict[str, int]:
@@ -204,7 +234,8 @@ def write_card(out: Path, stats: dict) -> None:
         "lm_head(final_norm(A h_k)) instead of lm_head(final_norm(h_k)); verification runs the unchanged "
         "target, so output is unchanged. Trained by `playground/exit_train.py` (soft cross-entropy to the "
         f"target's top-{TOPK} next-token probabilities over the full vocabulary, Adam lr {a['exit_lr']}, "
-        f"{a['exit_steps']} steps of {a['exit_batch']} positions per layer).",
+        f"{a['exit_steps']} steps of {a['exit_batch']} positions per layer, keeping the step with the best greedy "
+        "agreement on the last 10 % of the training rows; kept step 0 = the identity, i.e. the untrained exit).",
         "",
         f"Training text: {stats['features']['positions']:,} positions from {stats['features']['rows']} rows of the "
         "MTP run's text (its sources and licences: `playground/weights/gemma3-270m-mtp/MODEL_CARD.md`); "
@@ -215,15 +246,15 @@ def write_card(out: Path, stats: dict) -> None:
         "positions; prompts in no training source): the share of positions where the exit's argmax is the "
         "target's, i.e. the acceptance of a greedy early-exit draft whose prefix is right.",
         "",
-        "| exit layer | exit | all | " + " | ".join(cats) + " | training s |",
-        "|---|---|---:|" + "---:|" * len(cats) + "---:|",
+        "| exit layer | exit | all | " + " | ".join(cats) + " | training s | kept step |",
+        "|---|---|---:|" + "---:|" * len(cats) + "---:|---:|",
     ]
     for k, r in per.items():
         for kind in ("untrained", "trained"):
             row = r[kind]
-            secs = f"{r['seconds']:.0f}" if kind == "trained" else ""
+            extra = f"{r['seconds']:.0f} | {r['curve']['kept_step']}" if kind == "trained" else " | "
             lines.append(
-                f"| {k} | {kind} | {row['all']:.2f} | " + " | ".join(f"{row[c]:.2f}" for c in cats) + f" | {secs} |"
+                f"| {k} | {kind} | {row['all']:.2f} | " + " | ".join(f"{row[c]:.2f}" for c in cats) + f" | {extra} |"
             )
     lines += [
         "",

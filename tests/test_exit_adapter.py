@@ -19,7 +19,7 @@ from playground.drafters.early_exit import EarlyExitDrafter, exit_model
 from playground.drafters.exit_adapter import ExitAdapter, adapter_layers, load_adapter, save_adapters
 from playground.drafters.registry import build_drafter
 from playground.engine import GenerationConfig, run
-from playground.exit_train import agreement, collect, train_adapter
+from playground.exit_train import agreement, collect, exit_logits, train_adapter
 from playground.models import ModelPair
 from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import CharTokenizer
@@ -162,9 +162,13 @@ def test_training_lowers_the_loss_and_does_not_lower_agreement():
     rows = [{"ids": torch.randint(3, 90, (40,), generator=g).tolist(), "n_prompt": 1} for _ in range(8)]
     feats = collect(target, rows, [1, 2])
     assert feats.states[1].shape == (8 * 39, 32) and feats.top_ids.shape[0] == 8 * 39
-    args = argparse.Namespace(exit_lr=1e-2, exit_steps=60, exit_batch=64)
-    adapter, losses = train_adapter(target, feats, 2, args, seed=0)
-    assert losses[-1] < losses[0]
+    args = argparse.Namespace(exit_lr=1e-2, exit_steps=200, exit_batch=64)
+    with torch.inference_mode():  # the identity's (untrained exit's) soft cross-entropy on the same positions
+        logp = torch.log_softmax(exit_logits(target, None, feats.states[2]).float(), -1).gather(1, feats.top_ids.long())
+        untrained_loss = float(-(feats.top_probs.float() * logp).sum(-1).mean())
+    adapter, curve = train_adapter(target, feats, 2, args, seed=0)
+    assert curve["step"] == [100, 200] and curve["loss"][-1] < untrained_loss
+    assert curve["kept_validation_agreement"] >= max(curve["validation_agreement"])
     assert agreement(target, adapter, feats, 2)["all"] >= agreement(target, None, feats, 2)["all"]
     assert all(p.grad is None for p in target.parameters())
 
@@ -201,3 +205,20 @@ def test_step_view_says_whether_the_exit_is_trained():
         views[name] = tokens.step_view("sliding windows", r.steps, Frame(0, VERIFY))
     assert "trained: a learned linear map A" in views["trained"]
     assert "untrained: the layer\u2019s state goes straight" in views["untrained"]
+
+
+def test_training_keeps_the_untrained_exit_when_no_step_beats_it_on_validation(monkeypatch):
+    from playground import exit_train
+
+    target, _ = sliding_pair(window=4)
+    g = torch.Generator().manual_seed(1)
+    rows = [{"ids": torch.randint(3, 90, (30,), generator=g).tolist(), "n_prompt": 1} for _ in range(4)]
+    feats = collect(target, rows, [3])
+    scores = iter([0.9, 0.5, 0.95, 0.7])  # validation agreement at steps 0 (the identity), 100, 200, 300
+    monkeypatch.setattr(exit_train, "agreement", lambda *a: {"all": next(scores)})
+    args = argparse.Namespace(exit_lr=1e-2, exit_steps=300, exit_batch=32)
+    adapter, curve = train_adapter(target, feats, 3, args, seed=0)
+    assert curve["kept_step"] == 200 and curve["kept_validation_agreement"] == 0.95
+    scores = iter([0.9, 0.5, 0.6, 0.7])  # nothing beats the untrained exit: the identity is kept
+    adapter, curve = train_adapter(target, feats, 3, args, seed=0)
+    assert curve["kept_step"] == 0 and torch.equal(adapter.proj.weight, torch.eye(32))
