@@ -198,9 +198,14 @@ def run(args, model, tok, rows: list[dict], hold_prompts: set[int]) -> int:
         }
         print(f"exit layer {k}:", json.dumps(stats["per_layer"][k]), flush=True)
         (work / "stats.json").write_text(json.dumps(stats, indent=1))
-    out = save_adapters(adapters, args.exit_out, args.preset, {str(k): v for k, v in stats["per_layer"].items()})
+    # an adapter that kept step 0 is the identity: the untrained exit, so it is not shipped as "trained"
+    kept = {k: a for k, a in adapters.items() if stats["per_layer"][k]["curve"]["kept_step"] > 0}
+    if not kept:
+        print("no trained exit beat the untrained one on validation: nothing written")
+        return 0
+    out = save_adapters(kept, args.exit_out, args.preset, {str(k): v for k, v in stats["per_layer"].items()})
     write_card(out, stats)
-    print(f"exit adapters written to {out}")
+    print(f"exit adapters for layers {sorted(kept)} written to {out}")
     return 0
 
 
@@ -235,7 +240,8 @@ def write_card(out: Path, stats: dict) -> None:
         "target, so output is unchanged. Trained by `playground/exit_train.py` (soft cross-entropy to the "
         f"target's top-{TOPK} next-token probabilities over the full vocabulary, Adam lr {a['exit_lr']}, "
         f"{a['exit_steps']} steps of {a['exit_batch']} positions per layer, keeping the step with the best greedy "
-        "agreement on the last 10 % of the training rows; kept step 0 = the identity, i.e. the untrained exit).",
+        "agreement on the last 10 % of the training rows; kept step 0 = the identity, i.e. the untrained exit, "
+        "which is then not saved).",
         "",
         f"Training text: {stats['features']['positions']:,} positions from {stats['features']['rows']} rows of the "
         "MTP run's text (its sources and licences: `playground/weights/gemma3-270m-mtp/MODEL_CARD.md`); "
@@ -253,8 +259,11 @@ def write_card(out: Path, stats: dict) -> None:
         for kind in ("untrained", "trained"):
             row = r[kind]
             extra = f"{r['seconds']:.0f} | {r['curve']['kept_step']}" if kind == "trained" else " | "
+            label = (
+                "trained (the identity kept: not saved)" if kind == "trained" and not r["curve"]["kept_step"] else kind
+            )
             lines.append(
-                f"| {k} | {kind} | {row['all']:.2f} | " + " | ".join(f"{row[c]:.2f}" for c in cats) + f" | {extra} |"
+                f"| {k} | {label} | {row['all']:.2f} | " + " | ".join(f"{row[c]:.2f}" for c in cats) + f" | {extra} |"
             )
     lines += [
         "",
@@ -262,7 +271,7 @@ def write_card(out: Path, stats: dict) -> None:
         "```",
         "python -m playground train-drafter --drafter early-exit --stages train "
         f"--exit-layers {','.join(str(k) for k in stats['layers'])} --exit-rows {a['exit_rows']} "
-        f"--exit-steps {a['exit_steps']} --seed {stats.get('seed', 0)}",
+        f"--exit-steps {a['exit_steps']} --exit-batch {a['exit_batch']} --seed {stats.get('seed', 0)} --threads 2",
         "```",
         "(after the MTP run's `corpus` and `gen` stages have written the text into `--work`).",
         "",
