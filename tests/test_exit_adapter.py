@@ -222,3 +222,22 @@ def test_training_keeps_the_untrained_exit_when_no_step_beats_it_on_validation(m
     scores = iter([0.9, 0.5, 0.6, 0.7])  # nothing beats the untrained exit: the identity is kept
     adapter, curve = train_adapter(target, feats, 3, args, seed=0)
     assert curve["kept_step"] == 0 and torch.equal(adapter.proj.weight, torch.eye(32))
+
+
+@pytest.mark.real_model
+def test_gemma_greedy_with_the_trained_exit_preset_equals_transformers(all_threads, gemma_fp32):
+    """The shipped trained exit on the packaged Gemma 3 270M, float32, through the registry:
+    token-identical to generate(), its drafts accepted, and the step info says it is trained."""
+    from playground.config import load_config
+
+    model, tok, eos = gemma_fp32
+    preset = load_config().preset("gemma3-270m-early-exit-trained")
+    pair = ModelPair(target=model, tokenizer=tok, eos_token_ids=tuple(eos))
+    drafter = build_drafter("early-exit", pair, preset)
+    assert drafter.trained and drafter.exit_layer == preset.exit_layer == 12
+    ids = tok("The capital of France is")["input_ids"]
+    with torch.inference_mode():
+        ref = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids) :].tolist()
+    r = run(model, tok, ids, GenerationConfig(gamma=3, max_new_tokens=16), drafter=drafter, eos_token_ids=eos)
+    assert list(r.token_ids) == ref[: len(r.token_ids)] and len(r.token_ids) == len(ref)
+    assert r.stats.accepted_tokens > 0 and r.steps[0].drafter_info["exit"].startswith("trained")
