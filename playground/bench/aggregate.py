@@ -216,7 +216,9 @@ def _add_predictions(row: dict[str, Any], ar: dict[str, Any] | None, cst: Costs 
         tree = row["tree_nodes"] > 1
         v = cst.v(1 + (row["nodes_per_pass"] or 0)) if tree else cst.v(g + 1)
         alpha = row["acceptance_rate"]
-        if alpha is not None and c is not None and v is not None and not tree:  # E(α, γ) is a chain's
+        # E(α, γ) is token verification's law for a chain; a block row's α counts every draft
+        # as judged, so it gets only the step-mix prediction (from the measured tokens per call)
+        if alpha is not None and c is not None and v is not None and not tree and row["rule"] != "block":
             pred = predicted_speedup(alpha, g, c, v)
         if row["_steps"] and c is not None and row["tokens_per_target_call"]:
             k_mean = row["_drafted"] / row["_steps"]

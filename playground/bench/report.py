@@ -97,7 +97,7 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
         "latency = wall time per new token, prefill included; acceptance rate = accepted / judged drafts; "
         "c = draft ms per drafted token / one single-token target pass; v_γ = target pass over γ+1 tokens / "
         "over 1 token (same cache length; for a tree, over 1 + nodes per pass tokens); "
-        "predicted = E(α,γ)/(γc+v_γ) from the measured α (chains only); predicted (step mix) = tokens per target "
+        "predicted = E(α,γ)/(γc+v_γ) from the measured α (token-verified chains only); predicted (step mix) = tokens per target "
         "call / (k̄c + v(1+k̄)) with k̄ the mean drafted tokens per step."
         + (
             " Tree rows: nodes / pass = drafted nodes per verify pass; speedup vs chain = the chain row of the same "
