@@ -61,6 +61,18 @@ def test_speculate_returns_the_trace_as_json(client):
     assert list(direct.token_ids) == out["token_ids"]  # the endpoint is the engine, same seed, same tokens
 
 
+def test_speculate_takes_block_verification(client):
+    kw = dict(prompt="The capital of France is", preset="tiny-random", gamma=3, temperature=1.0, seed=3)
+    out = client.predict(**kw, max_new_tokens=12, verification="block", api_name="/speculate")
+    assert out["config"]["rule"] == "block"
+    judged = [d for s in out["steps"] for d in s["drafted"]]
+    assert judged and all(d["weight"] is not None for d in judged)  # block steps carry the weight w
+    token = client.predict(**kw, max_new_tokens=12, api_name="/speculate")
+    assert token["config"]["rule"] == "lossless" and all(
+        d["weight"] is None for s in token["steps"] for d in s["drafted"]
+    )
+
+
 def test_speculate_needs_only_the_prompt(client, tiny_default):
     out = client.predict("Monday, Tuesday,", api_name="/speculate")
     assert out["config"]["preset"] == tiny_default.default_preset == "tiny-random"
@@ -82,6 +94,7 @@ def test_speculate_signature_is_keyword_friendly(client):
         "seed",
         "max_new_tokens",
         "tree_nodes",
+        "verification",
     ]
     assert not params["prompt"]["parameter_has_default"]
     assert all(p["parameter_has_default"] for name, p in params.items() if name != "prompt")
@@ -103,6 +116,8 @@ BAD = [
     (dict(prompt="hi", max_new_tokens=100000), "max_new_tokens must be between 1 and 256"),
     (dict(prompt="hi", seed=-1), "seed must be >= 0"),
     (dict(prompt="hi", gamma="four"), "gamma must be a whole number"),
+    (dict(prompt="hi", verification="typical"), "verification must be one of lossless, block"),
+    (dict(prompt="hi", verification="block", tree_nodes=4), "block verification judges a chain of drafts"),
 ]
 
 
@@ -121,7 +136,7 @@ def test_nan_over_raw_http_gets_a_clear_message(server, position, name):
     """gradio_client refuses to send NaN; a raw HTTP caller can (JSON's NaN extension), and is told why it fails."""
     import httpx
 
-    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4", "null"]
+    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4", "null", '"lossless"']
     data[position] = "NaN"
     base = server + "/gradio_api/call/speculate"
     r = httpx.post(

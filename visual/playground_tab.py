@@ -31,6 +31,7 @@ from playground.device import gpu_entry
 from playground.engine import MAX_TREE_NODES
 from playground.models import ModelUnavailable
 from playground.trace_cache import TraceCache
+from playground.validate import verification as verification_rule
 from visual import charts, replay, stats, tables, tokens
 from visual.fmt import esc
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
@@ -193,17 +194,20 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
         seed: int = 0,
         max_new_tokens: int = 64,
         tree_nodes: int | None = None,
+        verification: str = "lossless",
     ) -> dict:
         """Run lossless speculative decoding and return the trace as JSON.
 
         Returns {"text", "token_ids", "steps", "stats", "prompt", "prompt_ids", "config"}: the generated text,
         the new token ids, one record per target verification pass (drafts with q, p, u and verdict; the
         resampled/bonus token) and the run's statistics.  tree_nodes > 1 drafts a tree (each draft then has
-        a ``parent`` index).  Bad input raises an error with a clear message.
+        a ``parent`` index).  verification: "lossless" (token verification) or "block" (block
+        verification, chains only).  Bad input raises an error with a clear message.
         """
         if not isinstance(prompt, str):
             raise gr.Error("prompt must be text")
         try:
+            rule = verification_rule(verification, tree_nodes if tree_nodes is not None else 1)
             result = generate(
                 prompt,
                 preset=preset or None,
@@ -215,6 +219,7 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
                 seed=seed,
                 max_new_tokens=max_new_tokens,
                 tree_nodes=tree_nodes,
+                rule=rule,
                 shared=shared,
             )
         except (ValueError, TypeError, ModelUnavailable) as exc:
