@@ -38,7 +38,8 @@ from transformers import DynamicCache
 
 from playground.api import resolve
 from playground.bench import load_prompts
-from playground.drafters.early_exit import exit_model, num_layers
+from playground.drafters.early_exit import exit_logits, exit_model, num_layers
+from playground.drafters.exit_adapter import preset_adapters
 from playground.models import load_pair
 
 
@@ -70,15 +71,13 @@ def agreement(target, sequences: list[tuple[int, list[int]]], adapters: dict | N
     n = num_layers(target)
     hits = [0] * n
     total = 0
-    # logit soft-capping (Gemma) is monotone: it never changes an argmax, so it is left out here
     for n_prompt, ids in sequences:
         out = target(torch.tensor([ids], device=target.device), output_hidden_states=True)
         rows = slice(n_prompt - 1, len(ids) - 1)  # positions that predicted the continuation
         full = out.logits[0, rows].argmax(-1)  # [T]
         for k in range(1, n):
-            state = out.hidden_states[k][0, rows]  # [T, H]
-            h = target.model.norm(adapters[k](state) if k in adapters else state)
-            hits[k] += int((target.lm_head(h).argmax(-1) == full).sum())
+            logits = exit_logits(target, out.hidden_states[k][0, rows], adapters.get(k))  # [T, V]
+            hits[k] += int((logits.argmax(-1) == full).sum())
         total += int(full.numel())
     return [h / total if total else 0.0 for h in hits]
 
@@ -153,19 +152,6 @@ def scan(
     return points
 
 
-def _preset_adapters(preset, target) -> dict:
-    """{k: adapter} for every exit the preset's ``exit_adapter`` directory trained."""
-    from pathlib import Path
-
-    from playground.drafters.exit_adapter import adapter_layers, load_adapter
-
-    if not preset.exit_adapter:
-        return {}
-    weights = Path(__file__).resolve().parent.parent / preset.exit_adapter
-    hidden = target.config.get_text_config().hidden_size
-    return {k: load_adapter(weights, k, hidden, target.dtype) for k in adapter_layers(weights)}
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m playground.exit_scan", description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default=None)
@@ -181,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     preset, _ = resolve(args.preset, None)
     pair = load_pair(preset)
     prompts = [p.text for p in load_prompts()][: args.prompts]
-    adapters = {} if args.untrained else _preset_adapters(preset, pair.target)
+    adapters = {} if args.untrained else preset_adapters(preset, pair.target)
     points = scan(pair.target, pair.tokenizer, prompts, args.max_new_tokens, args.reps, adapters=adapters)
     if args.json:
         print(json.dumps([{**asdict(p), "per_cost": round(p.per_cost, 3)} for p in points]))

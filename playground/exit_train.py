@@ -34,7 +34,7 @@ from pathlib import Path
 
 import torch
 
-from playground.drafters.early_exit import _decoder, num_layers
+from playground.drafters.early_exit import _decoder, exit_logits, num_layers
 from playground.drafters.exit_adapter import ExitAdapter, save_adapters
 
 TOPK = 32  # target probabilities kept per position (the rest of the mass is < 1% on average)
@@ -91,19 +91,12 @@ def collect(model, rows: list[dict], layers: list[int], first: str = "all") -> E
     return ExitFeatures({k: torch.cat(v) for k, v in states.items()}, torch.cat(ids_out), torch.cat(probs_out), cats)
 
 
-def exit_logits(model, adapter: ExitAdapter | None, states: torch.Tensor) -> torch.Tensor:
-    """[n, V] the exit's logits for states [n, H]: lm_head(final_norm(A h)), as the drafter computes them."""
-    dtype = model.lm_head.weight.dtype
-    h = states.to(dtype) if adapter is None else adapter(states.float()).to(dtype)
-    return model.lm_head(_decoder(model).norm(h))
-
-
 @torch.inference_mode()
 def agreement(model, adapter: ExitAdapter | None, feats: ExitFeatures, layer: int) -> dict[str, float]:
     """Share of positions where the exit's argmax is the target's, overall and per category."""
     hits = []
     for s in range(0, len(feats.top_ids), 512):
-        pred = exit_logits(model, adapter, feats.states[layer][s : s + 512]).argmax(-1)
+        pred = exit_logits(model, feats.states[layer][s : s + 512], adapter).argmax(-1)
         hits.append(pred == feats.top_ids[s : s + 512, 0].long())
     hit = torch.cat(hits).float()
     out = {"all": round(float(hit.mean()), 4)}
@@ -133,7 +126,7 @@ def train_adapter(model, feats: ExitFeatures, layer: int, args, seed: int) -> tu
     best_step, best_agree, best_weight = 0, agreement(model, None, val, layer)["all"], adapter.proj.weight.clone()
     for step in range(1, args.exit_steps + 1):
         idx = torch.randint(0, n, (args.exit_batch,), generator=gen)
-        logits = exit_logits(model, adapter, feats.states[layer][idx]).float()  # [B, V]
+        logits = exit_logits(model, feats.states[layer][idx], adapter).float()  # [B, V]
         logp = torch.log_softmax(logits, -1).gather(1, feats.top_ids[idx].long())  # [B, TOPK]
         loss = -(feats.top_probs[idx].float() * logp).sum(-1).mean()
         opt.zero_grad()

@@ -29,7 +29,7 @@ from transformers import DynamicCache
 
 from playground.drafters.base import Drafter, TargetState
 from playground.engine import run
-from playground.sampling import SamplingParams
+from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import EOS as CHAR_EOS
 from tests.stats import ALPHA, assert_follows, next_token_probs
 
@@ -209,6 +209,16 @@ def assert_greedy_draft_protocol(drafter, name, state, gamma, needs_target_hidde
     if stateless:
         assert drafter.cache_len() is None
     return draft
+
+
+@torch.inference_mode()
+def q_rows_of(model, state, draft, params) -> torch.Tensor:
+    """[n, V] the law ``model`` gives each of ``draft``'s tokens after the committed ones: the
+    wrong q a mutant reports in place of the one its drafts were drawn from."""
+    ids = list(state.committed_ids) + list(draft.token_ids)
+    logits = model(torch.tensor([ids])).logits[0]  # [T, V]
+    n = len(draft.token_ids)
+    return logits_to_probs(logits[len(ids) - n - 1 : len(ids) - 1], params)
 
 
 def assert_q_rows(draft, shape=None):

@@ -29,6 +29,7 @@ from tests.contract import (
     committed_prefix_without_newest,
     first_pair_counts,
     hf_greedy,
+    q_rows_of,
     rejected_drafts,
     seeded,
 )
@@ -235,10 +236,7 @@ class _OffByOneQ(EarlyExitDrafter):
     @torch.inference_mode()
     def propose(self, state, gamma, params, generator):
         draft = super().propose(state, gamma, params, generator)
-        ids = state.committed_ids + draft.token_ids
-        logits = self.wrong_exit(torch.tensor([ids])).logits[0]  # [T, V]
-        n = len(draft.token_ids)
-        draft.draft_probs = logits_to_probs(logits[len(ids) - n - 1 : len(ids) - 1], params)  # [k, V]
+        draft.draft_probs = q_rows_of(self.wrong_exit, state, draft, params)  # [k, V]
         return draft
 
 

@@ -15,11 +15,11 @@ import pytest
 import torch
 
 from playground.config import Preset
-from playground.drafters.early_exit import EarlyExitDrafter, exit_model
+from playground.drafters.early_exit import EarlyExitDrafter, exit_logits, exit_model
 from playground.drafters.exit_adapter import ExitAdapter, adapter_layers, load_adapter, save_adapters
 from playground.drafters.registry import build_drafter
 from playground.engine import GenerationConfig, run
-from playground.exit_train import agreement, collect, exit_logits, train_adapter
+from playground.exit_train import agreement, collect, train_adapter
 from playground.models import ModelPair
 from playground.sampling import SamplingParams, logits_to_probs
 from playground.tiny import CharTokenizer
@@ -29,6 +29,7 @@ from tests.contract import (
     assert_greedy_equals_target,
     committed_prefix_without_newest,
     first_pair_counts,
+    q_rows_of,
     seeded,
 )
 from tests.fakes import LetterTokenizer
@@ -50,6 +51,11 @@ def test_identity_adapter_is_the_untrained_exit_and_a_random_one_is_not(k):
     ids = torch.tensor([list(range(3, 30))])
     plain = exit_model(target, k)(ids).logits
     assert torch.allclose(exit_model(target, k, ExitAdapter(32))(ids).logits, plain, rtol=0, atol=1e-5)
+    moved = random_adapter(32, 0.5)
+    h_k = target(ids, output_hidden_states=True).hidden_states[k][0]  # [T, H] the state after layer k
+    # exit_logits (training, the scan) = what the drafter's cut model computes, adapter or not
+    assert torch.allclose(exit_logits(target, h_k), plain[0], rtol=0, atol=1e-5)
+    assert torch.allclose(exit_logits(target, h_k, moved), exit_model(target, k, moved)(ids).logits[0], atol=1e-5)
     assert not torch.allclose(exit_model(target, k, random_adapter(32, 0.5))(ids).logits, plain, atol=1e-2)
     assert type(target.model.norm).__name__ != "AdaptedNorm"  # the target keeps its own norm
 
@@ -113,10 +119,7 @@ class _UntrainedQ(EarlyExitDrafter):
     @torch.inference_mode()
     def propose(self, state, gamma, params, generator):
         draft = super().propose(state, gamma, params, generator)
-        ids = list(state.committed_ids) + list(draft.token_ids)
-        logits = self.plain(torch.tensor([ids])).logits[0]  # [T, V]
-        n = len(draft.token_ids)
-        draft.draft_probs = logits_to_probs(logits[len(ids) - n - 1 : len(ids) - 1], params)  # [n, V]
+        draft.draft_probs = q_rows_of(self.plain, state, draft, params)  # [n, V]
         return draft
 
 
@@ -164,7 +167,7 @@ def test_training_lowers_the_loss_and_does_not_lower_agreement():
     assert feats.states[1].shape == (8 * 39, 32) and feats.top_ids.shape[0] == 8 * 39
     args = argparse.Namespace(exit_lr=1e-2, exit_steps=200, exit_batch=64)
     with torch.inference_mode():  # the identity's (untrained exit's) soft cross-entropy on the same positions
-        logp = torch.log_softmax(exit_logits(target, None, feats.states[2]).float(), -1).gather(1, feats.top_ids.long())
+        logp = torch.log_softmax(exit_logits(target, feats.states[2]).float(), -1).gather(1, feats.top_ids.long())
         untrained_loss = float(-(feats.top_probs.float() * logp).sum(-1).mean())
     adapter, curve = train_adapter(target, feats, 2, args, seed=0)
     assert curve["step"] == [100, 200] and curve["loss"][-1] < untrained_loss

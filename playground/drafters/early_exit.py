@@ -86,6 +86,17 @@ def exit_model(target, exit_layer: int, adapter: ExitAdapter | None = None) -> n
     return cut
 
 
+def exit_logits(target, states: torch.Tensor, adapter: ExitAdapter | None = None) -> torch.Tensor:
+    """[n, V] the exit's logits for states [n, H] taken after some decoder layer: what
+    ``exit_model`` computes from them, lm_head(final_norm(A h)) with the final soft-capping.
+    ``adapter`` may be in another dtype than the target (float32 while it trains)."""
+    if adapter is not None:
+        states = adapter(states.to(adapter.proj.weight.dtype))
+    logits = target.lm_head(_decoder(target).norm(states.to(target.lm_head.weight.dtype)))
+    cap = getattr(target.config.get_text_config(), "final_logit_softcapping", None)
+    return torch.tanh(logits / cap) * cap if cap else logits
+
+
 def upper_model(target, exit_layer: int) -> nn.Module:
     """The rest of the target after ``exit_layer``: layers exit_layer..L-1, final norm, LM
     head, as a model of the target's class fed the exit's states as ``inputs_embeds``.  Its

@@ -27,6 +27,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
+REPO = Path(__file__).resolve().parent.parent.parent  # presets name their adapter directory relative to it
 WEIGHTS_FILE = "adapters.safetensors"
 CONFIG_FILE = "config.json"
 
@@ -96,3 +97,18 @@ def load_adapter(weights_dir: str | Path, layer: int, hidden_size: int, dtype: t
             f"the target's hidden size is {hidden_size}"
         )
     return ExitAdapter(hidden_size, weight.float()).to(dtype).eval()
+
+
+def preset_adapter(preset, target, layer: int) -> ExitAdapter | None:
+    """The adapter the preset's ``exit_adapter`` directory has for ``layer`` (None: untrained)."""
+    if not preset.exit_adapter:
+        return None
+    cfg = target.config.get_text_config()
+    return load_adapter(REPO / preset.exit_adapter, layer, cfg.hidden_size, target.dtype)
+
+
+def preset_adapters(preset, target) -> dict[int, ExitAdapter]:
+    """{k: adapter} for every exit layer the preset's ``exit_adapter`` directory trained."""
+    if not preset.exit_adapter:
+        return {}
+    return {k: preset_adapter(preset, target, k) for k in adapter_layers(REPO / preset.exit_adapter)}

@@ -51,17 +51,11 @@ def _gemma4_assistant(pair, preset, argmax):
 
 
 def _early_exit(pair, preset, argmax):
-    from pathlib import Path
-
     from playground.drafters.early_exit import EarlyExitDrafter, default_exit_layer
-    from playground.drafters.exit_adapter import load_adapter
+    from playground.drafters.exit_adapter import preset_adapter
 
     layer = preset.exit_layer if preset.exit_layer is not None else default_exit_layer(pair.target)
-    adapter = None
-    if preset.exit_adapter:  # a layer the directory has no adapter for runs the untrained exit
-        cfg = pair.target.config.get_text_config()
-        weights = Path(__file__).resolve().parent.parent.parent / preset.exit_adapter
-        adapter = load_adapter(weights, layer, cfg.hidden_size, pair.target.dtype)
+    adapter = preset_adapter(preset, pair.target, layer)  # None (the untrained exit) where it has none
     return EarlyExitDrafter(pair.target, layer, argmax=argmax, reuse_kv=preset.exit_kv_reuse, adapter=adapter)
 
 
