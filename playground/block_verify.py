@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from playground.rows import PointRows
-from playground.sampling import is_accepted
+from playground.sampling import is_accepted, residual_distribution
 
 
 @dataclass(frozen=True)
@@ -99,14 +99,9 @@ def kept_length(etas: list[float], accept_probs: tuple[float, ...]) -> int:
 def block_residual(target_probs: torch.Tensor, draft_probs: torch.Tensor, weight: float) -> torch.Tensor:
     """norm(max(0, w·p − q)) [V] for one row pair [V]: where the correction is drawn after τ < γ.
 
-    If the mass underflows (a τ with ~zero probability), fall back to p, as
-    ``sampling.residual_distribution`` does.  float64 rows stay float64 (exact tests)."""
-    p, q = _exact(target_probs), _exact(draft_probs)
-    residual = torch.clamp(weight * p - q, min=0.0)
-    mass = float(residual.sum())
-    if mass <= 1e-12:
-        return p / p.sum()
-    return residual / mass
+    ``sampling.residual_distribution`` with the weight (its fallback to p when the mass
+    underflows, its dtypes); a function of its own so the tests can swap in a mutant."""
+    return residual_distribution(target_probs, draft_probs, weight)
 
 
 def block_correction(target_probs, draft_probs, tau: int, weights: tuple[float, ...]):

@@ -130,17 +130,19 @@ def is_accepted(u: float, accept_prob: float) -> bool:
     return u < accept_prob
 
 
-def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor) -> torch.Tensor:
+def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
     """norm(max(0, p - q)): where the output is resampled after a rejection.
 
     target_probs, draft_probs: [V] -> [V].  If the residual's mass underflows
     (p == q up to rounding, which only happens when rejection had ~zero
     probability), fall back to the target distribution: no NaN, still lossless.
     Rows come back as float32, float64 ones as float64 (the exact-enumeration tests).
+    ``weight`` w scales p, norm(max(0, w·p - q)): block verification's residual
+    (``playground.block_verify``); w = 1 is token verification's.
     """
     p = target_probs if target_probs.dtype == torch.float64 else target_probs.float()
     q = draft_probs if draft_probs.dtype == torch.float64 else draft_probs.float()
-    residual = torch.clamp(p - q, min=0.0)
+    residual = torch.clamp(weight * p - q, min=0.0)  # 1.0 * p is p exactly
     mass = float(residual.sum())
     if mass <= 1e-12:
         return p / p.sum()
