@@ -349,20 +349,8 @@ def distribution_panel(step: StepRecord) -> str:
     elif c.kind == "resample" and is_block_step(step):
         parts, note = _block_resample_bars(step, c, pick)
     elif c.kind == "resample":
-        rejected = next((d for d in step.drafted if d.judged and not d.accepted), None)
-        rej_id = rejected.token_id if rejected else None
         parts = [
-            _bars(
-                f"target p at position {c.position}",
-                c.target_top,
-                c.token_id,
-                "resampled",
-                rej_id,
-                (c.token_id, c.text, c.target_prob),
-            ),
-            _bars(f"drafter q at position {c.position}", c.draft_top, c.token_id, "resampled", rej_id)
-            if c.draft_top
-            else "",
+            *_p_and_q_bars(step, c),
             _bars("residual norm(max(0, p \u2212 q))", c.distribution_top, c.token_id, "resampled", None, pick),
         ]
         note = (
@@ -381,13 +369,11 @@ def distribution_panel(step: StepRecord) -> str:
     return f'<div class="dists">{"".join(parts)}</div><p class="dists__note">{note}</p>'
 
 
-def _block_resample_bars(step: StepRecord, c: Correction, pick) -> tuple[list[str], str]:
-    """Bars and note of a block step's correction after τ < γ kept drafts."""
+def _p_and_q_bars(step: StepRecord, c: Correction) -> list[str]:
+    """The target's p and the drafter's q at a resample's position, the first draft not kept marked."""
     first_out = next((d for d in step.drafted if d.judged and not d.accepted), None)
     rej_id = first_out.token_id if first_out else None
-    kept = [d for d in step.drafted if d.accepted]
-    w = kept[-1].weight if kept and kept[-1].weight is not None else 1.0
-    parts = [
+    return [
         _bars(
             f"target p at position {c.position}",
             c.target_top,
@@ -399,6 +385,15 @@ def _block_resample_bars(step: StepRecord, c: Correction, pick) -> tuple[list[st
         _bars(f"drafter q at position {c.position}", c.draft_top, c.token_id, "resampled", rej_id)
         if c.draft_top
         else "",
+    ]
+
+
+def _block_resample_bars(step: StepRecord, c: Correction, pick) -> tuple[list[str], str]:
+    """Bars and note of a block step's correction after τ < γ kept drafts."""
+    kept = [d for d in step.drafted if d.accepted]
+    w = kept[-1].weight if kept and kept[-1].weight is not None else 1.0
+    parts = [
+        *_p_and_q_bars(step, c),
         _bars(
             f"residual norm(max(0, w\u00b7p \u2212 q)), w = {num(w)}", c.distribution_top, c.token_id, "resampled",
             None, pick,
