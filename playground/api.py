@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from dataclasses import replace
 
 import torch
 
@@ -23,6 +24,7 @@ from playground.engine import MAX_TREE_NODES, MODES, GenerationConfig, stream
 from playground.models import ModelPair, ModelUnavailable, load_pair
 from playground.records import GenerationResult, StepRecord
 from playground.trace_cache import TraceCache
+from playground.validate import draft_stop as check_stop_below
 from playground.validate import temperature as check_temperature
 from playground.validate import whole_number
 
@@ -99,6 +101,7 @@ def stream_generate(
     draft_argmax: bool = False,
     tree_nodes: int | None = None,
     shared: TraceCache | None = None,
+    draft_stop: float | None = None,
 ) -> Iterator[StepRecord | GenerationResult]:
     """Yield a StepRecord per target pass as it happens, then the GenerationResult.
 
@@ -119,6 +122,8 @@ def stream_generate(
         raise ValueError(f"tree_nodes must be between 1 (a chain) and {MAX_TREE_NODES}, got {tree_nodes!r}")
     if not isinstance(prompt, str):
         raise ValueError("the prompt must be text")
+    if draft_stop is not None:
+        p = replace(p, draft_stop=check_stop_below(draft_stop))
     args = dict(
         mode=mode,
         gamma=int(gamma),
@@ -136,7 +141,7 @@ def stream_generate(
     if shared is None:
         yield from _stream(prompt, p, kind, progress=progress, **args)
         return
-    key = (p.name, kind, prompt, tuple(sorted(args.items())))
+    key = (p.name, kind, prompt, tuple(sorted(args.items())), p.draft_stop)  # another threshold: another run
     yield from shared.stream(key, lambda: _stream(prompt, p, kind, progress=progress, **args))
 
 

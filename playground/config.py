@@ -15,6 +15,7 @@ from typing import Any
 import yaml
 
 from playground.drafters.registry import KINDS, NAMES
+from playground.validate import draft_stop as check_stop_below
 
 CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
 SOURCES = ("packaged", "builtin", "hub")
@@ -39,6 +40,7 @@ class Preset:
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
     params_millions: float | None = None  # target + drafter model weights, for the memory budget
     tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
+    draft_stop: float = 0.0  # MTP chains stop once the head's path confidence is below this (playground.draft_stop)
     exit_layer: int | None = None  # early-exit drafter: decoder layers it runs (None: all but the last)
     exit_kv_reuse: bool = True  # early exit verifies reusing the draft passes' KV (LayerSkip); False: recompute
     exit_adapter: str | None = (
@@ -54,6 +56,10 @@ class Preset:
             raise ValueError(f"preset {self.name}: dtype must be one of {DTYPES}")
         if KINDS[self.drafter].needs_drafter_model and not self.drafter_model:
             raise ValueError(f"preset {self.name}: drafter {self.drafter!r} needs drafter_model")
+        try:
+            check_stop_below(self.draft_stop)
+        except ValueError as exc:
+            raise ValueError(f"preset {self.name}: {exc}") from None
         if self.exit_layer is not None and (
             isinstance(self.exit_layer, bool) or not isinstance(self.exit_layer, int) or self.exit_layer < 1
         ):

@@ -39,12 +39,17 @@ class Child:
     row: torch.Tensor | None  # [N] the exact law it was drawn from; None = one-hot (deterministic)
 
 
-def allocate(scores: list[float], probs: torch.Tensor, budget: int, branch: int) -> list[int]:
+def allocate(scores: list[float], probs: torch.Tensor, budget: int, branch: int, min_score: float = 0.0) -> list[int]:
     """Children per node: the ``budget`` best (score × j-th largest probability) slots,
-    j < branch, taken as a prefix per node.  probs: [T, N]."""
+    j < branch, taken as a prefix per node; slots worth less than ``min_score`` are not
+    drafted (``playground.draft_stop``: the tree stops growing where the drafter is unsure).
+    probs: [T, N]."""
     k = min(branch, probs.shape[-1])
     top = torch.topk(probs.float(), k, dim=-1).values.tolist()  # [T][k], descending
-    slots = sorted(((s * top[t][j], t, j) for t, s in enumerate(scores) for j in range(k)), key=lambda c: -c[0])
+    slots = sorted(
+        (c for c in ((s * top[t][j], t, j) for t, s in enumerate(scores) for j in range(k)) if c[0] >= min_score),
+        key=lambda c: -c[0],
+    )
     counts = [0] * len(scores)
     for _, t, _ in slots[:budget]:
         counts[t] += 1  # descending within a node, so the slots of a node form a prefix
@@ -59,16 +64,19 @@ def grow_level(
     sample: bool,
     generator: torch.Generator | None,
     expandable: list[bool] | None = None,
+    min_score: float = 0.0,
 ) -> list[Child]:
     """The children of one level, siblings together in the order they are tried.
 
     scores: the frontier nodes' path probabilities; probs: [T, N], row t the distribution
     at node t (the sampling law when ``sample``, else the drafter's softmax, which only
-    shapes the tree); expandable[t] False: node t gets no children (e.g. it is an EOS)."""
+    shapes the tree); expandable[t] False: node t gets no children (e.g. it is an EOS);
+    min_score: a child slot worth less (path score × its sorted probability) is not drafted
+    — decided before any child is drawn, so sampling stays exact."""
     probs = probs.float().cpu() if sample else probs.float()  # draws use the run's CPU generator
     if expandable is not None:
         scores = [s if ok else 0.0 for s, ok in zip(scores, expandable)]
-    counts = allocate(scores, probs, budget, branch)
+    counts = allocate(scores, probs, budget, branch, min_score)
     out: list[Child] = []
     for t, m in enumerate(counts):
         if m == 0 or scores[t] <= 0.0:

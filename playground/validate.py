@@ -52,6 +52,15 @@ def verification(rule, tree_nodes: int = 1) -> str:
     return rule
 
 
+def draft_stop(value) -> float:
+    """An early-stop threshold for drafters (``playground.draft_stop``): a number in [0, 1), 0 = off."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"draft_stop must be a number in [0, 1) (0 = off), got {excerpt(value)!r}")
+    if not 0.0 <= value < 1.0:
+        raise ValueError(f"draft_stop must be a number in [0, 1) (0 = off), got {value:g}")
+    return float(value)
+
+
 def number(name: str, value, lo: float, hi: float) -> float:
     """A finite number (not a bool) in [lo, hi], as a float."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):

@@ -95,6 +95,7 @@ def test_speculate_signature_is_keyword_friendly(client):
         "max_new_tokens",
         "tree_nodes",
         "verification",
+        "draft_stop",
     ]
     assert not params["prompt"]["parameter_has_default"]
     assert all(p["parameter_has_default"] for name, p in params.items() if name != "prompt")
@@ -118,6 +119,7 @@ BAD = [
     (dict(prompt="hi", gamma="four"), "gamma must be a whole number"),
     (dict(prompt="hi", verification="typical"), "verification must be one of lossless, block"),
     (dict(prompt="hi", verification="block", tree_nodes=4), "block verification judges a chain of drafts"),
+    (dict(prompt="hi", draft_stop=1.5), "draft_stop must be a number in [0, 1) (0 = off), got 1.5"),
 ]
 
 
@@ -136,7 +138,7 @@ def test_nan_over_raw_http_gets_a_clear_message(server, position, name):
     """gradio_client refuses to send NaN; a raw HTTP caller can (JSON's NaN extension), and is told why it fails."""
     import httpx
 
-    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4", "null", '"lossless"']
+    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4", "null", '"lossless"', "null"]
     data[position] = "NaN"
     base = server + "/gradio_api/call/speculate"
     r = httpx.post(
@@ -269,7 +271,10 @@ def test_verification_control_defaults_to_token_verification():
     run_deps = [d for d in deps if any(t[0] == run_id for t in d["targets"])]
     heavy = [d for d in deps if d.get("trigger_after") in {r["id"] for r in run_deps}]
     assert any(radio_id in d["inputs"] for d in run_deps)  # the validator sees it
-    assert heavy and all(d["inputs"][-1] == radio_id for d in heavy)  # the run handler's last input
+    assert heavy and all(d["inputs"][-2] == radio_id for d in heavy)  # the run handler's input before draft_stop
+    stop = tab.components["draft_stop"]
+    assert isinstance(stop, gr.Slider) and all(d["inputs"][-1] == stop._id for d in heavy)
+    assert any(stop._id in d["inputs"] for d in run_deps)  # the validator sees it too
 
 
 def _spy_on_api(monkeypatch):
@@ -330,6 +335,36 @@ def test_block_verification_of_a_tree_gets_a_clear_message(tiny_default):
     assert set(errs) == {"verification"} and errs["verification"].startswith("Block verification judges a chain")
     errs = pt.check_params(*args, 0, "typical")  # a lab-only rule is not offered here
     assert set(errs) == {"tree_nodes", "verification"} and "lossless, block" in errs["verification"]
+
+
+@pytest.mark.parametrize("bad", [1.0, -0.05, math.nan, "x"])
+def test_draft_stop_is_checked_with_the_other_settings(tiny_default, bad):
+    import gradio as gr
+
+    from visual import playground_tab as pt
+
+    args = (tiny_default, pt.preset_choices(tiny_default), "hi", "tiny-random", "model", 4, 0.0, 0, 1.0, 0, 16)
+    assert pt.check_params(*args, 1, "lossless", 0.3) == {} and pt.check_params(*args, 1, "lossless", None) == {}
+    errs = pt.check_params(*args, 1, "lossless", bad)
+    assert set(errs) == {"draft_stop"} and errs["draft_stop"].startswith("draft_stop must be a number in [0, 1)")
+    with pytest.raises(gr.Error, match="draft_stop"):
+        _run(tiny_default, tree_nodes=1, verification="lossless", draft_stop=bad)
+
+
+def test_preset_choice_and_links_reset_the_stop_threshold_to_the_presets():
+    import gradio as gr
+
+    from playground.config import load_config
+    from visual.playground_tab import LINK_KEYS, build_playground_tab
+    from visual.share import validate_query
+
+    with gr.Blocks():
+        tab = build_playground_tab()
+    want = load_config().preset("gemma3-270m-mtp").draft_stop
+    ups = dict(zip(LINK_KEYS, tab.link_updates(validate_query({"preset": "gemma3-270m-mtp"})), strict=True))
+    assert ups["draft_stop"].value == want
+    ups = dict(zip(LINK_KEYS, tab.link_updates(validate_query({"seed": "2"})), strict=True))
+    assert ups["draft_stop"] == gr.skip()
 
 
 def test_a_shared_link_can_preselect_block_verification():

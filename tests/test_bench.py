@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -508,3 +509,31 @@ def test_a_wall_time_budget_stops_between_complete_rounds(monkeypatch):
     assert rounds and all(sorted(x) == sorted(rounds[0]) for x in rounds)  # same rounds for every spec
     full = len(bench.load_prompts()) * 3
     assert len(rounds[0]) < full  # it really stopped early
+
+
+def test_draft_stop_rows_sweep_only_drafters_that_stop():
+    """--draft-stop adds a row per threshold for the MTP drafters (chains and trees), never for
+    drafters that cannot stop; without it they run at the preset's threshold; bad values are refused."""
+    from playground.bench.run import _specs
+
+    opts = bench.BenchOptions(gammas=(4,), tree_nodes=(1, 8), draft_stops=(0.0, 0.2), methods=("speculative",))
+    specs = _specs(opts, ("mtp+lookup", "prompt-lookup"), hf_assistant=False, preset_stop=0.1)
+    got = sorted((s.drafter, s.tree_nodes, s.draft_stop) for s in specs)
+    assert got == [
+        ("mtp+lookup", 1, 0.0), ("mtp+lookup", 1, 0.2), ("mtp+lookup", 8, 0.0), ("mtp+lookup", 8, 0.2),
+        ("prompt-lookup", 1, None), ("prompt-lookup", 8, None),
+    ]  # fmt: skip
+    plain = _specs(replace(opts, draft_stops=None, tree_nodes=(1,)), ("mtp",), False, preset_stop=0.1)
+    assert [s.draft_stop for s in plain] == [0.1] and "stop<0.1" in plain[0].label
+    rows = [{"method": "speculative", "drafter": "mtp", "tree_nodes": 1, "draft_stop": s} for s in (0.0, 0.2)]
+    from playground.bench.report import table_columns
+
+    assert [c for c, _ in table_columns(rows)].count("draft_stop") == 1
+    assert "draft_stop" not in [c for c, _ in table_columns(rows[:1])]
+
+
+@pytest.mark.parametrize("value", ["-0.1", "1", "x"])
+def test_bad_draft_stop_exits_2(value, capsys):
+    code = bench.main(["--preset", "tiny-random", "--draft-stop", value, "--out", ""])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and err and "\n" not in err

@@ -607,3 +607,26 @@ def test_stats_card_has_no_mtp_rows_for_other_drafters():
     steps = syn.spec_steps()
     m = stats.compute_metrics(steps, 3, result=syn.result(steps))
     assert m["mtp"] is None and "MTP" not in stats.stats_card(m)
+
+
+def test_early_stopped_mtp_steps_are_explained():
+    """The MTP box says why a chain was short (playground.draft_stop), and the stats card
+    says the formula is for full chains; trace numbers are checked, HTML escaped."""
+    from dataclasses import replace
+
+    steps = mtp_steps()
+    stopped = {**steps[1].drafter_info, "draft_stop": 0.15, "path_confidence": 0.08, "stopped_early": True}
+    kept = {**steps[0].drafter_info, "draft_stop": 0.15, "path_confidence": 0.4, "stopped_early": False}
+    steps = [replace(steps[0], drafter_info=kept), replace(steps[1], drafter_info=stopped)]
+    box = drafter_info.mtp_panel(steps[1], VERIFY)
+    assert "stopped after" in box and "0.08" in box and "threshold 0.15" in box and "unchanged" in box
+    assert "it did not here" in drafter_info.mtp_panel(steps[0], VERIFY)
+    tree = {**stopped, "tree_nodes": 5}
+    assert "tree stopped growing" in drafter_info.mtp_panel(replace(steps[1], drafter_info=tree), VERIFY)
+    for bad in ({"draft_stop": "<b>x</b>"}, {"draft_stop": float("nan")}, {"draft_stop": 0.0}):
+        assert "Length:" not in drafter_info.mtp_panel(replace(steps[1], drafter_info={**stopped, **bad}), VERIFY)
+    cal = syn.run_stats(syn.ar_steps(), "autoregressive", single_token_ms=50.0)
+    card = stats.stats_card(stats.compute_metrics(steps, 3, result=syn.result(steps), calibration=cal))
+    assert "stopped early (it was unsure) in 1 of 2 steps" in card
+    plain = mtp_steps()
+    assert "stopped early" not in stats.stats_card(stats.compute_metrics(plain, 3, result=syn.result(plain)))

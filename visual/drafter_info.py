@@ -33,6 +33,32 @@ def drafter_panel(steps: Sequence[StepRecord], index: int, phase: str, prompt_to
     return ""
 
 
+def _stop_line(info: dict, drafted: int) -> str:
+    """The early-stop rule in words (empty when the run has none); numbers from a trace are checked."""
+    tau, path = info.get("draft_stop"), info.get("path_confidence")
+    if not _finite(tau) or tau <= 0:
+        return ""
+    rule = f"threshold {tau:.2g}"
+    if info.get("stopped_early") is True and "tree_nodes" in info:
+        return (
+            f"the tree stopped growing early: no further node’s path confidence (the product of the "
+            f"probabilities the head gave the tokens on its path) reached the {rule}. The shape is decided "
+            "before each level is drawn, so the output is unchanged."
+        )
+    if info.get("stopped_early") is True and _finite(path):
+        return (
+            f"stopped after {count(drafted)} draft{'s' if drafted != 1 else ''}: the head\u2019s confidence in "
+            f"its chain (the product of the probabilities it gave its drafts, {path:.2f}) fell below the {rule}, "
+            "so no step was spent on drafts the target would likely reject. Stopping depends only on drafts "
+            "already made, so the output is unchanged."
+        )
+    return f"the chain may stop early when the head\u2019s confidence in it falls below the {rule}; it did not here."
+
+
+def _finite(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+
+
 def _draft_cost(step: StepRecord, phase: str) -> str:
     """The "Draft:" line: n tokens in X ms (Y ms/token) vs the verify pass (not shown while drafting)."""
     n = len(step.drafted)
@@ -251,6 +277,11 @@ def mtp_panel(step: StepRecord, phase: str, hidden: tuple[str, str | None] = (""
 
     # 3. draft cost against the target's verify pass
     items.append(("Draft:", _draft_cost(step, phase)))
+
+    # 4. the early-stop rule (playground.draft_stop), when the run uses one
+    stop_line = _stop_line(info, len(step.drafted))
+    if stop_line:
+        items.append(("Length:", stop_line))
 
     lis = "".join(f'<li><strong class="mtp-info__key">{esc(k)}</strong> {v}</li>' for k, v in items)
     return (

@@ -28,6 +28,7 @@ from playground.models import ModelUnavailable
 from playground.records import StepRecord
 from playground.trace_cache import TraceCache, describe_replay
 from playground.validate import VERIFICATION_RULES
+from playground.validate import draft_stop as check_stop_below
 from playground.validate import temperature as check_temperature
 from playground.validate import verification as check_verification
 from visual import charts, stats, tables
@@ -68,11 +69,13 @@ def check_params(
     max_new_tokens,
     tree_nodes=None,
     verification="lossless",
+    draft_stop=None,
 ) -> dict[str, str]:
     """Clear messages for bad inputs, keyed by parameter name (empty dict = all good).
 
     ``tree_nodes`` None: not checked (the preset's own); ``verification`` is an engine rule of
-    ``VERIFICATION`` (block verification judges a chain: it refuses tree_nodes > 1)."""
+    ``VERIFICATION`` (block verification judges a chain: it refuses tree_nodes > 1);
+    ``draft_stop`` None: the preset's own."""
     lim = cfg.limits
     errs: dict[str, str] = {}
     if not isinstance(prompt, str) or not prompt.strip():
@@ -115,6 +118,11 @@ def check_params(
     except ValueError as exc:
         msg = str(exc)
         errs["verification"] = msg[0].upper() + msg[1:] + "."
+    if draft_stop is not None:
+        try:
+            check_stop_below(draft_stop)
+        except ValueError as exc:
+            errs["draft_stop"] = f"{exc}."
     return errs
 
 
@@ -191,10 +199,11 @@ class _RunRequest:
     dtype: str | None
     tree_nodes: int
     rule: str = "lossless"  # verification of the speculative run (the autoregressive runs verify nothing)
+    draft_stop: float | None = None  # the MTP drafter's stop threshold (None: the preset's)
 
     def engine_kwargs(self, **overrides) -> dict[str, Any]:
         """``playground.api`` keyword arguments shared by the speculative, race and calibration runs
-        (the speculative run adds its ``tree_nodes`` and ``rule``: the autoregressive runs have none,
+        (the speculative run adds its ``tree_nodes``, ``rule`` and ``draft_stop``: the autoregressive runs have none,
         and leaving them out keeps their trace-cache key the same whatever the rule)."""
         kwargs = dict(
             preset=self.preset,
@@ -379,7 +388,7 @@ class _Generation:
             mode="speculative",
             progress=self.report,
             shared=self.shared,
-            **req.engine_kwargs(tree_nodes=req.tree_nodes, rule=req.rule),
+            **req.engine_kwargs(tree_nodes=req.tree_nodes, rule=req.rule, draft_stop=req.draft_stop),
         ):
             if isinstance(item, StepRecord):
                 steps.append(item)
@@ -436,6 +445,7 @@ def _request(
     calibrate,
     tree_nodes,
     verification="lossless",
+    draft_stop=None,
 ) -> _RunRequest:
     """Check the settings (a gr.Error with every message) and normalise them."""
     tree_nodes = 1 if tree_nodes in (None, "") else tree_nodes
@@ -454,6 +464,7 @@ def _request(
         max_new_tokens,
         tree_nodes,
         verification,
+        draft_stop,
     )
     if errs:
         raise gr.Error(" ".join(errs.values()))
@@ -473,6 +484,7 @@ def _request(
         dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
         tree_nodes=int(tree_nodes),
         rule=verification,
+        draft_stop=None if draft_stop in (None, "") else float(draft_stop),
     )
 
 
@@ -498,6 +510,7 @@ def make_run_handler(
         calibrate,
         tree_nodes=1,
         verification="lossless",
+        draft_stop=None,
         progress=gr.Progress(),
     ):
         req = _request(
@@ -517,6 +530,7 @@ def make_run_handler(
             calibrate,
             tree_nodes,
             verification,
+            draft_stop,
         )
         state = RunState(
             run_id=(trace or {}).get("run_id") or new_run_id(),

@@ -195,6 +195,7 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
         max_new_tokens: int = 64,
         tree_nodes: int | None = None,
         verification: str = "lossless",
+        draft_stop: float | None = None,
     ) -> dict:
         """Run lossless speculative decoding and return the trace as JSON.
 
@@ -202,7 +203,9 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
         the new token ids, one record per target verification pass (drafts with q, p, u and verdict; the
         resampled/bonus token) and the run's statistics.  tree_nodes > 1 drafts a tree (each draft then has
         a ``parent`` index).  verification: "lossless" (token verification) or "block" (block
-        verification, chains only).  Bad input raises an error with a clear message.
+        verification, chains only).  draft_stop: MTP drafters stop a chain once the head's confidence
+        in it is below this (0 = always gamma drafts; default: the preset's).  Bad input raises an
+        error with a clear message.
         """
         if not isinstance(prompt, str):
             raise gr.Error("prompt must be text")
@@ -221,6 +224,7 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
                 tree_nodes=tree_nodes,
                 rule=rule,
                 shared=shared,
+                draft_stop=draft_stop,
             )
         except (ValueError, TypeError, ModelUnavailable) as exc:
             raise gr.Error(str(exc)) from None
@@ -321,6 +325,17 @@ def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, 
         "all checked in one target pass",
         elem_id="tree-nodes",
     )
+    c["draft_stop"] = gr.Slider(
+        0,
+        0.9,
+        value=p0.draft_stop,
+        step=0.05,
+        label="Stop drafting below (MTP)",
+        info="The MTP head stops its chain once its confidence in it (the product of its drafts’ "
+        "probabilities) falls below this, instead of always drafting γ. 0 = always γ. "
+        "Exact either way; other drafters ignore it.",
+        elem_id="draft-stop",
+    )
     c["verification"] = gr.Radio(
         [(label, rule) for rule, label in VERIFICATION.items()],
         value="lossless",
@@ -406,54 +421,56 @@ def _plots(gamma: int, c: dict[str, Any]) -> None:
 
 
 def _preset_reset(ch: PresetChoice) -> tuple:
-    """A preset's description, its drafters (its own selected), its γ and its tree size."""
+    """A preset's description, its drafters (its own selected), its γ, tree size and stop threshold."""
     p = ch.preset
     return (
         preset_info(ch),
         gr.Dropdown(choices=list(p.drafters), value=p.drafter),
         gr.Slider(value=p.gamma),
         gr.Slider(value=p.tree_nodes),
+        gr.Slider(value=p.draft_stop),
     )
 
 
 def _wire_preset(c: dict[str, Any], by_name: dict[str, PresetChoice]) -> None:
-    """Choosing a preset shows its description and resets drafter, γ and tree size to its own.
+    """Choosing a preset shows its description and resets drafter, γ, tree size and stop threshold to its own.
     On ``input`` (the visitor's choice) only: a shared link sets the preset and its own γ at
     once (``link_updates``), and a ``change`` listener would then overwrite the link's γ."""
 
     def on_preset(name):
         ch = by_name.get(name)
-        return _preset_reset(ch) if ch is not None else (gr.skip(),) * 4
+        return _preset_reset(ch) if ch is not None else (gr.skip(),) * 5
 
     c["preset"].input(
         on_preset,
         c["preset"],
-        [c["preset_info"], c["drafter"], c["gamma"], c["tree_nodes"]],
+        [c["preset_info"], c["drafter"], c["gamma"], c["tree_nodes"], c["draft_stop"]],
         queue=False,
         api_visibility="private",
     )
 
 
 _LINK_VALUES = (*PREFILL_KEYS, "verification")  # the link's own values (validated in visual.share)
-LINK_KEYS = (*_LINK_VALUES, "preset_info", "drafter", "tree_nodes")  # what a shared link's page load updates
+LINK_KEYS = (*_LINK_VALUES, "preset_info", "drafter", "tree_nodes", "draft_stop")  # what a link's page load updates
 
 
 def link_updates(prefill: Prefill, by_name: dict[str, PresetChoice]) -> list[Any]:
     """One update per ``LINK_KEYS`` component for a validated link: its values, and for a
-    preset the preset's own description, drafters, tree size and (unless the link sets one) γ.
+    preset the preset's own description, drafters, tree size, stop threshold and (unless the link
+    sets one) γ.
     A link's bad or missing verification leaves the control as it is (token verification);
     block verification with a preset that drafts a tree gets a chain (tree nodes 1), the only
     shape block verification judges."""
     ups = prefill_updates(prefill, _LINK_VALUES)
     ch = by_name.get(prefill.preset) if prefill.preset else None
     if ch is None:
-        return [*ups, gr.skip(), gr.skip(), gr.skip()]
-    info, drafter, gamma, tree = _preset_reset(ch)
+        return [*ups, gr.skip(), gr.skip(), gr.skip(), gr.skip()]
+    info, drafter, gamma, tree, stop = _preset_reset(ch)
     if prefill.gamma is None:
         ups[_LINK_VALUES.index("gamma")] = gamma
     if prefill.verification == "block":
         tree = gr.Slider(value=1)
-    return [*ups, info, drafter, tree]
+    return [*ups, info, drafter, tree, stop]
 
 
 def _wire_replay(parts: _Parts) -> None:
@@ -475,7 +492,7 @@ def _wire_replay(parts: _Parts) -> None:
 
 
 _PARAM_NAMES = ("prompt", "preset", "drafter", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens")
-_CHECKED_NAMES = (*_PARAM_NAMES, "tree_nodes", "verification")  # check_params' arguments, in its order
+_CHECKED_NAMES = (*_PARAM_NAMES, "tree_nodes", "verification", "draft_stop")  # check_params' arguments, in order
 
 
 def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts) -> tuple[TraceCache | None, int]:
@@ -514,7 +531,9 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
     # Run and /speculate wait for the shared compute slots inside the handler, so replays and
     # followers of an identical run never queue behind other visitors' runs.
     run_limit = int(cfg.queue.get("run_concurrency_limit", 16))
-    heavy_inputs = [trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"], c["verification"]]
+    heavy_inputs = [
+        trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"], c["verification"], c["draft_stop"]
+    ]  # fmt: skip
     heavy_outputs = [trace_state if name == "trace" else c[name] for name in RunOutputs._fields]
     c["run"].click(
         prepare,

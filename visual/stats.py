@@ -49,6 +49,8 @@ def compute_metrics(
     m["mean_accepted"] = (accepted / len(steps)) if steps else None
     m["tokens_per_call"] = new / len(steps) if steps else None
     m["calls_saved"] = new - len(steps) if steps else None
+    # steps whose drafter stopped before γ because it was unsure (playground.draft_stop)
+    m["early_stops"] = sum(1 for s in steps if (s.drafter_info or {}).get("stopped_early") is True)
     wall = result.stats.wall_ms if result is not None else (steps[-1].elapsed_ms if steps else None)
     m["wall_ms"] = wall
     m["tokens_per_s"] = new / (wall / 1000.0) if wall else None
@@ -316,6 +318,14 @@ def _prediction(m: dict[str, Any]) -> str:
         missing = f'<p class="pred__missing">No step drafted all \u03b3 = {g} tokens yet, so c and v<sub>\u03b3</sub> are not measured.</p>'
     else:
         missing = ""
+    if m.get("early_stops"):
+        k_mean = m["drafted"] / m["steps"] if m["steps"] else 0.0
+        missing += (
+            f'<p class="pred__missing">The drafter stopped early (it was unsure) in {m["early_stops"]} of '
+            f"{m['steps']} steps, drafting {num(k_mean, 2)} tokens per step on average instead of γ = {g}. "
+            "The formula is for chains of γ drafts: it predicts the same drafter without early stopping; "
+            "the measured speedup includes what stopping saved.</p>"
+        )
     if v is not None and v < 0.9:
         missing += (
             '<p class="pred__missing">v<sub>\u03b3</sub> &lt; 1 means a pass over \u03b3+1 tokens looked faster than '

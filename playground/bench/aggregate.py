@@ -41,7 +41,16 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
         if spec.method == "hf_generate":
             base[(dtype, kind, temperature, "hf")] = row
     chains = {
-        (r["dtype"], r["prompts"], r["temperature"], r["trace"], r["drafter"], r["gamma"], r["rule"]): r
+        (
+            r["dtype"],
+            r["prompts"],
+            r["temperature"],
+            r["trace"],
+            r["drafter"],
+            r["gamma"],
+            r["rule"],
+            r["draft_stop"],
+        ): r
         for r in rows
         if r["method"] == "speculative" and r["tree_nodes"] == 1
     }
@@ -114,6 +123,7 @@ def _group_row(
         "drafter": spec.drafter,
         "gamma": spec.gamma,
         "tree_nodes": spec.tree_nodes,
+        "draft_stop": spec.draft_stop,
         "nodes_per_pass": (drafted / steps) if (steps and spec.method == "speculative") else None,
         "temperature": temperature,
         "prompts": kind,
@@ -187,7 +197,7 @@ def _add_speedups(
     """Set the speedup columns against the baselines (and the chain, for a tree row); return the AR baseline row."""
     key = (row["dtype"], row["prompts"], row["temperature"])
     ar = base.get(key + (row["trace"],)) or base.get(key + (False,))
-    chain = chains.get(key + (row["trace"], row["drafter"], row["gamma"], row["rule"]))
+    chain = chains.get(key + (row["trace"], row["drafter"], row["gamma"], row["rule"], row["draft_stop"]))
     row["speedup_vs_chain"] = (
         _ratio(chain and chain["ms_per_token"], row["ms_per_token"])
         if row["method"] == "speculative" and row["tree_nodes"] > 1
@@ -216,9 +226,11 @@ def _add_predictions(row: dict[str, Any], ar: dict[str, Any] | None, cst: Costs 
         tree = row["tree_nodes"] > 1
         v = cst.v(1 + (row["nodes_per_pass"] or 0)) if tree else cst.v(g + 1)
         alpha = row["acceptance_rate"]
-        # E(α, γ) is token verification's law for a chain; a block row's α counts every draft
-        # as judged, so it gets only the step-mix prediction (from the measured tokens per call)
-        if alpha is not None and c is not None and v is not None and not tree and row["rule"] != "block":
+        # E(α, γ) is token verification's law for a chain of γ drafts; a block row's α counts
+        # every draft as judged and a chain that stops early drafts fewer than γ, so those get
+        # only the step-mix prediction (from the measured tokens per call)
+        fixed = not tree and row["rule"] != "block" and not row["draft_stop"]
+        if alpha is not None and c is not None and v is not None and fixed:
             pred = predicted_speedup(alpha, g, c, v)
         if row["_steps"] and c is not None and row["tokens_per_target_call"]:
             k_mean = row["_drafted"] / row["_steps"]
@@ -242,7 +254,7 @@ _METHOD_ORDER = {m: i for i, m in enumerate(METHODS)}
 def _sort_key(r: dict[str, Any]) -> tuple:
     return (
         r["dtype"], r["prompts"], r["temperature"], r["trace"], _METHOD_ORDER[r["method"]],
-        r["drafter"] or "", r["gamma"], r["tree_nodes"], r["rule"],
+        r["drafter"] or "", r["gamma"], r["tree_nodes"], r["rule"], r["draft_stop"] or 0.0,
     )  # fmt: skip
 
 

@@ -67,6 +67,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=(1,),
         help="1 = chain drafts; larger values add draft-tree rows with that node budget (e.g. 1,4,8,16,32)",
     )
+    p.add_argument(
+        "--draft-stop",
+        type=_float_list,
+        default=None,
+        help="MTP chains stop once the head's path confidence is below this; several values add rows "
+        "(0 = always γ drafts; default: the preset's draft_stop)",
+    )
     p.add_argument("--temperatures", type=_float_list, default=(0.0,))
     p.add_argument("--drafters", type=_str_list, default=None)
     p.add_argument("--dtype", type=_str_list, default=None, help="float32, bfloat16 or both (comma-separated)")
@@ -117,6 +124,7 @@ def options_from_args(args) -> BenchOptions:
         max_new_tokens=args.max_new_tokens,
         gammas=tuple(dict.fromkeys(args.gammas)),
         tree_nodes=tuple(dict.fromkeys(args.tree_nodes)),
+        draft_stops=tuple(dict.fromkeys(args.draft_stop)) if args.draft_stop else None,
         temperatures=tuple(dict.fromkeys(args.temperatures)),
         drafters=tuple(dict.fromkeys(args.drafters)) if args.drafters else None,
         dtypes=tuple(dict.fromkeys(args.dtype)) if args.dtype else None,

@@ -230,6 +230,20 @@ def _early_exit_pass(model) -> Callable[[], bool]:
     return lambda: base.config.num_hidden_layers < full
 
 
+@contextlib.contextmanager
+def _stop_below(drafter, value: float | None):
+    """The drafter's early-stop threshold set to ``value`` for one run (drafters are shared by runs)."""
+    if drafter is None or value is None or getattr(drafter, "stop_below", None) is None:
+        yield
+        return
+    before = drafter.stop_below
+    drafter.stop_below = value
+    try:
+        yield
+    finally:
+        drafter.stop_below = before
+
+
 def _our_run(pair, drafter, ids: list[int], spec: Spec, max_new_tokens: int, temperature: float, seed: int):
     from playground.engine import GenerationConfig, run
 
@@ -245,7 +259,7 @@ def _our_run(pair, drafter, ids: list[int], spec: Spec, max_new_tokens: int, tem
     )
     gen = torch.Generator().manual_seed(seed)
     counter = _CallCounter(pair.target)
-    with counter:
+    with counter, _stop_below(drafter if spec.method == "speculative" else None, spec.draft_stop):
         t0 = time.perf_counter()
         result = run(
             pair.target,

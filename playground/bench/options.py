@@ -19,12 +19,14 @@ RULES = ("lossless", "block", "exact-match", "typical")  # verification rules wo
 LOSSLESS_RULES = ("lossless", "block", "exact-match")
 TRACE_MODES = ("off", "on", "both")
 BRANCHING = tuple(k.name for k in DRAFTER_KINDS.values() if k.branches)  # drafters with propose_tree
+STOPPING = tuple(k.name for k in DRAFTER_KINDS.values() if k.stops)  # drafters with stop_below
 
 ROW_FIELDS = (
     "method",
     "drafter",
     "gamma",
     "tree_nodes",
+    "draft_stop",
     "nodes_per_pass",
     "temperature",
     "prompts",
@@ -84,6 +86,7 @@ class BenchOptions:
     max_new_tokens: int = 64
     gammas: tuple[int, ...] = (2, 4, 8)
     tree_nodes: tuple[int, ...] = (1,)  # 1: chain drafts; > 1: draft trees (drafters that can branch)
+    draft_stops: tuple[float, ...] | None = None  # chain confidence thresholds to compare (None: the preset's)
     temperatures: tuple[float, ...] = (0.0,)
     drafters: tuple[str, ...] | None = None  # None: every drafter the preset can build
     dtypes: tuple[str, ...] | None = None  # None: the preset's dtype
@@ -111,6 +114,7 @@ class Spec:
     trace: bool = False
     rule: str = "lossless"
     tree_nodes: int = 1
+    draft_stop: float | None = None  # the drafter's stop threshold for this run (None: it has none)
 
     @property
     def label(self) -> str:
@@ -121,6 +125,8 @@ class Spec:
             parts.append(f"γ={self.gamma}")
         if self.tree_nodes > 1:
             parts.append(f"tree={self.tree_nodes}")
+        if self.draft_stop:
+            parts.append(f"stop<{self.draft_stop:g}")
         if self.rule != "lossless":
             parts.append(self.rule)
         if self.trace:

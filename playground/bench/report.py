@@ -17,6 +17,7 @@ TABLE_COLUMNS = (
     ("drafter", "drafter"),
     ("gamma", "block size γ"),
     ("tree_nodes", "tree nodes"),
+    ("draft_stop", "stop below"),
     ("nodes_per_pass", "nodes / pass"),
     ("ms_per_token", "latency (ms/token)"),
     ("tokens_per_s", "throughput (tokens/s)"),
@@ -39,10 +40,14 @@ TREE_COLUMNS = ("tree_nodes", "nodes_per_pass", "speedup_vs_chain", "v_measured"
 
 
 def table_columns(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
-    """TABLE_COLUMNS, without the tree columns when every row drafts a chain."""
-    if any((r.get("tree_nodes") or 1) > 1 for r in rows):
-        return TABLE_COLUMNS
-    return tuple(c for c in TABLE_COLUMNS if c[0] not in TREE_COLUMNS)
+    """TABLE_COLUMNS, without the tree columns when every row drafts a chain and without
+    the stop column when no chain stops early."""
+    drop = set()
+    if not any((r.get("tree_nodes") or 1) > 1 for r in rows):
+        drop |= set(TREE_COLUMNS)
+    if not any(r.get("draft_stop") for r in rows):
+        drop.add("draft_stop")
+    return tuple(c for c in TABLE_COLUMNS if c[0] not in drop)
 
 
 def _fmt(v, key: str) -> str:
@@ -53,6 +58,8 @@ def _fmt(v, key: str) -> str:
     if isinstance(v, float):
         if key in ("ms_per_token",):
             return f"{v:.1f}"
+        if key == "draft_stop":
+            return f"{v:g}"
         if key in ("tokens_per_s",):
             return f"{v:.2f}"
         if (
@@ -101,9 +108,15 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
         "call / (k̄c + v(1+k̄)) with k̄ the mean drafted tokens per step."
         + (
             " Tree rows: nodes / pass = drafted nodes per verify pass; speedup vs chain = the chain row of the same "
-            "drafter and γ over this one; v in runs = mean verify pass of these runs (tree mask included) / one "
+            "drafter, γ and stop threshold over this one; v in runs = mean verify pass of these runs (tree mask included) / one "
             "single-token pass."
             if any((r.get("tree_nodes") or 1) > 1 for r in rows)
+            else ""
+        )
+        + (
+            " Stop below = the chain stops once the drafter's path confidence (product of the probabilities it "
+            "gave its drafts) is below this; those rows draft fewer than γ and get only the step-mix prediction."
+            if any(r.get("draft_stop") for r in rows)
             else ""
         )
     )
@@ -140,8 +153,14 @@ def _tree(r: dict[str, Any]) -> int:
     return int(r.get("tree_nodes") or 1)
 
 
-def _label(drafter, nodes: int) -> str:  # chain and tree rows of one drafter are separate lines
-    return f"{drafter} tree {nodes}" if nodes > 1 else str(drafter)
+def _shape(r: dict[str, Any]) -> tuple[int, float]:
+    """What makes a drafter's rows separate lines: tree nodes and the early-stop threshold."""
+    return _tree(r), float(r.get("draft_stop") or 0.0)
+
+
+def _label(drafter, shape: tuple[int, float]) -> str:  # chain, tree and stopped rows are separate lines
+    nodes, stop = shape
+    return f"{drafter}" + (f" tree {nodes}" if nodes > 1 else "") + (f" stop<{stop:g}" if stop else "")
 
 
 def _of(rows: list[dict[str, Any]], key: tuple) -> list[dict[str, Any]]:
@@ -157,11 +176,11 @@ def _throughput_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: boo
         lines: dict[tuple, list[dict]] = {}
         for r in rs:
             if r["method"] in ("speculative", "hf_assisted"):
-                lines.setdefault((r["method"], r["drafter"], r["rule"], _tree(r)), []).append(r)
+                lines.setdefault((r["method"], r["drafter"], r["rule"], _shape(r)), []).append(r)
         gammas = sorted({r["gamma"] for r in rs if r["gamma"]}) or [1]
-        for (method, drafter, rule, nodes), pts in lines.items():
+        for (method, drafter, rule, shape), pts in lines.items():
             pts.sort(key=lambda r: r["gamma"])
-            name = ("ours " if method == "speculative" else "HF assisted ") + _label(drafter, nodes)
+            name = ("ours " if method == "speculative" else "HF assisted ") + _label(drafter, shape)
             if rule != "lossless":
                 name += f" ({rule})"
             fig.add_trace(
@@ -195,14 +214,14 @@ def _speedup_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
     for key in keys:
         sfx = _suffix(key, multi)
         rs = [r for r in _of(rows, key) if r["method"] == "speculative"]
-        for drafter, nodes in sorted({(r["drafter"], _tree(r)) for r in rs}):
+        for drafter, shape in sorted({(r["drafter"], _shape(r)) for r in rs}):
             pts = sorted(
-                (r for r in rs if r["drafter"] == drafter and _tree(r) == nodes and r["rule"] == "lossless"),
+                (r for r in rs if r["drafter"] == drafter and _shape(r) == shape and r["rule"] == "lossless"),
                 key=lambda r: r["gamma"],
             )
             if not pts:
                 continue
-            name = _label(drafter, nodes)
+            name = _label(drafter, shape)
             xs = [r["gamma"] for r in pts]
             fig.add_trace(
                 go.Scatter(
@@ -212,7 +231,7 @@ def _speedup_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
                     name=f"{name} measured{sfx}",
                 )
             )
-            if nodes == 1:  # the chain cost model; a tree row has no predicted speedup
+            if shape == (1, 0.0):  # the chain cost model; a tree or stopped row has no E(α, γ) prediction
                 fig.add_trace(
                     go.Scatter(
                         x=xs,
@@ -254,7 +273,7 @@ def _acceptance_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: boo
                     x=list(range(1, len(ys) + 1)),
                     y=ys,
                     mode="lines+markers",
-                    name=f"{_label(r['drafter'], _tree(r))} γ={r['gamma']}{_suffix(key, multi)}",
+                    name=f"{_label(r['drafter'], _shape(r))} γ={r['gamma']}{_suffix(key, multi)}",
                 )
             )
     fig.update_layout(
@@ -273,7 +292,9 @@ def _costs_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
     for key in keys:
         sfx = _suffix(key, multi)
         rs = [
-            r for r in _of(rows, key) if r["method"] == "speculative" and r["rule"] == "lossless" and _tree(r) == 1
+            r
+            for r in _of(rows, key)
+            if r["method"] == "speculative" and r["rule"] == "lossless" and _shape(r) == (1, 0.0)
         ]  # chain costs: a tree pass is v(nodes), not v_γ
         vs = sorted({(r["gamma"], r["v"]) for r in rs if r["v"] is not None})
         if vs:

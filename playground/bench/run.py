@@ -26,6 +26,7 @@ from playground.bench.options import (
     BRANCHING,
     METHODS,
     RULES,
+    STOPPING,
     TRACE_MODES,
     BenchError,
     BenchOptions,
@@ -39,8 +40,15 @@ from playground.bench.options import (
 from playground.validate import temperature as check_temperature
 
 
-def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool, hf_uag: bool = False) -> list[Spec]:
-    """hf_uag: transformers' universal assisted generation can run (both tokenizers are HF tokenizers)."""
+def _specs(
+    opts: BenchOptions,
+    drafters: tuple[str, ...],
+    hf_assistant: bool,
+    hf_uag: bool = False,
+    preset_stop: float = 0.0,
+) -> list[Spec]:
+    """hf_uag: transformers' universal assisted generation can run (both tokenizers are HF tokenizers);
+    preset_stop: the preset's draft_stop, what a stopping drafter's chains use unless opts.draft_stops says."""
     traces = {"off": (False,), "on": (True,), "both": (False, True)}[opts.trace]
     out: list[Spec] = []
     for tr in traces:
@@ -55,7 +63,10 @@ def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool, hf
                         for n in opts.tree_nodes:
                             if n > 1 and (kind not in BRANCHING or rule != "lossless"):
                                 continue
-                            out.append(Spec("speculative", kind, g, trace=tr, rule=rule, tree_nodes=n))
+                            for stop in _stops(opts, kind, preset_stop):
+                                out.append(
+                                    Spec("speculative", kind, g, trace=tr, rule=rule, tree_nodes=n, draft_stop=stop)
+                                )
         if "hf_assisted" in opts.methods and not tr:
             for g in opts.gammas:
                 if "prompt-lookup" in drafters:
@@ -67,6 +78,13 @@ def _specs(opts: BenchOptions, drafters: tuple[str, ...], hf_assistant: bool, hf
                 if hf_uag and "other-tokenizer" in drafters:
                     out.append(Spec("hf_assisted", "other-tokenizer", g))
     return out
+
+
+def _stops(opts: BenchOptions, kind: str, preset_stop: float) -> tuple[float | None, ...]:
+    """The stop thresholds one drafter's rows (chains and trees) run with: None for drafters that never stop."""
+    if kind not in STOPPING:
+        return (None,)
+    return opts.draft_stops if opts.draft_stops is not None else (preset_stop,)
 
 
 def _validate(opts: BenchOptions) -> None:
@@ -99,6 +117,16 @@ def _validate(opts: BenchOptions) -> None:
         raise BenchError(f"--trace must be one of {', '.join(TRACE_MODES)}")
     if not opts.rules or any(r not in RULES for r in opts.rules):
         raise BenchError(f"--rules must be a subset of {','.join(RULES)}")
+    if opts.draft_stops is not None:
+        from playground.validate import draft_stop as check_stop_below
+
+        if not opts.draft_stops:
+            raise BenchError("--draft-stop needs at least one value")
+        for s in opts.draft_stops:
+            try:
+                check_stop_below(s)
+            except ValueError as exc:
+                raise BenchError(str(exc).replace("draft_stop", "--draft-stop")) from None
     if opts.dtypes is not None:
         for d in opts.dtypes:
             if d not in ("float32", "bfloat16"):
@@ -202,7 +230,7 @@ def _setup(opts: BenchOptions, load_progress) -> _Setup:
     usable = tuple(k for k in kinds if all(k in drafters[dt] for dt in dtypes))
     hf_assistant = all(pairs[dt].drafter_model is not None for dt in dtypes)
     hf_uag = hf_assistant and all(_hf_tokenizers(pairs[dt]) for dt in dtypes)
-    specs = _specs(opts, usable, hf_assistant, hf_uag)
+    specs = _specs(opts, usable, hf_assistant, hf_uag, preset.draft_stop)
     if not specs:
         raise BenchError("nothing to run: no method/drafter combination is available")
     return _Setup(

@@ -34,6 +34,18 @@ class HybridDrafter:
             getattr(fallback, "needs_target_hidden", False) or getattr(self.first, "needs_target_hidden", False)
         )
 
+    @property
+    def stop_below(self) -> float | None:
+        """The fallback's early-stop threshold (``playground.draft_stop``); None if it has none.
+        Prompt lookup's copies are not stopped: they cost nothing to draft."""
+        return getattr(self.fallback, "stop_below", None)
+
+    @stop_below.setter
+    def stop_below(self, value: float) -> None:
+        if getattr(self.fallback, "stop_below", None) is None:
+            raise AttributeError(f"{self.fallback.name} does not stop early")
+        self.fallback.stop_below = value
+
     def start(self, state: TargetState) -> None:
         self.first.start(state)
         self.fallback.start(state)

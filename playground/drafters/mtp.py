@@ -50,6 +50,7 @@ from typing import Any
 
 import torch
 
+from playground.draft_stop import ChainStop, draft_confidence
 from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
 from playground.drafters.mtp_head import MTPHead, text_model
 from playground.drafters.mtp_weights import DEFAULT_WEIGHTS, load_head, weight_files
@@ -57,6 +58,7 @@ from playground.mtp_clusters import cluster_members
 from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.tree import ROOT, DraftTree
 from playground.tree_grow import grow_level
+from playground.validate import draft_stop as check_stop_below
 
 
 def target_kv(cache, layer: int, n_ctx: int):
@@ -101,14 +103,22 @@ class MTPDrafter:
     needs_target_hidden = True
 
     def __init__(
-        self, target, head: MTPHead, eos_token_ids=(), argmax: bool = False, context_candidates: bool = True
+        self,
+        target,
+        head: MTPHead,
+        eos_token_ids=(),
+        argmax: bool = False,
+        context_candidates: bool = True,
+        stop_below: float = 0.0,
     ) -> None:
         """target: the target causal LM (its tied embedding is the drafter's input and
         output table); head: trained ``MTPHead``; eos_token_ids: drafting stops after one;
         argmax=True drafts the argmax at every temperature (q one-hot, like Gemma 4's
-        assistant), default samples from q."""
+        assistant), default samples from q; stop_below: a chain stops early once the head's
+        confidence in it falls below this (``playground.draft_stop``; 0: always γ drafts)."""
         self.target = target
         self.argmax = argmax
+        self.stop_below = check_stop_below(stop_below)
         base = text_model(target)
         self.embed = base.embed_tokens  # scaled embedding (Gemma multiplies by sqrt(H))
         weight = self.embed.weight
@@ -141,6 +151,7 @@ class MTPDrafter:
         eos_token_ids=None,
         argmax: bool = False,
         context_candidates: bool = True,
+        stop_below: float = 0.0,
     ) -> MTPDrafter:
         """Load shipped weights (``config.json`` + ``model*.safetensors``) for ``target``."""
         head = load_head(path, dtype=torch.float32)
@@ -153,7 +164,14 @@ class MTPDrafter:
                 e = getattr(src, "eos_token_id", None)
                 if e is not None:
                     eos_token_ids |= set(e) if isinstance(e, (list, tuple)) else {e}
-        return cls(target, head, sorted(eos_token_ids), argmax=argmax, context_candidates=context_candidates)
+        return cls(
+            target,
+            head,
+            sorted(eos_token_ids),
+            argmax=argmax,
+            context_candidates=context_candidates,
+            stop_below=stop_below,
+        )
 
     # -- candidate set: N static tokens + the committed context's other tokens ----------
     def _reset_context(self) -> None:
@@ -239,6 +257,7 @@ class MTPDrafter:
         deterministic = params.greedy or self.argmax
         tokens: list[int] = []
         rows: list[torch.Tensor] = []  # q rows (sampled drafts) or softmax rows (argmax drafts)
+        stop = ChainStop(self.stop_below)
         for j in range(gamma):
             emb = self.embed(torch.tensor([[tok]], device=dev))
             p = torch.tensor([[pos + j]], device=dev)
@@ -251,13 +270,16 @@ class MTPDrafter:
                 rows.append(self._scatter(probs, ids[0]))
             if tok in self.eos:
                 break
+            # decided from the drafts already drawn, before the next is drawn: lossless
+            if j + 1 < gamma and stop.after(draft_confidence(logits[0], idx, probs)):
+                break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / len(tokens)
         stacked = torch.stack(rows) if rows else None
         return Draft(
             token_ids=tokens,
             draft_probs=None if deterministic else stacked,
-            info=self._info(start.hidden_from, start.n_keys, len(tokens)),
+            info={**self._info(start.hidden_from, start.n_keys, len(tokens)), **stop.info(gamma, len(tokens))},
             forward_calls=len(tokens),
             soft_probs=stacked if deterministic else None,  # NOT q: for the "softmax-q" lesson only
         )
@@ -298,7 +320,11 @@ class MTPDrafter:
         states = start.state
         own = [([], []) for _ in self.head.layers]  # per layer: earlier levels' keys, each [1, nkv, T, D]
         steps = 0
+        stopped = False  # the threshold ended the tree before max_depth
         for depth in range(max_depth):
+            if depth > 0 and max(sc for _, _, sc in level) < self.stop_below:
+                stopped = True  # no child could reach the threshold: skip the head step too
+                break
             T = len(level)
             emb = self.embed(torch.tensor([[tok for _, tok, _ in level]], device=dev))  # [1, T, H]
             positions = torch.full((1, T), pos + depth, device=dev)
@@ -314,8 +340,10 @@ class MTPDrafter:
                 sample,
                 generator,
                 expandable=[n == ROOT or tok not in self.eos for n, tok, _ in level],
+                min_score=self.stop_below if depth > 0 else 0.0,  # the root's children are always drafted
             )
             if not kids:
+                stopped = depth > 0 and self.stop_below > 0.0
                 break
             new_level = []
             for kid in kids:
@@ -334,6 +362,8 @@ class MTPDrafter:
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / max(1, len(tokens))
         info = {**self._info(start.hidden_from, start.n_keys, steps), "tree_nodes": len(tokens)}
+        if self.stop_below > 0.0:
+            info |= {"draft_stop": self.stop_below, "stopped_early": stopped}
         draft_probs = torch.stack(rows).cpu() if sample and rows else None  # [n, V]
         return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents), draft_probs), info=info, forward_calls=steps)
 
@@ -383,7 +413,9 @@ class MTPDrafter:
         }
 
 
-def load_mtp_drafter(target, preset=None, argmax: bool = False, eos_token_ids=None) -> MTPDrafter:
+def load_mtp_drafter(
+    target, preset=None, argmax: bool = False, eos_token_ids=None, stop_below: float | None = None
+) -> MTPDrafter:
     """The shipped MTP drafter for ``target``.
 
     preset: a ``playground.config.Preset`` (its ``drafter_weights`` is a directory relative
@@ -391,9 +423,11 @@ def load_mtp_drafter(target, preset=None, argmax: bool = False, eos_token_ids=No
     ``playground/weights/gemma3-270m-mtp``.
     """
     path = DEFAULT_WEIGHTS
+    if stop_below is None:
+        stop_below = float(getattr(preset, "draft_stop", 0.0) or 0.0)
     if isinstance(preset, (str, Path)):
         path = Path(preset)
     elif preset is not None and getattr(preset, "drafter_weights", None):
         path = Path(__file__).resolve().parent.parent.parent / preset.drafter_weights
     weight_files(path)  # a clear FileNotFoundError before anything loads
-    return MTPDrafter.from_pretrained(target, path, eos_token_ids=eos_token_ids, argmax=argmax)
+    return MTPDrafter.from_pretrained(target, path, eos_token_ids=eos_token_ids, argmax=argmax, stop_below=stop_below)

@@ -74,6 +74,7 @@ class DrafterKind:
     needs_drafter_model: bool
     branches: bool  # has propose_tree: can draft a tree
     build: Callable[[ModelPair, Preset, bool], Drafter]
+    stops: bool = False  # has stop_below: its chains stop early when unsure (playground.draft_stop)
 
 
 KINDS: dict[str, DrafterKind] = {
@@ -81,8 +82,8 @@ KINDS: dict[str, DrafterKind] = {
     for k in (
         DrafterKind("model", "the drafter model", True, True, _model),
         DrafterKind("prompt-lookup", "prompt lookup", False, True, _prompt_lookup),
-        DrafterKind("mtp", "the MTP head", False, True, _mtp),
-        DrafterKind("mtp+lookup", "the MTP head or prompt lookup", False, True, _mtp_lookup),
+        DrafterKind("mtp", "the MTP head", False, True, _mtp, stops=True),
+        DrafterKind("mtp+lookup", "the MTP head or prompt lookup", False, True, _mtp_lookup, stops=True),
         DrafterKind("gemma4-assistant", "the Gemma 4 MTP assistant", True, True, _gemma4_assistant),
         DrafterKind("early-exit", "the target's first layers (early exit)", False, True, _early_exit),
         DrafterKind("other-tokenizer", "the drafter with another tokenizer", True, False, _other_tokenizer),
