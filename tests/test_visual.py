@@ -628,5 +628,9 @@ def test_early_stopped_mtp_steps_are_explained():
     cal = syn.run_stats(syn.ar_steps(), "autoregressive", single_token_ms=50.0)
     card = stats.stats_card(stats.compute_metrics(steps, 3, result=syn.result(steps), calibration=cal))
     assert "stopped early (it was unsure) in 1 of 2 steps" in card
+    # c counts every drafted token, so short (stopped) chains are not left out of the draft cost
+    m = stats.compute_metrics(steps, 3, result=syn.result(steps), calibration=cal)
+    want = sum(s.draft_ms for s in steps) / sum(len(s.drafted) for s in steps)
+    assert m["draft_ms_per_token"] == pytest.approx(want) and m["c"] == pytest.approx(want / 50.0)
     plain = mtp_steps()
     assert "stopped early" not in stats.stats_card(stats.compute_metrics(plain, 3, result=syn.result(plain)))

@@ -67,7 +67,11 @@ def compute_metrics(
 
     full = _full_steps(steps, gamma)
     m["full_steps"] = len(full)
-    draft_ms_per_token = (sum(s.draft_ms for s in full) / (gamma * len(full))) if full else None
+    # per drafted token over every step that drafted: a chain that stops early (draft_stop) or a
+    # copy that ends still costs what it cost per token; v_γ needs passes over exactly γ+1 tokens
+    drafting = [s for s in steps if s.drafted]
+    n_drafted = sum(len(s.drafted) for s in drafting)
+    draft_ms_per_token = (sum(s.draft_ms for s in drafting) / n_drafted) if n_drafted else None
     verify_ms = (sum(s.verify_ms for s in full) / len(full)) if full else None
     m["draft_ms_per_token"], m["verify_ms_per_pass"] = draft_ms_per_token, verify_ms
     m["c"] = draft_ms_per_token / t1 if (t1 and draft_ms_per_token is not None) else None
@@ -111,9 +115,10 @@ def _num_or_none(x) -> float | None:
 def _mtp_metrics(steps: Sequence[StepRecord], m: dict[str, Any]) -> dict[str, Any] | None:
     """Numbers about an MTP drafter (from ``StepRecord.drafter_info``), or None for other drafters.
 
-    Draft cost per token and the target's step time reuse the card's own measurements (steps
-    with all γ drafts, and the measured t₁) so the numbers agree with c in the prediction; until
-    a full step exists they fall back to every drafting step.
+    Draft cost per token and the target's step time reuse the card's own measurements (every
+    drafted token; verify passes of steps with all γ drafts; the measured t₁) so the numbers
+    agree with c in the prediction; until a full step exists the verify time falls back to
+    every drafting step.
     """
     mtp = [s for s in steps if isinstance(s.drafter_info, dict) and any(k in s.drafter_info for k in _MTP_KEYS)]
     if not mtp:
@@ -315,7 +320,7 @@ def _prediction(m: dict[str, Any]) -> str:
             "autoregressive calibration run.</p>"
         )
     elif not m["full_steps"]:
-        missing = f'<p class="pred__missing">No step drafted all \u03b3 = {g} tokens yet, so c and v<sub>\u03b3</sub> are not measured.</p>'
+        missing = f'<p class="pred__missing">No step drafted all \u03b3 = {g} tokens yet, so v<sub>\u03b3</sub> is not measured.</p>'
     else:
         missing = ""
     if m.get("early_stops"):
@@ -348,7 +353,7 @@ def _prediction(m: dict[str, Any]) -> str:
         (
             "c",
             num(c, 3),
-            f"drafter ms per drafted token \u00f7 t\u2081 = {esc(ms(m['draft_ms_per_token']))} \u00f7 {esc(ms(t1))} (steps with all \u03b3 drafts)",
+            f"drafter ms per drafted token \u00f7 t\u2081 = {esc(ms(m['draft_ms_per_token']))} \u00f7 {esc(ms(t1))} (every drafted token)",
         ),
         (
             "v<sub>\u03b3</sub>",

@@ -342,8 +342,10 @@ class MTPDrafter:
                 expandable=[n == ROOT or tok not in self.eos for n, tok, _ in level],
                 min_score=self.stop_below if depth > 0 else 0.0,  # the root's children are always drafted
             )
-            if not kids:
-                stopped = depth > 0 and self.stop_below > 0.0
+            if not kids:  # the threshold cut every slot, unless no node could have children (EOS)
+                stopped = (
+                    depth > 0 and self.stop_below > 0.0 and any(n == ROOT or t not in self.eos for n, t, _ in level)
+                )
                 break
             new_level = []
             for kid in kids:
