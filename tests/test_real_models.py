@@ -71,21 +71,25 @@ def test_gemma_greedy_speculative_equals_transformers(gemma, all_threads, kind, 
         assert list(r.token_ids) == ref, (prompt, tok.decode(ref), r.text)
 
 
-@pytest.mark.parametrize("kind,gamma", [("mtp", 5), ("mtp+lookup", 5)])
-def test_gemma_greedy_with_the_shipped_mtp_drafter_equals_transformers(gemma, all_threads, kind, gamma):
-    """The trained drafter in playground/weights (the default preset's), float32 target."""
+@pytest.mark.parametrize("kind,gamma,stop", [("mtp", 5, 0.0), ("mtp+lookup", 5, 0.0), ("mtp+lookup", 8, 0.15)])
+def test_gemma_greedy_with_the_shipped_mtp_drafter_equals_transformers(gemma, all_threads, kind, gamma, stop):
+    """The trained drafter in playground/weights (the default preset's), float32 target; the
+    last case is the default preset's setting, chains that stop early (draft_stop)."""
     from playground.drafters.hybrid import HybridDrafter
     from playground.drafters.mtp import load_mtp_drafter
 
     model, tok, eos, refs = gemma
+    stopped = 0
     for prompt in PROMPTS:
         ids, ref = refs[prompt]
-        drafter = load_mtp_drafter(model, eos_token_ids=eos)
+        drafter = load_mtp_drafter(model, eos_token_ids=eos, stop_below=stop)
         if kind == "mtp+lookup":
             drafter = HybridDrafter(drafter)
         r = run(model, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=NEW), drafter=drafter, eos_token_ids=eos)
         assert list(r.token_ids) == ref, (prompt, tok.decode(ref), r.text)
         assert r.stats.accepted_tokens > 0  # the trained head really drafts for this target
+        stopped += sum(bool(s.drafter_info.get("stopped_early")) for s in r.steps)
+    assert (stopped > 0) == (stop > 0)  # the threshold really cut chains short
 
 
 def test_gemma_multibyte_text_is_never_broken(gemma):
