@@ -178,28 +178,33 @@ def test_greedy_output_equals_transformers_with_early_stopping(tau):
         assert_greedy_equals_target(model, tok, prompt, cfg, drafter, eos_token_ids=[], expected=ref, msg=gamma)
 
 
-def test_first_two_sampled_tokens_follow_the_target_with_early_stopping():
-    """T = 1, γ = 3, τ = 0.1 on a 12-token vocabulary: the first chain stops after 1 or 2
-    drafts (the head gives its drafts ~0.1-0.4), so the second token comes from a judged
-    draft or from the bonus — both must give p."""
+def sampled_first_steps(temperature: float, tau: float, tree_nodes: int = 1, n: int = 2000):
+    """n seeded runs of 4 tokens on a 12-token vocabulary (γ = 3, a noisy head): the chi-square
+    of the first two tokens against the target's law is asserted; returns how many drafts each
+    run's first step had."""
     vocab = 12
     model = tiny_target(vocab=vocab, seed=4)
     head = tiny_head(model, n_cand=10, noise=0.3, seed=6)
     prompt = [2, 5, 7, 3]
-    params = SamplingParams(temperature=1.0)
-    cfg = GenerationConfig(mode="speculative", gamma=3, temperature=1.0, max_new_tokens=4, trace=False)
-    stopped = []
+    cfg = GenerationConfig(gamma=3, temperature=temperature, max_new_tokens=4, trace=False, tree_nodes=tree_nodes)
+    sizes = []
 
     def run_seed(seed):
-        drafter = MTPDrafter(model, head, eos_token_ids=[], stop_below=0.1)
+        drafter = MTPDrafter(model, head, eos_token_ids=[], stop_below=tau)
         r = run(model, CharTokenizer(), prompt, cfg, drafter=drafter, eos_token_ids=[], generator=seeded(seed))
-        stopped.append(len(r.steps[0].drafted))
+        sizes.append(len(r.steps[0].drafted))
         return r
 
-    counts = first_pair_counts(run_seed, 2000, vocab)
-    assert_follows(counts, model_pair_pmf(model, prompt, params, vocab))
-    one = stopped.count(1) / len(stopped)
-    assert 0.2 < one < 0.8 and max(stopped) < 3  # the rule really cut chains short, at varying lengths
+    counts = first_pair_counts(run_seed, n, vocab)
+    assert_follows(counts, model_pair_pmf(model, prompt, SamplingParams(temperature=temperature), vocab))
+    return sizes
+
+
+def test_first_two_sampled_tokens_follow_the_target_with_early_stopping():
+    """T = 1, τ = 0.1: the first chain stops after 1 or 2 drafts (the head gives its drafts
+    ~0.1-0.4), so the second token comes from a judged draft or from the bonus — both must give p."""
+    sizes = sampled_first_steps(1.0, 0.1)
+    assert 0.2 < sizes.count(1) / len(sizes) < 0.8 and max(sizes) < 3  # cut short, at varying lengths
 
 
 # ---------------------------------------------------------------- 4. trees stop growing too
@@ -230,24 +235,8 @@ def test_mtp_tree_greedy_equals_transformers_with_early_stopping(nodes, tau):
 
 def test_sampled_tree_with_early_stopping_follows_the_target():
     """T = 0.3, a 6-node tree of depth 3 that stops where no child slot reaches τ = 0.02 (the
-    first tree has 2, 3 or 4 nodes, depending on what was drawn): the first two tokens follow
-    the target's law (chi-square)."""
-    vocab = 12
-    model = tiny_target(vocab=vocab, seed=4)
-    head = tiny_head(model, n_cand=10, noise=0.3, seed=6)
-    prompt = [2, 5, 7, 3]
-    params = SamplingParams(temperature=0.3)
-    cfg = GenerationConfig(mode="speculative", gamma=3, temperature=0.3, max_new_tokens=4, trace=False, tree_nodes=6)
-    sizes = []
-
-    def run_seed(seed):
-        drafter = MTPDrafter(model, head, eos_token_ids=[], stop_below=0.02)
-        r = run(model, CharTokenizer(), prompt, cfg, drafter=drafter, eos_token_ids=[], generator=seeded(seed))
-        sizes.append(len(r.steps[0].drafted))
-        return r
-
-    counts = first_pair_counts(run_seed, 2000, vocab)
-    assert_follows(counts, model_pair_pmf(model, prompt, params, vocab))
+    first tree has 2, 3 or 4 nodes, depending on what was drawn)."""
+    sizes = sampled_first_steps(0.3, 0.02, tree_nodes=6)
     assert min(sizes) < max(sizes)  # the threshold changed the tree's size from draw to draw
 
 
