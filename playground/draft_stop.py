@@ -30,7 +30,6 @@ not check settings (``playground.validate.draft_stop``).
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -54,18 +53,21 @@ class ChainStop:
         self.path = 1.0
         self.stopped = False
 
+    @property
+    def active(self) -> bool:
+        """False when the rule is off (τ = 0): no confidence needs computing."""
+        return self.threshold > 0.0
+
     def after(self, confidence: float) -> bool:
-        """Fold in the newest draft's confidence; True: draw no further draft."""
-        self.path *= max(0.0, min(1.0, confidence))
-        self.stopped = self.threshold > 0.0 and self.path < self.threshold
+        """Fold in the newest draft's confidence; True: draw no further draft.
+
+        Only asked while another draft could follow, so ``stopped`` means the chain is shorter than γ."""
+        self.path *= max(0.0, min(1.0, confidence))  # a NaN confidence counts as 1 (min returns 1.0)
+        self.stopped = self.active and self.path < self.threshold
         return self.stopped
 
-    def info(self, gamma: int, drafted: int) -> dict[str, Any]:
+    def info(self) -> dict[str, Any]:
         """What the step view shows (nothing when the rule is off)."""
-        if self.threshold <= 0.0:
+        if not self.active:
             return {}
-        return {
-            "draft_stop": self.threshold,
-            "path_confidence": None if math.isnan(self.path) else round(self.path, 4),
-            "stopped_early": bool(self.stopped and drafted < gamma),
-        }
+        return {"draft_stop": self.threshold, "path_confidence": round(self.path, 4), "stopped_early": self.stopped}

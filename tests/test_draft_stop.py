@@ -112,9 +112,9 @@ def test_chain_stop_rule():
     s = ChainStop(0.3)
     assert not s.after(0.9) and not s.after(0.5)  # path 0.45
     assert s.after(0.6)  # path 0.27 < 0.3
-    assert s.info(5, 3) == {"draft_stop": 0.3, "path_confidence": 0.27, "stopped_early": True}
+    assert s.info() == {"draft_stop": 0.3, "path_confidence": 0.27, "stopped_early": True}
     off = ChainStop(0.0)
-    assert not off.after(0.0) and off.info(5, 5) == {}
+    assert not off.active and not off.after(0.0) and off.info() == {}
     logits = torch.tensor([2.0, 0.0, -1.0])
     assert draft_confidence(logits, 0, None) == pytest.approx(float(torch.softmax(logits, -1)[0]))
     assert draft_confidence(logits, 1, torch.tensor([0.1, 0.7, 0.2])) == pytest.approx(0.7)

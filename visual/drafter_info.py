@@ -35,8 +35,8 @@ def drafter_panel(steps: Sequence[StepRecord], index: int, phase: str, prompt_to
 
 def _stop_line(info: dict, drafted: int) -> str:
     """The early-stop rule in words (empty when the run has none); numbers from a trace are checked."""
-    tau, path = info.get("draft_stop"), info.get("path_confidence")
-    if not _finite(tau) or tau <= 0:
+    tau, path = _num(info.get("draft_stop")), _num(info.get("path_confidence"))
+    if tau is None or tau <= 0:
         return ""
     rule = f"threshold {tau:.2g}"
     if info.get("stopped_early") is True and "tree_nodes" in info:
@@ -45,7 +45,7 @@ def _stop_line(info: dict, drafted: int) -> str:
             f"probabilities the head gave the tokens on its path) reached the {rule}. The shape is decided "
             "before each level is drawn, so the output is unchanged."
         )
-    if info.get("stopped_early") is True and _finite(path):
+    if info.get("stopped_early") is True and path is not None:
         return (
             f"stopped after {count(drafted)} draft{'s' if drafted != 1 else ''}: the head\u2019s confidence in "
             f"its chain (the product of the probabilities it gave its drafts, {path:.2f}) fell below the {rule}, "
@@ -53,10 +53,6 @@ def _stop_line(info: dict, drafted: int) -> str:
             "already made, so the output is unchanged."
         )
     return f"the chain may stop early when the head\u2019s confidence in it falls below the {rule}; it did not here."
-
-
-def _finite(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
 
 
 def _draft_cost(step: StepRecord, phase: str) -> str:

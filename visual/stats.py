@@ -126,9 +126,7 @@ def _mtp_metrics(steps: Sequence[StepRecord], m: dict[str, Any]) -> dict[str, An
     # mtp+lookup: the run's draft cost mixes MTP steps with prompt-lookup steps (~0 ms)
     out: dict[str, Any] = {"steps": len(mtp), "hybrid": any(s.drafter == "mtp+lookup" for s in steps)}
     drafting = [s for s in mtp if s.drafted]
-    per_tok, verify = m.get("draft_ms_per_token"), m.get("verify_ms_per_pass")
-    if per_tok is None and drafting:
-        per_tok = sum(s.draft_ms for s in drafting) / sum(len(s.drafted) for s in drafting)
+    per_tok, verify = m.get("draft_ms_per_token"), m.get("verify_ms_per_pass")  # per_tok: every drafted token
     if verify is None and drafting:
         verify = sum(s.verify_ms for s in drafting) / len(drafting)
     out["draft_ms_per_token"], out["verify_ms_per_pass"] = per_tok, verify

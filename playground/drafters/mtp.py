@@ -271,7 +271,7 @@ class MTPDrafter:
             if tok in self.eos:
                 break
             # decided from the drafts already drawn, before the next is drawn: lossless
-            if j + 1 < gamma and stop.after(draft_confidence(logits[0], idx, probs)):
+            if stop.active and j + 1 < gamma and stop.after(draft_confidence(logits[0], idx, probs)):
                 break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / len(tokens)
@@ -279,7 +279,7 @@ class MTPDrafter:
         return Draft(
             token_ids=tokens,
             draft_probs=None if deterministic else stacked,
-            info={**self._info(start.hidden_from, start.n_keys, len(tokens)), **stop.info(gamma, len(tokens))},
+            info={**self._info(start.hidden_from, start.n_keys, len(tokens)), **stop.info()},
             forward_calls=len(tokens),
             soft_probs=stacked if deterministic else None,  # NOT q: for the "softmax-q" lesson only
         )
