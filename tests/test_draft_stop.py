@@ -32,7 +32,7 @@ from playground.validate import draft_stop as check_stop_below
 from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
 from tests.stats import assert_follows, model_pair_pmf
 from tests.test_block_verification import V, _add_continuation, laws, target_law, tv, verdict_outcomes
-from tests.tiny_models import EOS, prefix_state, rand_ids, tiny_head, tiny_target
+from tests.tiny_models import EOS, char_target_and_head, prefix_state, rand_ids, tiny_head, tiny_target
 
 SEEDS = [0, 1, 2, 3, 4]
 TAUS = [0.0, 0.2, 0.5, 0.9]
@@ -165,11 +165,8 @@ def test_hybrid_forwards_the_threshold_to_its_model_drafter(target):
 
 @pytest.mark.parametrize("tau", [0.3, 0.8])
 def test_greedy_output_equals_transformers_with_early_stopping(tau):
-    from playground.tiny import VOCAB as CHAR_VOCAB
-
-    model = tiny_target(vocab=CHAR_VOCAB, seed=11)
+    model, head = char_target_and_head()
     tok = CharTokenizer()
-    head = tiny_head(model, n_cand=60, noise=0.02, seed=3)
     prompt = tok.encode("The quick brown fox")
     ref = hf_greedy(model, prompt, 24, eos=None)
     for gamma in (1, 3, 5):

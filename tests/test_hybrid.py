@@ -118,13 +118,11 @@ def test_hybrid_uses_both_sources_and_a_broken_rule_is_caught():
 def test_greedy_equality_with_mtp_fallback():
     """mtp+lookup at temperature 0 == the target's greedy generate (tiny Gemma 3, float32)."""
     from playground.drafters.mtp import MTPDrafter
-    from playground.tiny import VOCAB as CHAR_VOCAB
     from playground.tiny import CharTokenizer
-    from tests.tiny_models import tiny_head, tiny_target
+    from tests.tiny_models import char_target_and_head
 
-    model = tiny_target(vocab=CHAR_VOCAB, seed=11)
+    model, head = char_target_and_head()
     tok = CharTokenizer()
-    head = tiny_head(model, n_cand=60, noise=0.02, seed=3)
     prompt = tok.encode("the cat sat on the mat; the cat sat on the")
     ref = hf_greedy(model, prompt, 24, eos=None)
     for gamma in (1, 3, 5):

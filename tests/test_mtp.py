@@ -30,7 +30,16 @@ from tests.contract import (
     assert_stateless_rollback,
     hf_greedy,
 )
-from tests.tiny_models import EOS, VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
+from tests.tiny_models import (
+    EOS,
+    VOCAB,
+    char_target_and_head,
+    first_draft_state,
+    prefix_state,
+    rand_ids,
+    tiny_head,
+    tiny_target,
+)
 
 
 @pytest.fixture(scope="module")
@@ -241,12 +250,10 @@ def test_cost_model_on_gemma3_270m_geometry():
 def test_greedy_equality_through_engine():
     """Speculative decoding with the MTP drafter == target greedy generate (float32, eager)."""
     from playground.engine import GenerationConfig
-    from playground.tiny import VOCAB as CHAR_VOCAB
     from playground.tiny import CharTokenizer
 
-    model = tiny_target(vocab=CHAR_VOCAB, seed=11)
+    model, head = char_target_and_head()
     tok = CharTokenizer()
-    head = tiny_head(model, n_cand=60, noise=0.02, seed=3)
     drafter = MTPDrafter(model, head, eos_token_ids=[])
     prompt = tok.encode("The quick brown fox")
     ref = hf_greedy(model, prompt, 24, eos=None)

@@ -3,7 +3,8 @@
 * ``sliding_pair(window)``: a tiny Gemma 3 over the character vocabulary of
   ``playground.tiny`` with sliding-window layers, and a noisy copy of it as drafter.
 * ``tiny_target(vocab, seed)`` / ``tiny_head(model, ...)``: a tiny Gemma 3 (``VOCAB``
-  tokens, eos ``EOS``) and a random-ish MTP head for it.
+  tokens, eos ``EOS``) and a random-ish MTP head for it; ``char_target_and_head()``: the
+  pair over the character vocabulary that the greedy-equality tests of MTP drafters share.
 * ``prefix_state(model, ids)``: the TargetState the loop hands a drafter after committing
   ``ids``; ``first_draft_state(model, head, ids)``: the MTP head's state for draft 1,
   recomputed independently of the drafter; ``rand_ids(n, seed)``: random token ids.
@@ -95,6 +96,15 @@ def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, laye
         for p in head.parameters():
             p.add_(torch.randn(p.shape, generator=g) * noise)
     return head.eval()
+
+
+def char_target_and_head() -> tuple[Gemma3ForCausalLM, MTPHead]:
+    """A tiny Gemma 3 over ``playground.tiny``'s character vocabulary and a head close to it
+    (60 candidates, little noise): drafts are often right, so greedy tests see long accepted runs."""
+    from playground.tiny import VOCAB as CHAR_VOCAB
+
+    model = tiny_target(vocab=CHAR_VOCAB, seed=11)
+    return model, tiny_head(model, n_cand=60, noise=0.02, seed=3)
 
 
 def prefix_state(model, ids: list[int], record_past: bool = False) -> TargetState:
