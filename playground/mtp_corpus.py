@@ -196,3 +196,42 @@ def openings(tok, gen_dir: Path, per_source: int, seed: int, n_tokens: int = OPE
             ids = [t for t in rows[r]["ids"] if t != tok.bos_token_id][:n_tokens]
             out.append(tok.decode(ids))
     return out
+
+
+# Copy tasks: the target repeats a passage its prompt holds, so the head learns to draft from
+# its context (a repeated sentence should be drafted near-perfectly).  The wordings differ from
+# the held-out copy prompts (playground/data/heldout_prompts.json), which no training text uses.
+COPY_TEMPLATES = (
+    "Repeat the following text word for word.\n\nText: {s}\n\nRepeated:",
+    "{s}\n\nOnce more, exactly as above:\n",
+    'Quote: "{s}"\nThe same quote again: "',
+    "Original: {s}\nDuplicate:",
+    "Write this line twice.\n{s}\n",
+    "Please echo back my message unchanged.\nMessage: {s}\nEcho:",
+)
+
+
+def passages(text: str) -> list[str]:
+    """Lines of ``text`` long enough to be worth copying (8-60 words, or 15-120 characters
+    of text without spaces such as Chinese)."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        words = len(line.split())
+        if 8 <= words <= 60 or (words < 8 and 15 <= len(line) <= 120 and not line.isascii()):
+            out.append(line)
+    return out
+
+
+def copy_tasks(tok, gen_dir: Path, per_source: int, seed: int) -> list[str]:
+    """Prompts for the gen stage: ``per_source`` seeded copy tasks per corpus shard in
+    ``gen_dir``, each a passage of that corpus in one of ``COPY_TEMPLATES``."""
+    out: list[str] = []
+    for i, path in enumerate(sorted(gen_dir.glob("corpus_*.json"))):
+        rows = json.loads(path.read_text())
+        rng = random.Random(seed * 104_729 + i)
+        picked = rng.sample(rows, min(len(rows), 4 * per_source))
+        pool = [s for r in picked for s in passages(tok.decode([t for t in r["ids"] if t != tok.bos_token_id]))]
+        for k, s in enumerate(rng.sample(pool, min(per_source, len(pool)))):
+            out.append(COPY_TEMPLATES[k % len(COPY_TEMPLATES)].format(s=s))
+    return out

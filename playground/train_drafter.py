@@ -125,6 +125,13 @@ def build_parser() -> argparse.ArgumentParser:
         "text on every kind of training text; always in the training split)",
     )
     p.add_argument(
+        "--copy-prompts",
+        type=int,
+        default=0,
+        help="gen stage: also this many copy tasks per corpus source (a passage to repeat; the target's "
+        "own copies teach the head to draft from its context; always in the training split)",
+    )
+    p.add_argument(
         "--init-head",
         default=None,
         help="start from these drafter weights (and keep their candidate vocabulary); "
@@ -231,6 +238,10 @@ def text_stages(args, argv, stages: set[str], model, tok, prompts: list[str], st
         from playground import mtp_corpus
 
         prompts = prompts + mtp_corpus.openings(tok, work / "gen", args.corpus_prompts, args.seed)
+    if args.copy_prompts:  # after the openings, so their prompt numbers (and cached shards) stay
+        from playground import mtp_corpus
+
+        prompts = prompts + mtp_corpus.copy_tasks(tok, work / "gen", args.copy_prompts, args.seed)
     t = time.perf_counter()
     need_rows = "gen" in stages or stages & {"features", "vocab", "train", "eval", "export"}
     if "gen" in stages and args.gen_procs > 1 and args.gen_worker == "0/1":

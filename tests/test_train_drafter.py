@@ -5,6 +5,7 @@ Tiny random target, a handful of prompts: fast, and the same code paths as the r
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -208,11 +209,48 @@ def test_corpus_openings_are_seeded_prompts_from_every_corpus_shard(tmp_path, ti
     assert sum(t.startswith("text n") for t in got) == 4 and sum(t.startswith("other ") for t in got) == 3
 
 
+def test_copy_tasks_hold_a_corpus_passage_in_a_template_unlike_the_heldout_copy_prompts(tmp_path, tiny_pair):
+    from playground import mtp_corpus
+
+    _, _, tok = tiny_pair
+    lines = [f"line {i} has enough words to be worth copying here" for i in range(12)]
+    rows = [
+        {"prompt": -1, "variant": -1, "source": "a", "ids": [tok.bos_token_id, *tok.encode(t)], "n_prompt": 1}
+        for t in lines
+    ]
+    (tmp_path / "corpus_a.json").write_text(json.dumps(rows))
+    got = mtp_corpus.copy_tasks(tok, tmp_path, 5, seed=0)
+    assert len(got) == 5 and got == mtp_corpus.copy_tasks(tok, tmp_path, 5, seed=0)
+    for prompt in got:  # each holds one whole passage, in one of the templates
+        held = [t for t in lines if t in prompt]
+        assert len(held) == 1
+        assert prompt in {tpl.format(s=held[0]) for tpl in mtp_corpus.COPY_TEMPLATES}
+    heldout = json.loads((Path(mtp_corpus.__file__).parent / "data" / "heldout_prompts.json").read_text())
+    heads = {p.split("\n")[0] for p in heldout["categories"]["copy"]}
+    assert not heads & {tpl.split("\n")[0].split("{")[0] for tpl in mtp_corpus.COPY_TEMPLATES}
+
+
+@pytest.mark.parametrize(
+    "line, kept",
+    [
+        ("too short to copy", False),  # 4 words
+        ("this line has exactly eight words in it", True),
+        ("春天来了，公园里的樱花都开了，孩子们在草地上奔跑。", True),  # no spaces: counted in characters
+        ("短句。", False),
+        (" ".join(["word"] * 61), False),
+    ],
+)
+def test_copy_passages_are_lines_worth_copying(line, kept):
+    from playground import mtp_corpus
+
+    assert (mtp_corpus.passages("header\n" + line + "\n") == [line]) is kept
+
+
 @pytest.mark.parametrize("fine_tuned", [False, True])
 def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
     from playground.mtp_train.card import write_model_card
 
-    args = _args(tmp_path, clusters=1024, corpus_prompts=150 if fine_tuned else 0)
+    args = _args(tmp_path, clusters=1024, corpus_prompts=150 if fine_tuned else 0, copy_prompts=40 if fine_tuned else 0)
     if fine_tuned:
         args.init_head, args.gen_share, args.lr = "playground/weights/gemma3-270m-mtp", 0.5, 5e-4
     stats = {
@@ -229,3 +267,5 @@ def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
     assert ("fine-tuned from the weights in `gemma3-270m-mtp`" in card) == fine_tuned
     assert ("--init-head playground/weights/gemma3-270m-mtp --gen-share 0.5" in card) == fine_tuned
     assert ("first 40 tokens of 150 seeded chunks" in card) == fine_tuned
+    assert ("and 40 copy tasks per corpus source" in card) == fine_tuned
+    assert ("--corpus-prompts 150 --copy-prompts 40" in card) == fine_tuned

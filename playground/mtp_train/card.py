@@ -139,6 +139,12 @@ def _training_data(stats: dict, args) -> list[str]:
             if getattr(args, "corpus_prompts", 0)
             else ""
         )
+        + (
+            f"and {args.copy_prompts} copy tasks per corpus source (`--copy-prompts`: a passage of that "
+            "corpus to repeat, in one of six wordings unlike the held-out copy prompts) "
+            if getattr(args, "copy_prompts", 0)
+            else ""
+        )
         + f"(greedy and {args.samples} sampled at T=0.8, top-k 64, up to {args.new_tokens} new tokens). "
         "The other sources are text shipped by Debian packages and the Python / Node installs "
         "(`playground/mtp_corpus.py` says which and how it is cut).",
@@ -202,9 +208,11 @@ def _reproduce(stats: dict, args) -> list[str]:
             "```",
             "apt-get install python3-doc debian-reference-en debian-reference-zh-cn fortunes-zh",
             f"python -m playground train-drafter --stages corpus,gen --samples {args.samples} "
-            f"--corpus-prompts {getattr(args, 'corpus_prompts', 0)} --gen-procs 2 --gen-minutes 32 --threads 2",
-            f"python -m playground train-drafter --stages features,vocab,train,export "
-            f"--corpus-prompts {getattr(args, 'corpus_prompts', 0)} --init-head {args.init_head} "
+            f"--corpus-prompts {getattr(args, 'corpus_prompts', 0)} --copy-prompts {getattr(args, 'copy_prompts', 0)} "
+            "--gen-procs 2 --gen-minutes 0 --threads 2",
+            f"python -m playground train-drafter --stages features,vocab,train,eval,export --samples {args.samples} "
+            f"--corpus-prompts {getattr(args, 'corpus_prompts', 0)} --copy-prompts {getattr(args, 'copy_prompts', 0)} "
+            f"--init-head {args.init_head} "
             f"--gen-share {args.gen_share:g} --lr {args.lr:g} --batch {args.batch} --minutes {args.minutes:g} "
             f"--clusters {clusters} --clusters-per-step {getattr(args, 'clusters_per_step', 8)} --threads {args.threads} "
             f"--seed {args.seed}",
