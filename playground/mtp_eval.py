@@ -180,6 +180,68 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
     return _summarise(out, steps)
 
 
+@torch.no_grad()
+def target_profile(feats: dict, candidates: torch.Tensor, vocab_size: int) -> dict:
+    """How hard each category is for *any* drafter with this support, from the target alone.
+
+    Over the generated positions of the greedy (T=0) text: ``top1`` the probability the
+    target gives its own choice, ``entropy`` (nats) of its top-k distribution renormalised,
+    ``reachable`` the share of its choices a drafter scoring ``candidates`` plus the
+    context's tokens can draft at all (an upper bound on T=0 acceptance at position 1).
+    Over the sampled (T=1) text: ``reachable_mass`` the target's top-k mass on that support
+    (an upper bound on sum_x min(p, q))."""
+    in_static = torch.zeros(vocab_size, dtype=torch.bool)
+    in_static[candidates] = True
+    offs = feats["offsets"]
+    sums: dict = {}
+    for i, meta in enumerate(feats["meta"]):
+        a, b = int(offs[i]), int(offs[i + 1])
+        T = b - a
+        tok = feats["tokens"][a:b].long()
+        first = torch.full((vocab_size,), T + 1, dtype=torch.long)
+        first.scatter_reduce_(0, tok, torch.arange(T), "amin")
+        pos = torch.arange(meta["n_prompt"] - 1, T - 1)  # the distributions that judge drafts
+        ids = feats["top_ids"][a:b][pos].long()  # [P, k]
+        p = feats["top_p"][a:b][pos].float()  # [P, k]
+        sup = in_static[ids] | (first[ids] <= pos[:, None])
+        key = "t0" if meta["variant"] == 0 else "t1"
+        acc = sums.setdefault(key, {}).setdefault(meta.get("category", "all"), [0.0, 0.0, 0.0, 0])
+        if key == "t0":
+            pn = p / p.sum(-1, keepdim=True)
+            acc[0] += float(p[:, 0].sum())
+            acc[1] += float(-(pn * pn.clamp_min(1e-12).log()).sum())
+            acc[2] += float(sup[:, 0].float().sum())
+        else:
+            acc[0] += float((p * sup).sum())
+        acc[3] += int(pos.numel())
+    res: dict = {}
+    for key, cats in sums.items():
+        cats = dict(cats)
+        cats["all"] = [sum(c[f] for c in cats.values()) for f in range(4)]
+        for cat, (x, e, r, n) in cats.items():
+            n = max(n, 1)
+            row = res.setdefault(cat, {})
+            if key == "t0":
+                row.update(top1=x / n, entropy=e / n, reachable=r / n)
+            else:
+                row["reachable_mass"] = x / n
+    return res
+
+
+def format_profile(prof: dict) -> str:
+    lines = [
+        "## The target on the held-out text (no drafter involved)",
+        "",
+        "| category | target's p of its own choice (T=0) | entropy, nats (T=0) | its choice draftable (T=0) "
+        "| its mass draftable (T=1) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for cat, r in prof.items():
+        cells = [r.get(k, float("nan")) for k in ("top1", "entropy", "reachable", "reachable_mass")]
+        lines.append(f"| {cat} | " + " | ".join(f"{x:.2f}" for x in cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def _summarise(out: dict, steps: int) -> dict:
     res: dict = {"t0": {}, "t1": {}}
     for key in ("t0", "t1"):
@@ -269,6 +331,8 @@ def run_eval(args, model, tok, weights: list[str], embed_weight, scale) -> dict:
     for w in weights:
         head = load_head(w, dtype=torch.float32)
         res = acceptance(head, feats, embed_weight, scale)
+        res["target"] = target_profile(feats, head.candidates, embed_weight.shape[0])
         results[w] = res
+        print(format_profile(res["target"]))
         print(format_report(res, f"{w} ({head.cfg.num_clusters} clusters)"))
     return results

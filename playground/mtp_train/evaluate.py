@@ -98,7 +98,9 @@ def eval_only(args, model, tok, embed_weight, scale) -> int:
     results = mtp_eval.run_eval(args, model, tok, weights, embed_weight, scale)
     out = Path(args.work) / "heldout"
     (out / "eval.json").write_text(json.dumps(results, indent=1))
-    (out / "eval.md").write_text("".join(mtp_eval.format_report(r, w) for w, r in results.items()))
+    (out / "eval.md").write_text(
+        "".join(mtp_eval.format_report(r, w) + "\n" + mtp_eval.format_profile(r["target"]) for w, r in results.items())
+    )
     stats_path = Path(args.work) / "stats.json"
     if stats_path.exists() and (Path(args.out) / "config.json").exists():  # the card of --out gets the tables
         stats = json.loads(stats_path.read_text())
