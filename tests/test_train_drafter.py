@@ -263,9 +263,16 @@ def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
     (tmp_path / "config.json").write_text(json.dumps({"num_candidates": 8192, "num_clusters": 1024}))
     write_model_card(tmp_path, stats, args)
     card = (tmp_path / "MODEL_CARD.md").read_text()
-    assert "| python-docs | PSF License | 2 | 1000 |" in card
+    assert "| python-docs | PSF License | 2 | 1000 | yes |" in card
     assert ("fine-tuned from the weights in `gemma3-270m-mtp`" in card) == fine_tuned
     assert ("--init-head playground/weights/gemma3-270m-mtp --gen-share 0.5" in card) == fine_tuned
     assert ("first 40 tokens of 150 seeded chunks" in card) == fine_tuned
     assert ("and 40 copy tasks per corpus source" in card) == fine_tuned
+    assert ("the cluster scores start fresh" in card) == fine_tuned
+    args.gen_share, args.clusters = 1.0, 0  # every batch generated text: the corpus only gave prompts
+    write_model_card(tmp_path, stats, args)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "| python-docs | PSF License | 2 | 1000 | no: its openings and passages are prompts |" in card
+    assert "| generated | the target's own output (Gemma terms) | 3 | 300 | yes |" in card
+    assert "cluster scores" not in card
     assert ("--corpus-prompts 150 --copy-prompts 40" in card) == fine_tuned

@@ -119,18 +119,20 @@ def _training_data(stats: dict, args) -> list[str]:
     """The training-data table by source and where the generated text came from."""
     data = stats.get("data", {})
     corpus = stats.get("corpus", {})
+    only_generated = getattr(args, "gen_share", 0) >= 1  # every batch drawn from generated text
     lines = [
         "## Training data (teacher forcing: one target prefill per sequence)",
-        "| source | licence | sequences | tokens |",
-        "|---|---|---:|---:|",
+        "| source | licence | sequences | tokens | trained on |",
+        "|---|---|---:|---:|---|",
     ]
     for name, d in data.items():
         lic = corpus.get(name, {}).get(
             "licence", "the target's own output (Gemma terms)" if name == "generated" else ""
         )
-        lines.append(f"| {name} | {lic} | {d['sequences']} | {d['tokens']} |")
+        used = "yes" if name == "generated" or not only_generated else "no: its openings and passages are prompts"
+        lines.append(f"| {name} | {lic} | {d['sequences']} | {d['tokens']} | {used} |")
     lines += [
-        f"| all | | {sum(d['sequences'] for d in data.values())} | {sum(d['tokens'] for d in data.values())} |",
+        f"| all | | {sum(d['sequences'] for d in data.values())} | {sum(d['tokens'] for d in data.values())} | |",
         "",
         "`generated`: the target (bf16) continued the prompts of `playground/data/train_prompts.json` "
         + (
@@ -182,8 +184,8 @@ def _training(stats: dict, args) -> list[str]:
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
         f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on the 2-core CPU, seed {args.seed}"
         + (
-            f"; fine-tuned from the weights in `{Path(args.init_head).name}` (their candidate set kept; "
-            "the cluster scores start fresh)"
+            f"; fine-tuned from the weights in `{Path(args.init_head).name}` (their candidate set kept"
+            + ("; the cluster scores start fresh)" if clusters else ")")
             if getattr(args, "init_head", None)
             else ""
         )
