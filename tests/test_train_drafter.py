@@ -274,5 +274,16 @@ def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
     card = (tmp_path / "MODEL_CARD.md").read_text()
     assert "| python-docs | PSF License | 2 | 1000 | no: its openings and passages are prompts |" in card
     assert "| generated | the target's own output (Gemma terms) | 3 | 300 | yes |" in card
-    assert "cluster scores" not in card
+    assert "cluster scores" not in card and "every batch is the target's generated text" in card
+    assert "stored: 0.0 MB (bf16)" in card  # no weight files here: nothing int8
+    from safetensors.torch import save_file
+
+    save_file({"layer.weight.q8": torch.zeros(2, 2, dtype=torch.int8)}, str(tmp_path / "model.safetensors"))
+    row = {"top1": 0.8, "entropy": 0.5, "reachable": 0.9, "reachable_mass": 0.7}
+    res = {"t0": {"x": {"conditional": [0.5] * 4, "cumulative": [0.5] * 4}}, "t1": {"x": {"alpha": [0.3] * 4}}}
+    stats["heldout_eval"] = {"old": res, "new": {**res, "target": {"x": row}}}
+    write_model_card(tmp_path, stats, args)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "(matrices as int8 rows" in card
+    assert "## The target on the held-out text" in card and "| x | 0.80 | 0.50 | 0.90 | 0.70 |" in card
     assert ("--corpus-prompts 150 --copy-prompts 40" in card) == fine_tuned

@@ -46,6 +46,22 @@ def _heldout_tables(ev: dict) -> list[str]:
     return lines
 
 
+def _target_table(ev: dict) -> list[str]:
+    """The target alone on the held-out text (``mtp_eval.target_profile``): what no drafter
+    with this support can beat; it depends on the candidates, so each head's own."""
+    from playground.mtp_eval import format_profile
+
+    prof = next((res["target"] for res in reversed(ev.values()) if "target" in res), None)
+    if prof is None:
+        return []
+    return [
+        format_profile(prof),
+        "The last two columns are ceilings for any drafter that scores these candidates and the context: "
+        "at T=0 it cannot draft a token outside them; at T=1 its acceptance is at most the target's mass on them.",
+        "",
+    ]
+
+
 def write_model_card(out: Path, stats: dict, args) -> None:
     """MODEL_CARD.md from the run's statistics (stats.json in the work directory)."""
     args = argparse.Namespace(**{**vars(args), **stats.get("args", {})})  # the training run's settings
@@ -60,6 +76,7 @@ def write_model_card(out: Path, stats: dict, args) -> None:
             "`python -m playground train-drafter --eval-only` prints the full tables (positions 1-6).",
             "",
             *_heldout_tables(held),
+            *_target_table(held),
         ]
     if ev:
         lines += [
@@ -70,6 +87,17 @@ def write_model_card(out: Path, stats: dict, args) -> None:
         ]
     lines += _reproduce(stats, args)
     (out / "MODEL_CARD.md").write_text("\n".join(lines) + "\n")
+
+
+def _stored_int8(out: Path) -> bool:
+    """Whether the weight files hold int8 rows (``mtp_weights.save_head(int8=True)``)."""
+    from safetensors import safe_open
+
+    for f in out.glob("model*.safetensors"):
+        with safe_open(str(f), "pt") as st:
+            if any(k.endswith(".q8") for k in st.keys()):
+                return True
+    return False
 
 
 def _architecture(out: Path, stats: dict, args) -> list[str]:
@@ -108,7 +136,7 @@ def _architecture(out: Path, stats: dict, args) -> list[str]:
         + (
             " (matrices as int8 rows with a bf16 scale per row, the rest bf16; acceptance "
             "below is measured with these weights)"
-            if getattr(args, "int8", 0)
+            if _stored_int8(out)
             else " (bf16)"
         ),
         "",
@@ -179,7 +207,7 @@ def _training(stats: dict, args) -> list[str]:
                 ("clusters", stats.get("clusters", {}).get("seconds")),
                 ("training", tr.get("train_seconds")),
             )
-            if sec
+            if sec and sec >= 30
         ),
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
         f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on the 2-core CPU, seed {args.seed}"
@@ -190,7 +218,11 @@ def _training(stats: dict, args) -> list[str]:
             else ""
         )
         + (
-            f"; {args.gen_share:g} of every batch is the target's generated text"
+            (
+                "; every batch is the target's generated text"
+                if args.gen_share >= 1
+                else f"; {args.gen_share:g} of every batch is the target's generated text"
+            )
             if getattr(args, "gen_share", 0)
             else ""
         ),
