@@ -93,6 +93,21 @@ def heldout_features(args, model, rows: list[dict], work: Path) -> dict:
     return feats
 
 
+def _in_set(ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """[V] bool: True at ``ids`` (the static candidates)."""
+    mask = torch.zeros(vocab_size, dtype=torch.bool)
+    mask[ids] = True
+    return mask
+
+
+def _first_seen(tok: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """[V]: the first position of each token in the sequence ``tok`` [T] (T + 1 if absent), so
+    token x is in the context of position n iff ``first[x] <= n``."""
+    T = tok.numel()
+    first = torch.full((vocab_size,), T + 1, dtype=torch.long)
+    return first.scatter_reduce_(0, tok, torch.arange(T), "amin")
+
+
 def _support(head, states, first, n_idx, in_static, members):
     """[P, V] bool: what the drafter scores for P chains (static ∪ context ∪ best clusters).
 
@@ -116,8 +131,7 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
     head = head.float().eval()
     cfg = head.cfg
     V = embed_weight.shape[0]
-    in_static = torch.zeros(V, dtype=torch.bool)
-    in_static[head.candidates] = True
+    in_static = _in_set(head.candidates, V)
     members = cluster_members(head.token_cluster, cfg.num_clusters) if cfg.num_clusters else None
     offs = feats["offsets"]
     nkv, D = cfg.num_key_value_heads, cfg.head_dim
@@ -132,8 +146,7 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
         Vv = feats["values"][a:b].float().view(1, T, nkv, D).transpose(1, 2)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             states = unrolled_states(head, emb, hid, K, Vv, steps)
-        first = torch.full((V,), T + 1, dtype=torch.long)
-        first.scatter_reduce_(0, tok, torch.arange(T), "amin")
+        first = _first_seen(tok, V)
         top_ids = feats["top_ids"][a:b].long()
         top_p = feats["top_p"][a:b].float()
         n0 = meta["n_prompt"] - 1  # chains start at the last prompt token
@@ -190,16 +203,14 @@ def target_profile(feats: dict, candidates: torch.Tensor, vocab_size: int) -> di
     context's tokens can draft at all (an upper bound on T=0 acceptance at position 1).
     Over the sampled (T=1) text: ``reachable_mass`` the target's top-k mass on that support
     (an upper bound on sum_x min(p, q))."""
-    in_static = torch.zeros(vocab_size, dtype=torch.bool)
-    in_static[candidates] = True
+    in_static = _in_set(candidates, vocab_size)
     offs = feats["offsets"]
     sums: dict = {}
     for i, meta in enumerate(feats["meta"]):
         a, b = int(offs[i]), int(offs[i + 1])
         T = b - a
         tok = feats["tokens"][a:b].long()
-        first = torch.full((vocab_size,), T + 1, dtype=torch.long)
-        first.scatter_reduce_(0, tok, torch.arange(T), "amin")
+        first = _first_seen(tok, vocab_size)
         pos = torch.arange(meta["n_prompt"] - 1, T - 1)  # the distributions that judge drafts
         ids = feats["top_ids"][a:b][pos].long()  # [P, k]
         p = feats["top_p"][a:b][pos].float()  # [P, k]

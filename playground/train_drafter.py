@@ -44,7 +44,7 @@ from pathlib import Path
 
 import torch
 
-from playground import exit_train
+from playground import exit_train, mtp_corpus
 from playground.mtp_train.bench import stage_bench
 from playground.mtp_train.card import write_model_card
 from playground.mtp_train.evaluate import eval_only, greedy_acceptance
@@ -229,18 +229,12 @@ def text_stages(args, argv, stages: set[str], model, tok, prompts: list[str], st
     corpus openings asked for, rows of text)."""
     work = Path(args.work)
     if "corpus" in stages:
-        from playground import mtp_corpus
-
         t_co = time.perf_counter()
         stats["corpus"] = mtp_corpus.write_shards(tok, work / "gen", args.seed)
         stats["corpus_seconds"] = time.perf_counter() - t_co
     if args.corpus_prompts:
-        from playground import mtp_corpus
-
         prompts = prompts + mtp_corpus.openings(tok, work / "gen", args.corpus_prompts, args.seed)
     if args.copy_prompts:  # after the openings, so their prompt numbers (and cached shards) stay
-        from playground import mtp_corpus
-
         prompts = prompts + mtp_corpus.copy_tasks(tok, work / "gen", args.copy_prompts, args.seed)
     t = time.perf_counter()
     need_rows = "gen" in stages or stages & {"features", "vocab", "train", "eval", "export"}

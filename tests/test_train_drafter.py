@@ -286,4 +286,11 @@ def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
     card = (tmp_path / "MODEL_CARD.md").read_text()
     assert "(matrices as int8 rows" in card
     assert "## The target on the held-out text" in card and "| x | 0.80 | 0.50 | 0.90 | 0.70 |" in card
+    assert card.count("## The target on the held-out text") == 1  # one profile (only "new" has it): one table
+    other = {**row, "reachable": 1.0}  # a head with other candidates gets its own, labelled table
+    stats["heldout_eval"] = {"old": {**res, "target": {"x": other}}, "new": {**res, "target": {"x": row}}}
+    write_model_card(tmp_path, stats, args)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert card.count("## The target on the held-out text") == 2
+    assert "| x | 0.80 | 0.50 | 1.00 | 0.70 |" in card and "| x | 0.80 | 0.50 | 0.90 | 0.70 |" in card
     assert ("--corpus-prompts 150 --copy-prompts 40" in card) == fine_tuned

@@ -48,14 +48,20 @@ def _heldout_tables(ev: dict) -> list[str]:
 
 def _target_table(ev: dict) -> list[str]:
     """The target alone on the held-out text (``mtp_eval.target_profile``): what no drafter
-    with this support can beat; it depends on the candidates, so each head's own."""
+    with this support can beat.  It depends on the head's candidates, so heads with different
+    ones get a table each; heads that share them, one."""
     from playground.mtp_eval import format_profile
 
-    prof = next((res["target"] for res in reversed(ev.values()) if "target" in res), None)
-    if prof is None:
+    profiles = {w: res["target"] for w, res in ev.items() if "target" in res}
+    if not profiles:
         return []
+    first = next(iter(profiles.values()))
+    if all(prof == first for prof in profiles.values()):
+        lines = [format_profile(first)]
+    else:
+        lines = [x for w, prof in profiles.items() for x in (f"`{w}`:", "", format_profile(prof))]
     return [
-        format_profile(prof),
+        *lines,
         "The last two columns are ceilings for any drafter that scores these candidates and the context: "
         "at T=0 it cannot draft a token outside them; at T=1 its acceptance is at most the target's mass on them.",
         "",
