@@ -194,7 +194,7 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
 
 
 @torch.no_grad()
-def target_profile(feats: dict, candidates: torch.Tensor, vocab_size: int) -> dict:
+def target_profile(feats: dict, candidates: torch.Tensor | None, vocab_size: int) -> dict:
     """How hard each category is for *any* drafter with this support, from the target alone.
 
     Over the generated positions of the greedy (T=0) text: ``top1`` the probability the
@@ -202,8 +202,9 @@ def target_profile(feats: dict, candidates: torch.Tensor, vocab_size: int) -> di
     ``reachable`` the share of its choices a drafter scoring ``candidates`` plus the
     context's tokens can draft at all (an upper bound on T=0 acceptance at position 1).
     Over the sampled (T=1) text: ``reachable_mass`` the target's top-k mass on that support
-    (an upper bound on sum_x min(p, q))."""
-    in_static = _in_set(candidates, vocab_size)
+    (an upper bound on sum_x min(p, q)).  ``candidates`` None: every token is draftable (a
+    head with clusters reaches the whole vocabulary through them)."""
+    in_static = _in_set(candidates, vocab_size) if candidates is not None else torch.ones(vocab_size, dtype=torch.bool)
     offs = feats["offsets"]
     sums: dict = {}
     for i, meta in enumerate(feats["meta"]):
@@ -342,7 +343,8 @@ def run_eval(args, model, tok, weights: list[str], embed_weight, scale) -> dict:
     for w in weights:
         head = load_head(w, dtype=torch.float32)
         res = acceptance(head, feats, embed_weight, scale)
-        res["target"] = target_profile(feats, head.candidates, embed_weight.shape[0])
+        cand = None if head.cfg.num_clusters else head.candidates
+        res["target"] = target_profile(feats, cand, embed_weight.shape[0])
         results[w] = res
         print(format_profile(res["target"]))
         print(format_report(res, f"{w} ({head.cfg.num_clusters} clusters)"))

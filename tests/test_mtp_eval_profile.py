@@ -57,3 +57,11 @@ def test_a_token_seen_only_later_in_the_text_is_not_reachable():
 def test_profile_table_names_every_category():
     text = mtp_eval.format_profile(mtp_eval.target_profile(_feats(), torch.tensor([0, 1]), V))
     assert "| a | 0.70 |" in text and "| all |" in text
+
+
+def test_without_a_candidate_set_every_token_is_draftable():
+    # a head with clusters: its choice is always draftable, and at T=1 all the cached top-k mass
+    a = mtp_eval.target_profile(_feats(), None, V)["a"]
+    assert a["reachable"] == pytest.approx(1.0)
+    assert a["reachable_mass"] == pytest.approx(1.0)  # both sampled positions' top-2 sum to 1
+    assert a["top1"] == pytest.approx(0.7)  # the target's own figures do not depend on the drafter
