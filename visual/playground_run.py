@@ -33,6 +33,8 @@ from playground.validate import temperature as check_temperature
 from playground.validate import verification as check_verification
 from visual import charts, stats, tables
 from visual.fmt import esc
+from visual.i18n import t
+from visual.i18n.errors import engine_message, stop_reason
 from visual.presets import PresetChoice
 
 MODES = {"Speculative": "speculative", "Race": "race"}
@@ -79,50 +81,53 @@ def check_params(
     lim = cfg.limits
     errs: dict[str, str] = {}
     if not isinstance(prompt, str) or not prompt.strip():
-        errs["prompt"] = "The prompt is empty: type at least one word."
+        errs["prompt"] = t("err.prompt_empty")
     elif len(prompt) > lim.max_prompt_chars:
-        errs["prompt"] = f"The prompt is too long: {len(prompt)} characters (limit {lim.max_prompt_chars})."
+        errs["prompt"] = t("err.prompt_long", n=len(prompt), limit=lim.max_prompt_chars)
     by_name = {c.preset.name: c for c in choices}
     if preset not in by_name:
-        errs["preset"] = f"Unknown preset {preset!r}; choose one of: {', '.join(by_name)}."
+        errs["preset"] = t("err.preset_unknown", preset=repr(preset), choices=", ".join(by_name))
     elif not by_name[preset].available:
-        errs["preset"] = f"Preset {preset!r} is unavailable here: {by_name[preset].reason}"
+        errs["preset"] = t("err.preset_unavailable", preset=repr(preset), reason=by_name[preset].reason)
     elif drafter not in (None, "") and drafter not in by_name[preset].preset.drafters:
-        errs["drafter"] = (
-            f"Preset {preset!r} has no {drafter!r} drafter; choose one of: {', '.join(by_name[preset].preset.drafters)}."
+        errs["drafter"] = t(
+            "err.drafter_unknown",
+            preset=repr(preset),
+            drafter=repr(drafter),
+            choices=", ".join(by_name[preset].preset.drafters),
         )
 
-    def integer(name, v, lo, hi, what=""):
+    def integer(name, v, lo, hi, what="err.between"):
         if not _finite(v) or float(v) != int(v):
-            errs[name] = f"{name} must be a whole number, got {v!r}."
+            errs[name] = t("err.whole", name=name, value=repr(v))
         elif not lo <= v <= hi:
-            errs[name] = f"{name} must be between {lo} and {hi}{what}, got {int(v)}."
+            errs[name] = t(what, name=name, lo=lo, hi=hi, value=int(v))
 
     if gamma is not None:
         integer("gamma", gamma, 1, lim.max_gamma)
     try:
         check_temperature(temperature, lim.max_temperature)
     except ValueError as exc:
-        errs["temperature"] = f"{exc}."
-    integer("top_k", top_k, 0, lim.max_top_k, " (0 = off)")
+        errs["temperature"] = f"{engine_message(exc)}."
+    integer("top_k", top_k, 0, lim.max_top_k, "err.between_off")
     if not _finite(top_p):
-        errs["top_p"] = f"top_p must be a finite number, got {top_p!r}."
+        errs["top_p"] = t("err.finite", name="top_p", value=repr(top_p))
     elif not 0 < top_p <= 1:
-        errs["top_p"] = f"top_p must be in (0, 1], got {top_p}."
+        errs["top_p"] = t("err.top_p_range", value=top_p)
     integer("seed", seed, 0, 2**63 - 1)
     integer("max_new_tokens", max_new_tokens, 1, lim.max_new_tokens)
     if tree_nodes is not None:
-        integer("tree_nodes", tree_nodes, 1, MAX_TREE_NODES, " (1 = a chain)")
+        integer("tree_nodes", tree_nodes, 1, MAX_TREE_NODES, "err.between_chain")
     try:
         check_verification(verification, tree_nodes if "tree_nodes" not in errs and tree_nodes is not None else 1)
     except ValueError as exc:
-        msg = str(exc)
+        msg = engine_message(exc)
         errs["verification"] = msg[0].upper() + msg[1:] + "."
     if draft_stop is not None:
         try:
             check_stop_below(draft_stop)
         except ValueError as exc:
-            errs["draft_stop"] = f"{exc}."
+            errs["draft_stop"] = f"{engine_message(exc)}."
     return errs
 
 
@@ -270,27 +275,32 @@ def _status(trace: dict) -> str:
     ph = trace["phase"]
     n = len(trace["spec_steps"])
     if trace.get("error"):
-        return f"**Error:** {esc(trace['error'])}"
+        return t("run.status.error", error=esc(engine_message(trace["error"])))
     if ph == "loading":
-        return "Loading the models (once per process)\u2026"
+        return t("run.status.loading")
     if ph == "speculative":
-        return f"Speculative run: {n} step(s), {trace['spec_steps'][-1].committed_tokens if n else 0} token(s) so far\u2026"
+        return t("run.status.speculative", steps=n, tokens=trace["spec_steps"][-1].committed_tokens if n else 0)
     if ph == "autoregressive":
         k = len(trace["ar_steps"])
-        return f"Race: speculative done; autoregressive run on the same prompt and models, {k} token(s) so far\u2026"
+        return t("run.status.autoregressive", tokens=k)
     if ph == "calibrating":
-        return f"Measuring t\u2081: a {CALIBRATION_TOKENS}-token autoregressive calibration run\u2026"
+        return t("run.status.calibrating", n=CALIBRATION_TOKENS)
     if ph == "done" and trace["spec"] is not None:
         s = trace["spec"].stats
         extra = ""
         if trace["ar"] is not None:
             a = trace["ar"].stats
-            extra = f" Autoregressive: {a.new_tokens} tokens in {a.wall_ms / 1000:.2f} s."
-        replay = describe_replay(trace["spec"].config.get("replay"))
-        return (
-            f"**Done.** Speculative: {s.new_tokens} tokens in {s.steps} target passes, {s.wall_ms / 1000:.2f} s "
-            f"(stopped: {s.stopped}).{extra}" + (f"\n\n\u21bb {esc(replay)}" if replay else "")
+            extra = t("run.status.done_ar", tokens=a.new_tokens, seconds=f"{a.wall_ms / 1000:.2f}")
+        replay = engine_message(describe_replay(trace["spec"].config.get("replay")))
+        done = t(
+            "run.status.done",
+            tokens=s.new_tokens,
+            steps=s.steps,
+            seconds=f"{s.wall_ms / 1000:.2f}",
+            stopped=stop_reason(s.stopped),
+            extra=extra,
         )
+        return done + (f"\n\n\u21bb {esc(replay)}" if replay else "")
     return ""
 
 
@@ -304,7 +314,7 @@ def _finished(state: RunState) -> tuple[Any, Any, Any, Any]:
     text = (
         state.spec.text
         if state.ar is None
-        else (f"[speculative]\n{state.spec.text}\n\n[autoregressive]\n{state.ar.text}")
+        else (f"{t('run.text.speculative')}\n{state.spec.text}\n\n{t('run.text.autoregressive')}\n{state.ar.text}")
     )
     return (
         tables.display_table(df),
@@ -373,11 +383,11 @@ class _Generation:
         except (ValueError, ModelUnavailable) as exc:
             state.error, state.done, state.phase = str(exc), True, "error"
             yield self.outputs(final=True)
-            raise gr.Error(str(exc)) from None
+            raise gr.Error(engine_message(exc)) from None
         except Exception as exc:  # keep serving; tell the user what happened
             state.error, state.done, state.phase = f"{type(exc).__name__}: {exc}", True, "error"
             yield self.outputs(final=True)
-            raise gr.Error(f"The run failed: {type(exc).__name__}: {exc}") from None
+            raise gr.Error(t("run.failed", error=f"{type(exc).__name__}: {exc}")) from None
 
     def _speculative(self) -> Iterator[tuple]:
         req, state = self.request, self.state
