@@ -131,6 +131,13 @@ def gradio_i18n(cfg: Any = None) -> gr.I18n:
     return gr.I18n(**{lang: {**CATALOGUE[lang], **extra[lang]} for lang in LANGS})
 
 
+def text_of(value: Any, lang: str = DEFAULT) -> Any:
+    """What a prop shows in ``lang``: an ``L`` key's message, anything else unchanged (for tests and checks)."""
+    if isinstance(value, gr.i18n.I18nData):
+        return CATALOGUE.get(lang, EN).get(value.key, EN.get(value.key, value.key))
+    return value
+
+
 def plural(n: int) -> str:
     """English plural ending for ``{s}`` placeholders (Chinese messages leave it out)."""
     return "" if n == 1 else "s"
@@ -273,6 +280,7 @@ __all__ = [
     "normalize",
     "placeholders",
     "plural",
+    "text_of",
     "t",
     "use_lang",
 ]
