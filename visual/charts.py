@@ -367,5 +367,5 @@ def tokens_per_call_figure(steps: Sequence[StepRecord]) -> go.Figure:
         annotation_font_color=FONT_COLOR,
     )
     fig.update_xaxes(title_text=t("ch.step_axis"))
-    fig.update_yaxes(title_text="tokens", rangemode="tozero", dtick=1)
+    fig.update_yaxes(title_text=t("ch.tokens"), rangemode="tozero", dtick=1)
     return style(fig, title)

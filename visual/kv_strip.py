@@ -19,7 +19,7 @@ from visual.i18n import plural, t
 
 
 def _cell(text: str | None, state: str, slot: str, tip: str) -> str:
-    label = '<span class="kv__root">root</span>' if text is None else token_html(text)
+    label = f'<span class="kv__root">{esc(t("kv.root_label"))}</span>' if text is None else token_html(text)
     return (
         f'<li class="kv__cell kv__cell--{state}" role="listitem" title="{esc(tip)}" aria-label="{esc(tip)}">'
         f'<span class="kv__tok">{label}</span><span class="kv__pos">{esc(slot)}</span></li>'

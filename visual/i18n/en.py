@@ -289,6 +289,7 @@ MESSAGES: dict[str, str] = {
     "res.note_missing": " (This trace was recorded without the residuals after rejected siblings.)",
     "res.aria": "How r changed over the siblings here",
     "kv.pos": "pos {pos}",
+    "kv.root_label": "root",
     "kv.root": "root: the newest committed token, kept",
     "kv.on_path": "on the accepted path, kept",
     "kv.off_path": "not on the accepted path, discarded",
@@ -502,6 +503,7 @@ MESSAGES: dict[str, str] = {
     "ch.step_axis": "step (one target pass each)",
     "ch.step": "step",
     "ch.ms": "ms",
+    "ch.tokens": "tokens",
     # ---- the per-token table as shown (visual/tables.py; the CSV keeps its English columns)
     "col.run": "run",
     "col.step": "step",
