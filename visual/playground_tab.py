@@ -34,7 +34,7 @@ from playground.serving.trace_cache import TraceCache
 from playground.validate import verification as verification_rule
 from visual import charts, replay, stats, tables, tokens
 from visual.fmt import esc
-from visual.i18n import L, example_key, localized, t
+from visual.i18n import L, example_text, localized, t
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
     CALIBRATION_TOKENS,
     DTYPE_DEFAULT,
@@ -253,6 +253,7 @@ class PlaygroundTab:
     components: dict[str, Any] = field(default_factory=dict)
     by_name: dict[str, PresetChoice] = field(default_factory=dict)  # preset name -> its choice
     start: str = ""  # the preset selected when the page opens
+    cfg: Any = None  # the app's config (its classroom examples)
 
     def link_updates(self, prefill: Prefill) -> list[Any]:
         """Updates for ``[components[k] for k in LINK_KEYS]`` from a shared link (the preset's
@@ -263,12 +264,17 @@ class PlaygroundTab:
         return ups
 
     def localized_outputs(self) -> list[Any]:
-        """The components whose first value is rendered on the server (``LOCALIZED_KEYS``)."""
-        return [self.components[k] for k in LOCALIZED_KEYS]
+        """The components whose first value is rendered on the server (``LOCALIZED_KEYS``), and the
+        classroom examples' buttons (their labels are not a prop ``gr.I18n`` translates)."""
+        examples = [self.components["examples"].dataset] if "examples" in self.components else []
+        return [self.components[k] for k in LOCALIZED_KEYS] + examples
 
     def localized_values(self) -> list[Any]:
         """Their empty-state values in the current language (``visual.i18n``), for the page load."""
-        return initial_values(self.by_name[self.start].preset.gamma if self.start in self.by_name else 1)
+        values = initial_values(self.by_name[self.start].preset.gamma if self.start in self.by_name else 1)
+        if "examples" in self.components:
+            values.append(gr.Dataset(sample_labels=example_labels(self.cfg)))
+        return values
 
 
 @dataclass(frozen=True)
@@ -309,7 +315,12 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     )
     c["shared"] = shared
     c["trace_state"], c["view_state"], c["timer"] = parts.trace_state, parts.view_state, parts.timer
-    return PlaygroundTab(components=c, by_name=by_name, start=start)
+    return PlaygroundTab(components=c, by_name=by_name, start=start, cfg=cfg)
+
+
+def example_labels(cfg: AppConfig) -> list[str]:
+    """The classroom examples' labels in the current language (the config's own in English)."""
+    return [example_text(e.get("label", e["prompt"][:30])) for e in cfg.examples]
 
 
 # Components whose first value is server-rendered text: the page load re-renders them in the visitor's language.
@@ -408,10 +419,10 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
         elem_id="prompt",
     )
     if cfg.examples:
-        gr.Examples(
+        c["examples"] = gr.Examples(
             examples=[[e["prompt"]] for e in cfg.examples],
             inputs=[c["prompt"]],
-            example_labels=[L(example_key(e.get("label", e["prompt"][:30]))) for e in cfg.examples],
+            example_labels=example_labels(cfg),  # re-labelled in the visitor's language on load (gr.I18n can't)
             cache_examples=False,
             label=L("pg.examples"),
         )

@@ -109,6 +109,11 @@ def preset_text(name: str, english_label: str, english_description: str) -> tupl
     return english_label, english_description
 
 
+def example_text(label: str) -> str:
+    """A classroom example's label in the current language (the config's English as the fallback)."""
+    return config_zh.EXAMPLES.get(label, label) if current() == "zh" else label
+
+
 def config_messages(cfg: Any) -> dict[str, dict[str, str]]:
     """Catalogue entries for the config's presets and Playground examples, per language."""
     out: dict[str, dict[str, str]] = {lang: {} for lang in LANGS}
