@@ -44,7 +44,8 @@ class PassCost:
 def _filled_cache(model, ctx: int, seed: int) -> DynamicCache:
     cache = DynamicCache(config=model.config)
     cache.activate_past_recording()
-    ids = torch.randint(10, 1000, (1, ctx), generator=torch.Generator().manual_seed(seed))
+    vocab = model.config.get_text_config().vocab_size
+    ids = torch.randint(1, min(1000, vocab), (1, ctx), generator=torch.Generator().manual_seed(seed))
     with torch.inference_mode():
         model(input_ids=ids, cache=cache, use_cache=True, logits_to_keep=1)
     return cache
@@ -64,7 +65,7 @@ def pass_costs(model, shapes: list[tuple[int, int]], ctx: int = 64, repeats: int
     caches = [_filled_cache(model, ctx, seed) for seed in range(max(b for b, _ in shapes))]
 
     def one(rows: int, tokens: int) -> None:
-        batch = [RowPass(caches[b], tuple(range(100, 100 + tokens)), keep=tokens) for b in range(rows)]
+        batch = [RowPass(caches[b], tuple(range(1, 1 + tokens)), keep=tokens) for b in range(rows)]
         batched_forward(model, batch)
         for c in caches[:rows]:
             c.crop(-tokens)  # back to ctx for the next repeat
@@ -184,3 +185,109 @@ def class_sweep(batches: list[int], settings_for, variants=VARIANTS) -> list[Cla
             out.append(run_class(lambda i, m=mode: api.run(prompts[i], settings_for(i, m), batch=True), b, variant))
     scheduler.knee_tokens = KNEE_TOKENS
     return out
+
+
+# ------------------------------------------------------------------------------- the command
+
+SHAPES = [(1, 1), (1, 9), (4, 1), (4, 9), (8, 1), (8, 3), (8, 9), (16, 1), (16, 3), (16, 9), (32, 1), (32, 3)]
+DATA_FILE = "batch_sweep.json"  # in playground/data/: the measurement the lab's lesson shows
+
+
+def to_json(costs: list[PassCost], runs: list[ClassRun], about: dict) -> dict:
+    return {
+        "about": about,
+        "pass_costs": [{"rows": c.rows, "tokens": c.tokens, "ms": c.ms, "relative": c.relative} for c in costs],
+        "class": [
+            {"runs": r.runs, "variant": r.variant, "tokens_per_s": r.tokens_per_s, "p50_s": r.percentile(0.5),
+             "p95_s": r.percentile(0.95), "mean_shared_rows": r.mean_shared_rows}
+            for r in runs
+        ],
+    }  # fmt: skip
+
+
+def build_parser():
+    import argparse  # noqa: PLC0415  (the command line only)
+
+    p = argparse.ArgumentParser(prog="python -m playground batch-sweep", description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default=None)
+    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
+    p.add_argument("--batches", default="1,2,4,8,16,32", help="class sizes, comma-separated")
+    p.add_argument("--tokens", type=int, default=32, help="new tokens per run")
+    p.add_argument("--temperature", type=float, default=0.7)
+    p.add_argument("--ctx", type=int, default=64, help="cached tokens per row in the pass-cost table")
+    p.add_argument("--no-class", action="store_true", help="only the pass-cost table")
+    p.add_argument("--out", default="batch_sweep", help="folder for batch_sweep.md / .json")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    import json  # noqa: PLC0415
+    import platform  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    from playground import api  # noqa: PLC0415  (loads models)
+    from playground.config import load_config  # noqa: PLC0415
+    from playground.models.loading import load_pair  # noqa: PLC0415
+    from playground.serving.policy import KNEE_TOKENS  # noqa: PLC0415
+
+    args = build_parser().parse_args(argv)
+    batches = [int(b) for b in args.batches.split(",") if b.strip()]
+    if not batches or not all(1 <= b <= load_config().limits.max_batch for b in batches):
+        raise SystemExit(f"--batches must be class sizes between 1 and {load_config().limits.max_batch}")
+
+    def settings_for(i: int, mode: str):
+        return api.run_settings(preset=args.preset, dtype=args.dtype, mode=mode, temperature=args.temperature,
+                                seed=i, max_new_tokens=args.tokens)  # fmt: skip
+
+    first = settings_for(0, "speculative")
+    pair = load_pair(load_config().preset(first.preset), first.dtype)
+    costs = pass_costs(pair.target, SHAPES, ctx=args.ctx)
+    runs = [] if args.no_class else class_sweep(batches, settings_for)
+    about = {
+        "command": "python -m playground batch-sweep " + " ".join(argv or []),
+        "preset": first.preset, "dtype": first.dtype, "drafter": first.drafter, "gamma": first.gamma,
+        "temperature": args.temperature, "tokens": args.tokens, "knee_tokens": KNEE_TOKENS,
+        "machine": f"{platform.machine()}, {torch.get_num_threads()} threads", "date": time.strftime("%Y-%m-%d"),
+    }  # fmt: skip
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    md = "\n\n".join([cost_table(costs)] + ([class_table(runs)] if runs else []))
+    (out / "batch_sweep.md").write_text(md + "\n", encoding="utf-8")
+    (out / DATA_FILE).write_text(json.dumps(to_json(costs, runs, about), indent=1), encoding="utf-8")
+    print(md)
+    print(f"\nwrote {out / 'batch_sweep.md'} and {out / DATA_FILE}")
+    return 0
+
+
+LIVE_SHAPES = [(1, 1), (1, 9), (4, 3), (8, 1), (8, 5), (16, 1), (16, 3), (32, 1), (32, 3)]
+
+
+def measure_pass_costs(preset: str | None = None, dtype: str | None = None) -> dict:
+    """The pass-cost table on this machine now (the lab's "measure here", about 20-40 s),
+    as the JSON the lesson renders.  Class runs are left to the command line."""
+    import platform  # noqa: PLC0415
+
+    from playground.config import load_config  # noqa: PLC0415  (loads models)
+    from playground.models.loading import load_pair  # noqa: PLC0415
+    from playground.serving.policy import KNEE_TOKENS  # noqa: PLC0415
+
+    cfg = load_config()
+    try:
+        p = cfg.preset(preset or cfg.default_preset)
+    except KeyError as exc:
+        raise ValueError(str(exc.args[0])) from None
+    pair = load_pair(p, dtype or p.dtype)
+    costs = pass_costs(pair.target, LIVE_SHAPES, ctx=64, repeats=2)
+    about = {"preset": p.name, "dtype": pair.dtype, "knee_tokens": KNEE_TOKENS, "date": time.strftime("%Y-%m-%d %H:%M"),
+             "machine": f"{platform.machine()}, {torch.get_num_threads()} threads",
+             "command": f"python -m playground batch-sweep --preset {p.name} --no-class"}  # fmt: skip
+    return to_json(costs, [], about)
+
+
+def measured() -> dict:
+    """The committed measurement the lesson shows (``playground/data/batch_sweep.json``), or {}."""
+    import json  # noqa: PLC0415
+    from pathlib import Path  # noqa: PLC0415
+
+    path = Path(__file__).resolve().parents[1] / "data" / DATA_FILE
+    return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
