@@ -79,13 +79,12 @@ def _plain_marks(step) -> str:
 
 
 def cmd_generate(args) -> int:
-    from playground.api import stream_generate
+    from playground.api import run_settings, stream_run
     from playground.decoding.records import GenerationResult
     from playground.errors import ModelUnavailable
 
     try:
-        items = stream_generate(
-            args.prompt,
+        settings = run_settings(
             preset=args.preset,
             mode=args.mode,
             drafter=args.drafter,
@@ -98,6 +97,7 @@ def cmd_generate(args) -> int:
             dtype=args.dtype,
             tree_nodes=args.tree_nodes,
         )
+        items = stream_run(args.prompt, settings)
         result = None
         for item in items:
             if isinstance(item, GenerationResult):

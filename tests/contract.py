@@ -177,7 +177,7 @@ def first_pair_counts(run_seed, n: int, vocab: int) -> torch.Tensor:
 def assert_first_token_distribution(target, tok, prompt, config, make_drafter, n: int, eos_token_ids, alpha=ALPHA):
     """n seeded runs (a fresh drafter each): the first token must follow the target's own
     p(. | prompt) under ``config``'s sampling settings (chi-square).  Returns the runs."""
-    p = next_token_probs(target, prompt, config.sampling)
+    p = next_token_probs(target, prompt, SamplingParams.of(config))
     counts = torch.zeros(p.shape[0])
     runs = []
     for seed in range(n):

@@ -31,12 +31,13 @@ import pytest
 import torch
 
 from playground.decoding import block_verify
-from playground.decoding.engine import GenerationConfig, run, verify
+from playground.decoding.engine import run, verify
 from playground.decoding.rows import PointRows
 from playground.decoding.sampling import SamplingParams, acceptance_prob, logits_to_probs
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
 from playground.models.tiny import EOS as CHAR_EOS
+from playground.settings import RunSettings
 from tests.contract import assert_greedy_equals_target, seeded
 from tests.fakes import TABLE_V, BigramLM, LetterTokenizer, disagreeing_tables
 from tests.stats import assert_does_not_follow, assert_follows
@@ -311,7 +312,7 @@ def test_greedy_block_equals_transformers_generate_and_token_verification(tiny_p
 
     for prompt in PROMPTS:
         ids = tok.encode(prompt)
-        cfg = GenerationConfig(gamma=gamma, max_new_tokens=40, rule="block")
+        cfg = RunSettings(gamma=gamma, max_new_tokens=40, rule="block")
         r = assert_greedy_equals_target(target, tok, ids, cfg, drafter(), msg=prompt)
         token = run(target, tok, ids, replace(cfg, rule="lossless"), drafter=drafter(), eos_token_ids=[CHAR_EOS])
         assert [s.n_accepted for s in r.steps] == [s.n_accepted for s in token.steps]
@@ -321,7 +322,7 @@ def _triples(rule, gamma, n, params=SamplingParams(temperature=1.0)):
     """Counts [V^3] of the first three tokens over n seeded runs, and their exact law."""
     target_logits, drafter_logits = disagreeing_tables()
     target, drafter = BigramLM(target_logits), BigramLM(drafter_logits)
-    config = GenerationConfig(gamma=gamma, temperature=params.temperature, max_new_tokens=3, trace=False, rule=rule)
+    config = RunSettings(gamma=gamma, temperature=params.temperature, max_new_tokens=3, trace=False, rule=rule)
     counts = torch.zeros(TABLE_V**3)
     for seed in range(n):
         r = run(target, LetterTokenizer(), [0], config, drafter=ModelDrafter(drafter, TABLE_V), generator=seeded(seed))
@@ -390,7 +391,7 @@ def test_an_eos_draft_ends_the_block_and_the_step():
 def _sampled_block_runs(n=12, gamma=4):
     target_logits, drafter_logits = disagreeing_tables()
     target, drafter = BigramLM(target_logits), BigramLM(drafter_logits)
-    cfg = GenerationConfig(gamma=gamma, temperature=1.0, max_new_tokens=24, rule="block")
+    cfg = RunSettings(gamma=gamma, temperature=1.0, max_new_tokens=24, rule="block")
     for seed in range(n):
         yield run(target, LetterTokenizer(), [0], cfg, drafter=ModelDrafter(drafter, TABLE_V), generator=seeded(seed))
 
@@ -440,9 +441,9 @@ def test_block_traces_round_trip_and_old_traces_still_import():
 
 
 def test_trees_refuse_block_verification():
-    with pytest.raises(ValueError, match="lossless rule only.*chain"):
-        GenerationConfig(tree_nodes=4, rule="block")
-    GenerationConfig(tree_nodes=1, rule="block")  # a chain is fine
+    with pytest.raises(ValueError, match="block verification judges a chain of drafts, not a tree"):
+        RunSettings(tree_nodes=4, rule="block")
+    RunSettings(tree_nodes=1, rule="block")  # a chain is fine
 
 
 def test_bench_takes_lossless_and_block_side_by_side():
@@ -500,7 +501,7 @@ def test_the_step_view_tells_a_block_step_as_one():
     # a token-rule step is told as before
     target_logits, drafter_logits = disagreeing_tables()
     r = run(
-        BigramLM(target_logits), LetterTokenizer(), [0], GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=8),
+        BigramLM(target_logits), LetterTokenizer(), [0], RunSettings(gamma=2, temperature=1.0, max_new_tokens=8),
         drafter=ModelDrafter(BigramLM(drafter_logits), TABLE_V), generator=seeded(0),
     )  # fmt: skip
     assert not any(is_block_step(s) for s in r.steps)
@@ -512,9 +513,9 @@ def test_the_lab_checks_block_as_a_correct_rule():
     step judges 2 drafts jointly): no drift, read as a correct rule."""
     from playground.lab.context import LabContext
     from playground.lab.distribution import DistributionSettings, distribution_check
-    from playground.lab.rules import RULE_INFO, rule_choices
+    from playground.rules import RULES, lab_choices
 
-    assert RULE_INFO["block"].category == "correct" and rule_choices()[1][1] == "block"
+    assert RULES["block"].category == "correct" and lab_choices()[1][1] == "block"
     ctx = LabContext("tiny-random")
     torch.set_num_threads(1)  # load_pair configures all cores; tiny models are fastest on one
     settings = DistributionSettings("Once upon a time", rule="block", n_samples=800, n_tokens=3, temperature=1.0)

@@ -24,7 +24,7 @@ import pytest
 import torch
 
 from playground.config import load_config
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams
 from playground.drafters import registry
 from playground.drafters.base import TargetState
@@ -34,6 +34,7 @@ from playground.drafters.mtp import MTPDrafter
 from playground.models.loading import load_pair
 from playground.models.tiny import VOCAB as CHAR_VOCAB
 from playground.models.tiny import CharTokenizer
+from playground.settings import RunSettings
 from tests.contract import CacheSpy, assert_checked_every_step, assert_greedy_equals_target, hf_greedy, seeded
 from tests.fakes import LetterTokenizer
 from tests.stats import assert_does_not_follow, assert_follows
@@ -111,7 +112,7 @@ def test_greedy_output_is_the_targets_and_the_cache_holds_only_committed_tokens(
         case.target,
         case.tokenizer,
         case.prompt,
-        GenerationConfig(gamma=gamma, max_new_tokens=20),
+        RunSettings(gamma=gamma, max_new_tokens=20),
         spy,
         eos_token_ids=[],
         expected=expected,
@@ -205,7 +206,7 @@ def test_after_a_rollback_the_next_draft_is_a_fresh_drafters(kind):
         case.target,
         case.tokenizer,
         case.prompt,
-        GenerationConfig(gamma=3, max_new_tokens=16),
+        RunSettings(gamma=3, max_new_tokens=16),
         drafter=rec,
         eos_token_ids=[],
     )
