@@ -27,6 +27,8 @@ from playground.decoding.records import GenerationResult, StepRecord
 from playground.drafters.base import Drafter
 from playground.drafters.registry import build_drafter
 from playground.models.loading import ModelPair, ModelUnavailable, load_pair
+from playground.serving.policy import ReplayedCaps
+from playground.serving.pool import scheduler_for
 from playground.serving.trace_cache import TraceCache
 from playground.settings import RunSettings
 
@@ -177,19 +179,28 @@ def stream_run(
     *,
     progress=None,
     shared: TraceCache | None = None,
+    batch: bool = False,
+    draft_caps: list[int] | None = None,
 ) -> Iterator[StepRecord | GenerationResult]:
     """Run ``settings`` (from ``run_settings``: a preset named, its defaults filled in) on ``prompt``.
 
-    shared: see ``stream_generate``; the request's key is (prompt, settings)."""
+    shared: see ``stream_generate``; the request's key is (prompt, settings), and its target
+    passes are shared with the other runs on the model (the app's runs always batch).
+    batch: share target passes with other runs on the same model even without ``shared``.
+    draft_caps: re-run alone with the per-step draft lengths a batched run had (its steps'
+    ``gamma``): at T > 0 the same seed then gives the same tokens."""
     if settings.preset is None or settings.dtype is None:
         raise ValueError("these settings name no preset: build them with playground.api.run_settings")
     validate.prompt(prompt, load_config().limits.max_prompt_chars)
     if shared is None:
-        return _run(prompt, settings, progress)
-    return shared.stream((prompt, settings), lambda: _run(prompt, settings, progress))
+        return _run(prompt, settings, progress, batch, draft_caps)
+    return shared.stream((prompt, settings), lambda: _run(prompt, settings, progress, True, None))
 
 
-def _run(prompt: str, settings: RunSettings, progress) -> Iterator[StepRecord | GenerationResult]:
+def _run(prompt, settings: RunSettings, progress, batch: bool, draft_caps) -> Iterator[StepRecord | GenerationResult]:
+    """One run.  ``batch``: its target passes may share forward passes with the other runs on
+    the same model (``playground.serving``), its drafts capped by the load; ``draft_caps``:
+    re-run alone with the draft lengths a run had under load (its records' ``gamma``)."""
     lim = load_config().limits
     p = load_config().preset(settings.preset)
     pair = load_pair(p, settings.dtype, progress=progress)
@@ -199,8 +210,11 @@ def _run(prompt: str, settings: RunSettings, progress) -> Iterator[StepRecord | 
         stop = p.draft_stop if settings.draft_stop is None else settings.draft_stop
         d = make_drafter(settings.drafter, pair, replace(p, draft_stop=stop), settings.draft_argmax)
     gen = torch.Generator().manual_seed(settings.seed)
+    scheduler = scheduler_for(pair.target, lim.max_batch, lim.kv_budget_mb) if batch else None
+    if draft_caps is not None:
+        scheduler = ReplayedCaps(draft_caps)
     for item in stream(pair.target, pair.tokenizer, ids, settings, drafter=d, eos_token_ids=pair.eos_token_ids,
-                       generator=gen, prompt=prompt):  # fmt: skip
+                       generator=gen, prompt=prompt, scheduler=scheduler):  # fmt: skip
         if isinstance(item, GenerationResult):
             item.config.update(preset=p.name, dtype=pair.dtype)
         yield item

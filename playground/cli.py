@@ -174,6 +174,10 @@ def _dispatch(argv: list[str] | None) -> int:
         from playground.serving import loadtest
 
         return loadtest.main(argv[1:])
+    if argv and argv[0] == "batch-sweep":
+        from playground.serving import sweep
+
+        return sweep.main(argv[1:])
     if argv and argv[0] == "check-space":
         from playground import space_check
 

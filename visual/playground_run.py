@@ -212,6 +212,26 @@ def _stats_html(trace: dict) -> str:
     )
 
 
+def _shared_note(steps) -> str:
+    """What sharing target passes with other visitors' runs did to this run (``playground.serving``)."""
+    shared = [st.shared_rows for st in steps if st.shared_rows > 1]
+    if not shared:
+        return ""
+    capped = sum(1 for st in steps if st.mode == "speculative" and st.gamma == 0)
+    note = (
+        f"\n\n**Shared passes:** {len(shared)} of {len(steps)} target passes also carried other visitors' runs: "
+        f"each served {sum(shared) / len(shared):.1f} runs on average, so this run's verify times are its share "
+        "of each pass (the pass's time / the runs it served)."
+    )
+    if capped:
+        note += (
+            f" Under that load {capped} step(s) decoded plainly, without drafts (the server turns speculation "
+            "down when a pass is full): at temperature 0 the output is the same token for token; when sampling "
+            "it is still drawn from the target's distribution."
+        )
+    return note
+
+
 def _status(trace: dict) -> str:
     ph = trace["phase"]
     n = len(trace["spec_steps"])
@@ -235,7 +255,9 @@ def _status(trace: dict) -> str:
         replay = describe_replay(trace["spec"].config.get("replay"))
         return (
             f"**Done.** Speculative: {s.new_tokens} tokens in {s.steps} target passes, {s.wall_ms / 1000:.2f} s "
-            f"(stopped: {s.stopped}).{extra}" + (f"\n\n\u21bb {esc(replay)}" if replay else "")
+            f"(stopped: {s.stopped}).{extra}"
+            + (f"\n\n\u21bb {esc(replay)}" if replay else "")
+            + _shared_note(trace["spec"].steps)
         )
     return ""
 

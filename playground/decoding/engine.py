@@ -499,7 +499,8 @@ def stream(
     ``scheduler`` (``playground.serving.scheduler.PassScheduler``): the run joins it for its
     lifetime, so its target passes may share one forward pass with other runs', and each
     step drafts at most the scheduler's ``draft_cap()`` (the load policy)."""
-    with scheduler.join() if scheduler is not None else nullcontext():
+    tokens = len(prompt_ids) + settings.max_new_tokens + settings.gamma  # the most its cache holds
+    with scheduler.join(tokens) if scheduler is not None else nullcontext():
         yield from _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt,
                              scheduler)  # fmt: skip
 
