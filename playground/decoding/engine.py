@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from playground.decoding import block_verify as block
+from playground.decoding.draft import Draft, Drafter, TargetState
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.decoding.rows import PointRows
 from playground.decoding.rows import draw_point as _draw_point
@@ -52,7 +53,6 @@ from playground.decoding.tally import Tally
 from playground.decoding.target import Target
 from playground.decoding.text import IncrementalText, TokenTexts
 from playground.decoding.tree_step import tree_step
-from playground.drafters.base import Draft, Drafter, TargetState
 from playground.settings import RunSettings
 
 TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold
@@ -358,7 +358,7 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
     k = len(drafts)
 
     # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
-    if run.speculative and getattr(run.drafter, "shares_target_cache", False):  # LayerSkip: the drafter ran layers < k
+    if run.speculative and run.drafter.capabilities.shares_target_cache:  # LayerSkip: the drafter ran layers < k
         out = target.forward_via(run.drafter.verify_logits, [committed[-1]] + drafts, keep=k + 1)
     else:
         out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
@@ -511,7 +511,7 @@ def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, ge
     t_start = time.perf_counter()
     run, prefill_ms = _start(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, scheduler)
     target, committed, state, speculative, eos = run.target, run.committed, run.state, run.speculative, run.eos
-    use_tree = bool(speculative and settings.tree_nodes > 1 and hasattr(drafter, "propose_tree"))
+    use_tree = bool(speculative and settings.tree_nodes > 1 and drafter.capabilities.branches)
     committed_text = IncrementalText(tokenizer)
 
     steps: list[StepRecord] = []
