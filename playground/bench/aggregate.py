@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from playground.bench.options import LOSSLESS_RULES, METHODS, ROW_FIELDS, Costs, Run, Spec
+from playground.bench.options import METHODS, ROW_FIELDS, Costs, Run, Spec
+from playground.rules import LOSSLESS_RULES
 
 
 def _mean(xs):

@@ -97,19 +97,13 @@ MESSAGES: dict[str, str] = {
     "stop.max_tokens": "token budget",
     "stop.length": "token budget",
     "stop.budget": "token budget",
-    # ---- check_params messages
+    # ---- the form's messages (engine messages are mapped to these and eng.* in visual/i18n/errors.py)
     "err.prompt_empty": "The prompt is empty: type at least one word.",
-    "err.prompt_long": "The prompt is too long: {n} characters (limit {limit}).",
-    "err.preset_unknown": "Unknown preset {preset}; choose one of: {choices}.",
     "err.preset_unavailable": "Preset {preset} is unavailable here: {reason}",
     "err.drafter_unknown": "Preset {preset} has no {drafter} drafter; choose one of: {choices}.",
     "err.whole": "{name} must be a whole number, got {value}.",
     "err.between": "{name} must be between {lo} and {hi}, got {value}.",
-    "err.between_off": "{name} must be between {lo} and {hi} (0 = off), got {value}.",
-    "err.between_chain": "{name} must be between {lo} and {hi} (1 = a chain), got {value}.",
-    "err.finite": "{name} must be a finite number, got {value}.",
     "err.top_p_range": "top_p must be in (0, 1], got {value}.",
-    "err.trace_large": "the trace is too large ({size} bytes, limit {limit}); ask for fewer tokens",
     # ---- presets (visual/presets.py)
     "preset.unavailable": "unavailable",
     "preset.line": "target `{target}` · drafter `{drafter}` · {dtype} · γ = {gamma}",
@@ -543,6 +537,22 @@ MESSAGES.update(
         ),
         "eng.draft_stop": "draft_stop must be a number in [0, 1) (0 = off), got {value}",
         "eng.whole": "{name} must be a whole number",
+        "eng.tree_rule": "tree drafts are verified with the lossless rule only, not {rule}: set tree_nodes to 1",
+        "eng.one_of": "{name} must be one of {choices}, got {value}",
+        "eng.seed": "seed must be >= 0, got {value}",
+        "eng.top_p_finite": "top_p must be a finite number, got {value}",
+        "eng.bool": "{name} must be true or false, got {value}",
+        "eng.prompt_long_tokens": "the prompt is too long: {n} tokens (limit {limit})",
+        "run.shared": (
+            "\n\n**Shared passes:** {shared} of {steps} target passes also carried other visitors' runs: each served "
+            "{mean} runs on average, so this run's verify times are its share of each pass (the pass's time / the "
+            "runs it served)."
+        ),
+        "run.shared_capped": (
+            " Under that load {capped} step(s) decoded plainly, without drafts (the server turns speculation down "
+            "when a pass is full): at temperature 0 the output is the same token for token; when sampling it is "
+            "still drawn from the target's distribution."
+        ),
         "eng.number_like": "{name} must be a number like 0.7, got {value}",
         "eng.number": "{name} must be a number, got {value}",
         "eng.number_plain": "{name} must be a number",

@@ -88,19 +88,13 @@ MESSAGES: dict[str, str] = {
     "stop.max_tokens": "达到词元上限",
     "stop.length": "达到词元上限",
     "stop.budget": "达到词元上限",
-    # ---- check_params
+    # ---- the form's messages
     "err.prompt_empty": "提示词为空：请至少输入一个词。",
-    "err.prompt_long": "提示词过长：{n} 个字符（上限 {limit}）。",
-    "err.preset_unknown": "未知预设 {preset}；可选：{choices}。",
     "err.preset_unavailable": "预设 {preset} 在此不可用：{reason}",
     "err.drafter_unknown": "预设 {preset} 没有草稿模型 {drafter}；可选：{choices}。",
     "err.whole": "{name} 必须是整数，收到的是 {value}。",
     "err.between": "{name} 必须在 {lo} 到 {hi} 之间，收到的是 {value}。",
-    "err.between_off": "{name} 必须在 {lo} 到 {hi} 之间（0 = 关闭），收到的是 {value}。",
-    "err.between_chain": "{name} 必须在 {lo} 到 {hi} 之间（1 = 一条链），收到的是 {value}。",
-    "err.finite": "{name} 必须是有限数值，收到的是 {value}。",
     "err.top_p_range": "top_p 必须在 (0, 1] 之内，收到的是 {value}。",
-    "err.trace_large": "轨迹过大（{size} 字节，上限 {limit}）；请减少词元数",
     # ---- presets
     "preset.unavailable": "不可用",
     "preset.line": "目标模型 `{target}` · 草稿模型 `{drafter}` · {dtype} · γ = {gamma}",
@@ -473,6 +467,20 @@ MESSAGES.update(
         "eng.block_tree": "块验证评判的是草稿链而不是草稿树：请把草稿树节点数设为 1，或选择逐词元验证",
         "eng.draft_stop": "停止阈值 draft_stop 必须是 [0, 1) 内的数（0 = 关闭），收到的是 {value}",
         "eng.whole": "{name} 必须是整数",
+        "eng.tree_rule": "草稿树只能用无损规则验证，不能用 {rule}：请把 tree_nodes 设为 1",
+        "eng.one_of": "{name} 必须是 {choices} 之一，收到的是 {value}",
+        "eng.seed": "随机种子必须 >= 0，收到的是 {value}",
+        "eng.top_p_finite": "top_p 必须是有限数值，收到的是 {value}",
+        "eng.bool": "{name} 必须是 true 或 false，收到的是 {value}",
+        "eng.prompt_long_tokens": "提示词过长：{n} 个词元（上限 {limit}）",
+        "run.shared": (
+            "\n\n**共享前向传播：** {steps} 次目标模型前向传播中有 {shared} 次同时承载了其他访客的运行：平均每次服务 {mean} 个运行，"
+            "因此本次运行的验证时间是它在每次前向传播中的份额（该次前向传播的时间 / 它服务的运行数）。"
+        ),
+        "run.shared_capped": (
+            " 在这样的负载下，有 {capped} 步不带草稿、按普通方式解码（前向传播已满时服务器会降低投机程度）："
+            "温度为 0 时输出逐词元相同；采样时输出仍从目标模型的分布中抽取。"
+        ),
         "eng.number_like": "{name} 必须是类似 0.7 的数值，收到的是 {value}",
         "eng.number": "{name} 必须是数值，收到的是 {value}",
         "eng.number_plain": "{name} 必须是数值",
