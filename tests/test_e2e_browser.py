@@ -121,7 +121,7 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
 SAME_IN_BOTH = {
     "min", "max", "norm", "argmax", "id", "MTP", "KV", "LM", "top", "bfloat16", "float32", "dtype", "ms",
     "Leviathan", "Sun", "Gemma", "SmolLM2", "Qwen2", "tiny", "random", "mtp", "lookup", "prompt", "model",
-    "English", "Instruct", "GGUF", "pos",
+    "English", "Instruct", "GGUF", "pos", "CPU", "GPU",
 }  # fmt: skip
 
 _VISIBLE_WORDS_JS = """
