@@ -33,6 +33,7 @@ from typing import Any
 import torch
 
 from playground import block_verify as block
+from playground.confidence import with_chain_confidence
 from playground.drafters.base import Draft, Drafter, TargetState
 from playground.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.rows import PointRows
@@ -438,6 +439,10 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
     decisions = _chain_decisions(rows, verdict, committed, texts, config.top_n)
     emitted = drafts[:n_acc]
     correction = _chain_correction(rows, verdict, committed + emitted, texts, config.top_n)
+    if texts is not None:  # a traced run: how sure the target and the drafter were (the chips' bars)
+        decisions, correction = with_chain_confidence(
+            decisions, correction, out.logits, verdict.correction_row, draft.soft_probs if one_hot_drafts else None
+        )
     if correction is not None:
         emitted = emitted + [correction.token_id]
 
