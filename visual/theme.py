@@ -3,7 +3,8 @@
 Soft draws labels, info text, slider bounds and the primary button in ``primary_500`` /
 ``neutral_400``, about 2.5–3.7 : 1 against their backgrounds; axe-core calls that a
 serious violation (``tests/test_e2e_browser.py`` runs it).  The same hues one or two
-steps darker pass 4.5 : 1.  Dark mode is left as Soft draws it (it passes).
+steps darker pass 4.5 : 1.  Dark mode is left as Soft draws it (it passes); the accent has one
+value for both modes here, so ``style.css`` gives dark mode back Soft's lighter accent.
 
 This module only builds the theme object; ``app.launch_kwargs`` hands it to ``launch()``.
 """
