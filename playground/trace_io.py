@@ -8,7 +8,7 @@ Every refusal is a ``TraceImportError`` whose message names the step and field a
 at most a short excerpt of the file.  Nothing in a file is ever executed: no ``eval``,
 no pickle.
 
-This module does not define the records (``playground.records``) or show a trace
+This module does not define the records (``playground.decoding.records``) or show a trace
 (``visual.replay``, ``visual.lab``).
 """
 
@@ -23,8 +23,8 @@ from dataclasses import fields
 from typing import Any
 
 from playground.config import load_config
-from playground.engine import MAX_GAMMA, MAX_TREE_NODES, MODES
-from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.decoding.engine import MAX_GAMMA, MAX_TREE_NODES, MODES
+from playground.decoding.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 from playground.validate import excerpt
 
 
@@ -365,6 +365,13 @@ def _check_step(s: StepRecord, i: int) -> None:
     for name in ("committed_tokens", "target_cache_len", "drafter_cache_len"):
         v = getattr(s, name)
         _need(v is None or 0 <= v <= MAX_COUNT, w, name, "must be a count >= 0", v)
+    _need(
+        type(s.shared_rows) is int and 1 <= s.shared_rows <= MAX_COUNT,
+        w,
+        "shared_rows",
+        "must be a count >= 1",
+        s.shared_rows,
+    )
     _check_tokens(s.emitted_ids, w, "emitted_ids")
     _check_jsonish(s.drafter_info, f"{w}: drafter_info")
     _check_drafter_info(s.drafter_info, w)

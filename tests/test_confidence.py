@@ -1,4 +1,4 @@
-"""playground/confidence.py: the target's own top-choice probability per verify row, on hand-built
+"""playground/decoding/confidence.py: the target's own top-choice probability per verify row, on hand-built
 logits, and what a traced run records with it (chain and tree, T = 0 and T > 0, old traces)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from playground.api import generate
-from playground.confidence import top_probs, with_chain_confidence
-from playground.records import Candidate, Correction, DraftDecision, GenerationResult
+from playground.decoding.confidence import top_probs, with_chain_confidence
+from playground.decoding.records import Candidate, Correction, DraftDecision, GenerationResult
 from playground.trace_io import TraceImportError, parse_trace, trace_to_json
 
 

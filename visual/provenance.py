@@ -25,7 +25,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from playground.records import StepRecord
+from playground.decoding.records import StepRecord
 from visual.fmt import esc, pct
 from visual.tree_view import is_tree_step
 
