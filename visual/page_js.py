@@ -33,8 +33,16 @@ element.addEventListener("keydown", (ev) => {
   element.focus({preventScroll: true});
 });
 if (window.matchMedia("(max-width: __PX__px)").matches) {
-  const head = document.querySelector("#settings > button, #settings .label-wrap");
-  if (head && (head.classList.contains("open") || head.getAttribute("aria-expanded") === "true")) head.click();
+  // the accordion may mount after this runs, or ignore a click before it is wired: retry for ~2 s,
+  // and stop once a click of ours has closed it (a visitor's later opening is left alone)
+  let clicked = false;
+  const close = (n) => {
+    const head = document.querySelector("#settings > button.label-wrap");
+    if (head && head.classList.contains("open")) { head.click(); clicked = true; }
+    else if (head && clicked) return;
+    if (n > 0) setTimeout(() => close(n - 1), 200);
+  };
+  close(10);
 }
 """
     )
