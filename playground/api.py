@@ -17,20 +17,23 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import torch
 
 from playground import validate
 from playground.config import AppConfig, Preset, load_config
+from playground.decoding.draft import Drafter
 from playground.decoding.engine import stream
 from playground.decoding.records import GenerationResult, StepRecord
-from playground.drafters.base import Drafter
 from playground.drafters.registry import build_drafter
 from playground.models.loading import ModelPair, ModelUnavailable, load_pair
 from playground.serving.policy import ReplayedCaps
 from playground.serving.pool import scheduler_for
-from playground.serving.trace_cache import TraceCache
 from playground.settings import RunSettings
+
+if TYPE_CHECKING:  # pragma: no cover - a type only: serving sits above the API (its load test calls it)
+    from playground.serving.trace_cache import TraceCache
 
 __all__ = [
     "generate",

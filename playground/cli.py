@@ -12,7 +12,8 @@ import argparse
 import json
 import sys
 
-from playground.config import DRAFTER_KINDS, load_config
+from playground.config import load_config
+from playground.drafters.registry import NAMES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -133,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text with speculative or autoregressive decoding")
     g.add_argument("--preset", default=None)
     g.add_argument("--prompt", required=True)
-    g.add_argument("--drafter", default=None, choices=list(DRAFTER_KINDS))
+    g.add_argument("--drafter", default=None, choices=list(NAMES))
     g.add_argument("--gamma", type=int, default=None)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-k", type=int, default=0)

@@ -1,7 +1,7 @@
 """Early-stopped chains (``playground.decoding.draft_stop``): fewer drafts, the same output law.
 
 1. Exact enumeration.  The tiny context-dependent laws of the block-verification tests
-   (``tests.test_block_verification.laws``); the drafter samples a chain and stops once
+   (``tests.laws.laws``); the drafter samples a chain and stops once
    its path confidence is below τ (``ChainStop`` + ``draft_confidence``, the code the MTP
    drafter runs), so blocks have 1..γ drafts.  Every block and every verdict is enumerated
    with its probability and the emitted tokens extended by the target's continuation to
@@ -31,8 +31,8 @@ from playground.models.tiny import CharTokenizer
 from playground.settings import RunSettings
 from playground.validate import draft_stop as check_stop_below
 from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
+from tests.laws import V, add_continuation, laws, target_law, tv, verdict_outcomes
 from tests.stats import assert_follows, model_pair_pmf
-from tests.test_block_verification import V, _add_continuation, laws, target_law, tv, verdict_outcomes
 from tests.tiny_models import EOS, char_target_and_head, prefix_state, rand_ids, tiny_head, tiny_target
 
 SEEDS = [0, 1, 2, 3, 4]
@@ -78,7 +78,7 @@ def stopped_law(target, draft, gamma, tau, drop_mutant=False):
             w = q_prob * prob
             emitted = block[: v.n_accepted]
             for y in range(V):
-                _add_continuation(law, target, emitted + [y], w * float(v.correction_dist[y]), gamma + 1, None)
+                add_continuation(law, target, emitted + [y], w * float(v.correction_dist[y]), gamma + 1, None)
     return law, drafted
 
 

@@ -24,10 +24,10 @@ import pytest
 import torch
 
 from playground.config import load_config
+from playground.decoding.draft import TargetState
 from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams
 from playground.drafters import registry
-from playground.drafters.base import TargetState
 from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter
 from playground.drafters.hybrid import HybridDrafter
 from playground.drafters.mtp import MTPDrafter
@@ -155,6 +155,7 @@ class _ReportsAFlatterQ:
 
     def __init__(self, inner):
         self.inner, self.name, self.needs_target_hidden = inner, inner.name, inner.needs_target_hidden
+        self.capabilities = inner.capabilities
 
     def start(self, state):
         self.inner.start(state)
@@ -178,10 +179,10 @@ class _RecordingState:
     def __init__(self, inner):
         self.inner, self.name, self.needs_target_hidden = inner, inner.name, inner.needs_target_hidden
         self.proposals: list[tuple[list[int], list[int]]] = []  # (committed, drafted) per proposal
-        if hasattr(inner, "propose_tree"):
+        if inner.capabilities.branches:
             self.propose_tree = inner.propose_tree
 
-    def __getattr__(self, name):  # shares_target_cache, verify_logits, cache_len
+    def __getattr__(self, name):  # capabilities, verify_logits, cache_len
         return getattr(self.inner, name)
 
     def start(self, state):

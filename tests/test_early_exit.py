@@ -16,9 +16,9 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.draft import TargetState
 from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs
-from playground.drafters.base import TargetState
 from playground.drafters.early_exit import NOTHING_REUSED, EarlyExitDrafter, exit_model
 from playground.drafters.model import ModelDrafter
 from playground.models.tiny import EOS, CharTokenizer

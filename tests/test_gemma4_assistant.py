@@ -25,9 +25,9 @@ from transformers import (
     Gemma4ForConditionalGeneration,
 )
 
+from playground.decoding.draft import TargetState
 from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs
-from playground.drafters.base import TargetState
 from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter, context_kv, load_gemma4_assistant_drafter
 from playground.settings import RunSettings
 from tests import tiny_models

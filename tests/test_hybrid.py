@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 import torch
 
+from playground.decoding.draft import Capabilities, Draft, TargetState
 from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs, sample
-from playground.drafters.base import Draft, TargetState
 from playground.drafters.hybrid import HybridDrafter
 from playground.settings import RunSettings
 from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
@@ -25,6 +25,7 @@ class TableDrafter:
 
     name = "table"
     needs_target_hidden = False
+    capabilities = Capabilities()  # chains only
 
     def __init__(self, table: torch.Tensor) -> None:
         self.table = table  # [V, V]

@@ -16,8 +16,8 @@ import pytest
 import torch
 from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
 
+from playground.decoding.draft import TargetState
 from playground.decoding.sampling import SamplingParams, logits_to_probs
-from playground.drafters.base import TargetState
 from playground.drafters.mtp import MTPDrafter, load_mtp_drafter, target_kv
 from playground.drafters.mtp_head import MTPConfig, MTPHead, apply_rope, rope_cos_sin, unrolled_states
 from playground.drafters.mtp_weights import load_head, save_head

@@ -16,11 +16,12 @@ import torch
 
 from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.mtp import MTPDrafter
+from playground.drafters.mtp_head import cluster_members
 from playground.drafters.mtp_weights import load_head, save_head
 from playground.models.tiny import EOS as CHAR_EOS
 from playground.models.tiny import CharTokenizer
 from playground.settings import RunSettings
-from playground.training.mtp_clusters import balanced_clusters, cluster_members
+from playground.training.mtp_clusters import balanced_clusters
 from tests.contract import assert_first_token_distribution, assert_greedy_equals_target, assert_q_rows
 from tests.tiny_models import VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
 

@@ -216,7 +216,7 @@ def test_the_drafter_cache_check_catches_a_drafter_that_never_crops(tiny_pair):
 
 
 def test_drafts_do_not_depend_on_the_temperature_or_the_generator(tiny_pair):
-    from playground.drafters.base import TargetState
+    from playground.decoding.draft import TargetState
 
     target, _, tok = tiny_pair
     state = TargetState(committed_ids=tok.encode("The capital of"))

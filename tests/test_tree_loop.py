@@ -11,9 +11,9 @@ import pytest
 import torch
 
 from playground.decoding import tree_step as tree_step_module
+from playground.decoding.draft import Capabilities, TreeDraft
 from playground.decoding.engine import run
 from playground.decoding.tree import ROOT, DraftTree
-from playground.drafters.base import TreeDraft
 from playground.drafters.hybrid import HybridDrafter
 from playground.drafters.model import ModelDrafter
 from playground.drafters.mtp import MTPDrafter
@@ -134,6 +134,7 @@ class SampledTreeDrafter:
 
     name = "sampled-tree"
     needs_target_hidden = False
+    capabilities = Capabilities(branches=True)
 
     def __init__(self, table: torch.Tensor, params, branch: int = 2, unconditional: bool = False):
         self.table, self.params, self.branch, self.unconditional = table, params, branch, unconditional

@@ -16,8 +16,8 @@ import torch
 
 from playground.bench.options import BenchError, Costs, Spec
 from playground.decoding.engine import run
+from playground.decoding.hf_calls import quiet_warnings
 from playground.decoding.target import Target
-from playground.models.hf_calls import quiet_warnings
 from playground.settings import RunSettings
 
 
@@ -234,7 +234,7 @@ def _early_exit_pass(model) -> Callable[[], bool]:
 @contextlib.contextmanager
 def _stop_below(drafter, value: float | None):
     """The drafter's early-stop threshold set to ``value`` for one run (drafters are shared by runs)."""
-    if drafter is None or value is None or getattr(drafter, "stop_below", None) is None:
+    if drafter is None or value is None or not drafter.capabilities.stops_early:
         yield
         return
     before = drafter.stop_below

@@ -19,8 +19,8 @@ DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "bench_promp
 METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
 RULES = tuple(k for k, r in ALL_RULES.items() if r.category != "wrong")  # rules worth timing: not the mutants
 TRACE_MODES = ("off", "on", "both")
-BRANCHING = tuple(k.name for k in DRAFTER_KINDS.values() if k.branches)  # drafters with propose_tree
-STOPPING = tuple(k.name for k in DRAFTER_KINDS.values() if k.stops)  # drafters with stop_below
+BRANCHING = tuple(k.name for k in DRAFTER_KINDS.values() if k.capabilities.branches)  # drafters with propose_tree
+STOPPING = tuple(k.name for k in DRAFTER_KINDS.values() if k.capabilities.stops_early)  # drafters with stop_below
 
 ROW_FIELDS = (
     "method",

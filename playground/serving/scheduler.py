@@ -79,6 +79,8 @@ class PassScheduler:
         self.kv_budget_bytes = kv_budget_bytes  # None: no limit on the runs' caches together
         self.kv_bytes_per_token = kv_bytes_per_token(model)
         self._held = 0  # cache bytes the joined runs may grow to
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.batchable = not getattr(config, "num_kv_shared_layers", 0)
         self._cond = threading.Condition()
         self._pending: list[_Ticket] = []
         self._joined = 0
@@ -126,6 +128,12 @@ class PassScheduler:
     def load(self) -> int:
         """Runs currently joined (each contributes a row to most passes)."""
         return self._joined
+
+    def shares_passes(self) -> bool:
+        """Whether a pass now goes to the worker: other runs are joined, and the model's
+        layers each keep their own keys (layers that reuse another layer's K/V, as Gemma 4's
+        KV-shared layers do, are not batched: such runs take the plain path)."""
+        return self.batchable and self._joined > 1
 
     def draft_cap(self) -> int:
         """The most drafts a run may propose per step at the current load (``policy``)."""
