@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from playground.decoding import block_verify as block
+from playground.decoding.confidence import with_chain_confidence
 from playground.decoding.draft import Draft, Drafter, TargetState
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.decoding.rows import PointRows, target_rows
@@ -305,6 +306,10 @@ def _chain_step(run: LoopState, k_max: int) -> Step:
     decisions = _chain_decisions(rows, verdict, committed, texts, settings.top_n)
     emitted = drafts[:n_acc]
     correction = _chain_correction(rows, verdict, committed + emitted, texts, settings.top_n)
+    if texts is not None:  # a traced run: how sure the target and the drafter were (the chips' bars)
+        decisions, correction = with_chain_confidence(
+            decisions, correction, out.logits, verdict.correction_row, draft.soft_probs if one_hot_drafts else None
+        )
     if correction is not None:
         emitted = emitted + [correction.token_id]
 
