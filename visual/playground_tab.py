@@ -34,7 +34,7 @@ from playground.models.loading import ModelUnavailable
 from playground.rules import app_choices
 from playground.serving.trace_cache import TraceCache
 from playground.validate import MAX_TREE_NODES
-from visual import charts, replay, stats, tables, tokens
+from visual import charts, page_js, provenance, replay, stats, tables, tokens
 from visual.fmt import esc
 from visual.i18n import L, example_text, localized, t
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
@@ -285,10 +285,13 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     c: dict[str, Any] = {}
     parts = _Parts(c, gr.State(empty_trace()), gr.State(empty_view()), gr.Timer(value=1.0, active=False))
 
-    with gr.Row(equal_height=False):
+    # On a phone (style.css, below 700 px) the main column's prompt, examples and buttons come
+    # first, then these settings (closed: visual.page_js), then the step view and the rest.
+    with gr.Row(equal_height=False, elem_classes=["sd-layout"]):
         with gr.Column(scale=1, min_width=290, elem_classes=["sd-sidebar"]):
-            _controls(cfg, choices, by_name[start], c)
-        with gr.Column(scale=3, min_width=420):
+            with gr.Accordion("Settings", open=True, elem_id="settings"):
+                _controls(cfg, choices, by_name[start], c)
+        with gr.Column(scale=3, min_width=420, elem_classes=["sd-main"]):
             _main_column(cfg, p0.gamma, c)
 
     _wire_preset(c, by_name)
@@ -413,6 +416,7 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
             example_labels=example_labels(cfg),  # re-labelled in the visitor's language on load (gr.I18n can't)
             cache_examples=False,
             label=L("pg.examples"),
+            elem_id="examples",
         )
     with gr.Row(elem_classes=["sd-buttons"]):
         c["run"] = gr.Button(L("pg.run"), variant="primary", elem_id="run-btn")
@@ -422,10 +426,14 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
         c["reset"] = gr.Button(L("pg.reset"), elem_id="reset-btn")
     c["status"] = gr.Markdown("", elem_id="status", elem_classes=["sd-status"])
     c["view"] = gr.HTML(
-        tokens.step_view("", (), replay.Frame(-1, replay.START)), elem_id="step-view", js_on_load=None, padding=False
+        tokens.step_view("", (), replay.Frame(-1, replay.START)),
+        elem_id="step-view",
+        js_on_load=page_js.STEP_VIEW_JS,
+        padding=False,
     )
     c["legend"] = gr.HTML(tokens.legend_html(), elem_id="legend", js_on_load=None)
     c["stats"] = gr.HTML(stats.stats_card({}), elem_id="stats", js_on_load=None)
+    c["provenance"] = gr.HTML(provenance.provenance_html("", ()), elem_id="provenance", js_on_load=None)
     _plots(gamma, c)
     with gr.Accordion(L("pg.downloads"), open=False):
         c["table"] = gr.Dataframe(
@@ -438,17 +446,18 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
         with gr.Row():
             c["json_dl"] = gr.DownloadButton(L("pg.json"), interactive=False, size="sm")
             c["csv_dl"] = gr.DownloadButton(L("pg.csv"), interactive=False, size="sm")
+            c["prov_dl"] = gr.DownloadButton(L("pg.prov_dl"), interactive=False, size="sm", elem_id="prov-dl")
         c["text"] = gr.Textbox(label=L("pg.text"), lines=4, interactive=False, buttons=["copy"])
 
 
 def _plots(gamma: int, c: dict[str, Any]) -> None:
     """The five live charts, empty until a run streams into them."""
-    with gr.Row():
+    with gr.Row(elem_classes=["sd-charts"]):
         c["race_plot"] = gr.Plot(
             charts.race_figure((), ()), label=L("pg.race_plot"), show_label=False, elem_id="race-plot"
         )
         c["tpc_plot"] = gr.Plot(charts.tokens_per_call_figure(()), show_label=False, elem_id="tpc-plot")
-    with gr.Row():
+    with gr.Row(elem_classes=["sd-charts"]):
         c["acc_plot"] = gr.Plot(charts.acceptance_by_position_figure((), gamma), show_label=False, elem_id="acc-plot")
         c["len_plot"] = gr.Plot(charts.accepted_length_figure((), gamma), show_label=False, elem_id="len-plot")
     c["time_plot"] = gr.Plot(charts.timeline_figure(()), show_label=False, elem_id="time-plot")
@@ -569,23 +578,53 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
         trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"], c["verification"], c["draft_stop"]
     ]  # fmt: skip
     heavy_outputs = [trace_state if name == "trace" else c[name] for name in RunOutputs._fields]
+    run_event = (
+        c["run"]
+        .click(
+            localized(prepare),
+            [*checked, c["speed"]],
+            [trace_state, view_state, c["view"], parts.timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
+            validator=localized(validator),
+            show_progress="hidden",
+            api_visibility="private",
+        )
+        .success(
+            localized(run_handler),
+            heavy_inputs,
+            heavy_outputs,
+            concurrency_id="run",
+            concurrency_limit=run_limit,
+            show_progress="minimal",
+            api_visibility="private",
+        )
+    )
+    _wire_provenance(c, trace_state, run_event)
+    return shared, run_limit
+
+
+def on_provenance(trace: dict) -> tuple[str, Any]:
+    """The finished run's text coloured by source, and its HTML file for the download button."""
+    trace = trace or empty_trace()
+    spec = trace.get("spec")
+    if spec is None:
+        return provenance.provenance_html("", ()), gr.DownloadButton(interactive=False)
+    path = tables.new_export_dir(prefix="provenance-") / "speculative_text_by_source.html"
+    path.write_text(provenance.provenance_document(spec.prompt, spec.steps), encoding="utf-8")
+    return provenance.provenance_html(spec.prompt, spec.steps), gr.DownloadButton(value=str(path), interactive=True)
+
+
+def _wire_provenance(c: dict[str, Any], trace_state, run_event) -> None:
+    """Run clears the coloured text; it comes back once the run has finished (one render, not per step)."""
+    outputs = [c["provenance"], c["prov_dl"]]
     c["run"].click(
-        localized(prepare),
-        [*checked, c["speed"]],
-        [trace_state, view_state, c["view"], parts.timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
-        validator=localized(validator),
+        lambda: (provenance.provenance_html("", ()), gr.DownloadButton(interactive=False)),
+        None,
+        outputs,
+        queue=False,
         show_progress="hidden",
         api_visibility="private",
-    ).success(
-        localized(run_handler),
-        heavy_inputs,
-        heavy_outputs,
-        concurrency_id="run",
-        concurrency_limit=run_limit,
-        show_progress="minimal",
-        api_visibility="private",
     )
-    return shared, run_limit
+    run_event.then(localized(on_provenance), trace_state, outputs, show_progress="hidden", api_visibility="private")
 
 
 def _wire_warmup(c: dict[str, Any], warmup) -> None:

@@ -35,7 +35,7 @@ from playground.decoding.records import Correction, DraftDecision, StepRecord
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
 from visual.bars import bars as _bars
 from visual.drafter_info import drafter_panel
-from visual.fmt import esc, ms, num, quoted, token_html, token_plain
+from visual.fmt import esc, ms, num, pct, quoted, token_html, token_plain
 from visual.i18n import plural, t
 from visual.replay import DRAFT, START, VERIFY, Frame
 from visual.tree_view import is_tree_step, tree_narration, tree_panel
@@ -64,23 +64,42 @@ def is_block_step(step: StepRecord) -> bool:
 # --------------------------------------------------------------------------- chips
 
 
-def chip(text: str, state: str, tip: Sequence[str] = (), anim: str | None = None, order: int = 0) -> str:
-    """One token chip.  ``tip`` lines become the tooltip and the aria label."""
+def chip(
+    text: str, state: str, tip: Sequence[str] = (), anim: str | None = None, order: int = 0, sure: float | None = None
+) -> str:
+    """One token chip.  ``tip`` lines become the tooltip and the aria label.
+
+    sure: the target's own probability of its top choice at this position
+    (``playground.decoding.confidence``); drawn as a bar along the chip's foot, full width = certain."""
     if state not in STATES:
         raise ValueError(f"unknown chip state {state!r}")
     name = t(f"state.{state}")
     label = t("chip.aria", state=name, token=quoted(text)) + ("; " + "; ".join(tip) if tip else "")
     classes = f"chip chip--{state}" + (f" anim-{anim}" if anim else "")
     tip_text = "\n".join([f"{name}: {quoted(text)}", *tip])
+    bar = ""
+    if sure is not None and sure == sure:
+        bar = f'<span class="chip__sure" style="width:{100 * max(0.0, min(1.0, sure)):.0f}%" aria-hidden="true"></span>'
     out = (
         f'<span class="{classes}" style="--i:{int(order)}" tabindex="0" role="listitem" '
         f'aria-label="{esc(label)}" data-tip="{esc(tip_text)}">'
         f'<span class="chip__icon" aria-hidden="true">{ICONS[state]}</span>'
-        f'<span class="chip__text">{token_html(text)}</span></span>'
+        f'<span class="chip__text">{token_html(text)}</span>{bar}</span>'
     )
     if "\n" in text:  # keep the text's line breaks
         out += '<span class="br" aria-hidden="true"></span>'
     return out
+
+
+def sure_lines(target_conf: float | None, draft_conf: float | None = None, drafted: bool = False) -> list[str]:
+    """How sure each model was, in words (tooltip and aria label): the target's own top-choice
+    probability here and, for a draft, the drafter's own probability of it."""
+    lines = []
+    if target_conf is not None:
+        lines.append(t("sure.target", share=pct(target_conf)))
+    if drafted:
+        lines.append(t("sure.drafter", share=pct(draft_conf)) if draft_conf is not None else t("sure.copy"))
+    return lines
 
 
 def _draft_tip(d: DraftDecision, judged_view: bool) -> list[str]:
@@ -100,7 +119,7 @@ def _draft_tip(d: DraftDecision, judged_view: bool) -> list[str]:
             lines.append(t("tip.never_judged"))
     else:
         lines.append(t("tip.waiting"))
-    return lines
+    return lines + sure_lines(d.target_conf if judged_view else None, d.draft_conf, drafted=True)
 
 
 def _block_why(d: DraftDecision) -> str:
@@ -127,7 +146,7 @@ def _correction_tip(c: Correction) -> list[str]:
         lines.append(t("tip.bonus", position=c.position, prob=num(c.prob)))
     else:
         lines.append(t("tip.from_p", prob=num(c.prob)))
-    return lines
+    return lines + sure_lines(c.target_conf)
 
 
 def _ratio(d: DraftDecision) -> float | None:
@@ -142,12 +161,17 @@ def committed_chips(steps: Sequence[StepRecord]) -> list[str]:
     for s in steps:
         for d in s.drafted:  # the accepted drafts (a chain's first n_accepted, a tree's path)
             if d.accepted:
-                out.append(chip(d.text, "accepted", [t("tip.step", n=s.index + 1), *_draft_tip(d, True)]))
+                out.append(
+                    chip(d.text, "accepted", [t("tip.step", n=s.index + 1), *_draft_tip(d, True)], sure=d.target_conf)
+                )
         if s.correction is not None:
             c = s.correction
             out.append(
                 chip(
-                    c.text, CORRECTION_STATE.get(c.kind, "target"), [t("tip.step", n=s.index + 1), *_correction_tip(c)]
+                    c.text,
+                    CORRECTION_STATE.get(c.kind, "target"),
+                    [t("tip.step", n=s.index + 1), *_correction_tip(c)],
+                    sure=c.target_conf,
                 )
             )
     return out
@@ -161,12 +185,11 @@ def current_chips(step: StepRecord, phase: str) -> list[str]:
             return out
         path = [d for d in step.drafted if d.accepted]
         for i, d in enumerate(path):
-            out.append(chip(d.text, "accepted", _draft_tip(d, True), anim="flip", order=i))
+            out.append(chip(d.text, "accepted", _draft_tip(d, True), anim="flip", order=i, sure=d.target_conf))
         if step.correction is not None:
             c = step.correction
-            out.append(
-                chip(c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(path))
-            )
+            state = CORRECTION_STATE.get(c.kind, "target")
+            out.append(chip(c.text, state, _correction_tip(c), anim="flip", order=len(path), sure=c.target_conf))
         return out
     if phase == DRAFT:
         for i, d in enumerate(step.drafted):
@@ -174,14 +197,11 @@ def current_chips(step: StepRecord, phase: str) -> list[str]:
         return out
     for i, d in enumerate(step.drafted):
         state = "accepted" if d.accepted else ("rejected" if d.judged else "discarded")
-        out.append(chip(d.text, state, _draft_tip(d, True), anim="flip", order=i))
+        out.append(chip(d.text, state, _draft_tip(d, True), anim="flip", order=i, sure=d.target_conf))
     if step.correction is not None:
         c = step.correction
-        out.append(
-            chip(
-                c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(step.drafted)
-            )
-        )
+        state = CORRECTION_STATE.get(c.kind, "target")
+        out.append(chip(c.text, state, _correction_tip(c), anim="flip", order=len(step.drafted), sure=c.target_conf))
     return out
 
 
@@ -202,7 +222,13 @@ def legend_html() -> str:
         f'<span class="legend__name">{esc(name)}</span><span class="legend__desc">{esc(desc)}</span></li>'
         for key, name, desc in ((k, t(f"state.{k}"), t(f"legend.{k}")) for k in LEGEND)
     )
-    return f'<ul class="legend" aria-label="{esc(t("legend.aria"))}">{items}</ul>'
+    sure = (
+        '<li class="legend__item legend__item--sure"><span class="swatch swatch--sure" aria-hidden="true">'
+        '<span class="chip__text">Aa</span><span class="chip__sure" style="width:60%"></span></span>'
+        f'<span class="legend__name">{esc(t("legend.sure_name"))}</span>'
+        f'<span class="legend__sure">{esc(t("legend.sure_desc"))}</span></li>'
+    )
+    return f'<ul class="legend" aria-label="{esc(t("legend.aria"))}">{items}{sure}</ul>'
 
 
 # --------------------------------------------------------------------------- per-step table
@@ -275,20 +301,18 @@ def step_table(step: StepRecord, phase: str) -> str:
         return ""
     judged_view = phase == VERIFY
     block = is_block_step(step)
-    head = (
-        f"<tr><th scope=col>#</th><th scope=col>{esc(t('table.draft_token'))}</th><th scope=col>{esc(t('table.q'))}</th>"
-        f"<th scope=col>{esc(t('table.p'))}</th><th scope=col>p/q</th>"
-        f"<th scope=col>{esc(t('table.h')) if block else 'min(1, p/q)'}</th>"
-        f"<th scope=col>{esc(t('table.u'))}</th><th scope=col>{esc(t('table.verdict'))}</th></tr>"
-    )
+    names = ("#", t("table.draft_token"), t("table.q"), t("table.p"), "p/q", t("table.h") if block else "min(1, p/q)")
+    names += (t("table.u"), t("table.verdict"))
+    head = "<tr>" + "".join(f"<th scope=col>{esc(n)}</th>" for n in names) + "</tr>"
+    lab = [f' data-label="{esc(n)}"' for n in names]  # a phone shows each row as a card, each value labelled
     rows = []
     for d in step.drafted:
         tok = f'<code class="tok">{token_html(d.text)}</code>'
         if judged_view:
             h = num(d.accept_prob) + (f" <small>(w {num(d.weight)})</small>" if d.weight is not None else "")
             cells = (
-                f"<td>{num(d.target_prob)}</td><td>{num(_ratio(d), 2)}</td><td>{h}</td>"
-                f"<td>{number_line(d)}</td><td>{verdict(d)}</td>"
+                f"<td{lab[3]}>{num(d.target_prob)}</td><td{lab[4]}>{num(_ratio(d), 2)}</td><td{lab[5]}>{h}</td>"
+                f'<td{lab[6]} class="cell--u">{number_line(d)}</td><td{lab[7]} class="cell--verdict">{verdict(d)}</td>'
             )
             rclass = "accepted" if d.accepted else ("rejected" if d.judged else "discarded")
         else:
@@ -296,7 +320,8 @@ def step_table(step: StepRecord, phase: str) -> str:
             rclass = "drafted"
         rows.append(
             f'<tr class="row--{rclass}" title="{esc(draft_sentence(d) if judged_view else "")}">'
-            f"<td>{d.position}</td><td>{tok}</td><td>{num(d.draft_prob)}</td>{cells}</tr>"
+            f'<td{lab[0]} class="cell--pos">{d.position}</td><td{lab[1]} class="cell--tok">{tok}</td>'
+            f"<td{lab[2]}>{num(d.draft_prob)}</td>{cells}</tr>"
         )
     if not judged_view:
         caption = esc(t("table.caption.draft"))

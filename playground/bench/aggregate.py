@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import transformers
 
 from playground.bench.options import METHODS, ROW_FIELDS, Costs, Run, Spec
+from playground.decoding.sampling import predicted_speedup
 from playground.rules import LOSSLESS_RULES
 
 
@@ -214,7 +217,6 @@ def _add_speedups(
 
 def _add_predictions(row: dict[str, Any], ar: dict[str, Any] | None, cst: Costs | None) -> None:
     """Set t1, c, v and the cost model's predicted speedups (and measured over predicted)."""
-    from playground.decoding.sampling import predicted_speedup
 
     # t1: one single-token target pass, from the interleaved autoregressive runs
     # (every decode pass there is one token); the microbenchmark otherwise.
@@ -319,9 +321,6 @@ def _clean(v):
 
 
 def machine_info(threads: int | None = None) -> dict[str, Any]:
-    import platform
-
-    import transformers
 
     cpu = platform.processor() or platform.machine()
     try:

@@ -584,3 +584,26 @@ MESSAGES.update(
 )
 MESSAGES.update({"ch.tokens_hover": "%{x:.2f} s: %{y} tokens", "ch.speedup_hover": "%{x:.2f} s: %{y:.2f}×"})
 MESSAGES.update({"di.end": "."})
+MESSAGES.update(
+    {
+        # ---- confidence bars, repetition, provenance (issue 24, parts 3-4)
+        "legend.sure_name": "bar under a token",
+        "legend.sure_desc": (
+            "how sure the target was of its own top choice there (softmax at temperature 1; full width = certain). "
+            "Hover or focus a token for the drafter's own probability of it."
+        ),
+        "sure.target": "target's own top choice here: {share} sure",
+        "sure.drafter": "drafter's own probability of it: {share}",
+        "sure.copy": "drafter: a copy, no probability of its own",
+        "st.loop_lookup": (
+            "{share} of this output repeats text that came before (the model is looping). Prompt lookup copies "
+            "repeated text for free, so the speedup here comes from the repetition more than from the drafter "
+            "predicting new text. Try a prompt whose answer does not repeat itself to see the drafter alone."
+        ),
+        "st.loop": (
+            "{share} of this output repeats text that came before (the model is looping). Repeated text is easy to "
+            "predict, so acceptance here says more about the loop than about the drafter."
+        ),
+        "pg.prov_dl": "⬇ Text coloured by source (HTML)",
+    }
+)

@@ -505,3 +505,18 @@ MESSAGES.update(
 )
 MESSAGES.update({"ch.tokens_hover": "%{x:.2f} 秒：%{y} 个词元", "ch.speedup_hover": "%{x:.2f} 秒：%{y:.2f}×"})
 MESSAGES.update({"di.end": "。"})
+MESSAGES.update(
+    {
+        "legend.sure_name": "词元下方的条",
+        "legend.sure_desc": "目标模型对该位置自己首选词元的把握（温度 1 下的 softmax；满宽 = 确定）。将鼠标悬停或聚焦在词元上可查看草稿模型给它的概率。",
+        "sure.target": "目标模型在此处对自己首选词元的把握：{share}",
+        "sure.drafter": "草稿模型给它的概率：{share}",
+        "sure.copy": "草稿模型：复制而来，没有自己的概率",
+        "st.loop_lookup": (
+            "本次输出中有 {share} 重复了前面出现过的文本（模型在循环）。提示词查找可以免费复制重复的文本，"
+            "因此这里的加速主要来自重复，而不是草稿模型对新文本的预测。换一个答案不会自我重复的提示词，才能看到草稿模型本身的效果。"
+        ),
+        "st.loop": "本次输出中有 {share} 重复了前面出现过的文本（模型在循环）。重复的文本很容易预测，因此这里的接受率更多反映的是循环，而不是草稿模型。",
+        "pg.prov_dl": "⬇ 按来源着色的文本（HTML）",
+    }
+)

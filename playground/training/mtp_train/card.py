@@ -12,6 +12,10 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from safetensors import safe_open
+
+from playground.training.mtp_eval import format_profile
+
 
 def _acceptance_table(ev: dict) -> list[str]:
     """Markdown rows: conditional and cumulative acceptance by draft position."""
@@ -50,7 +54,6 @@ def _target_table(ev: dict) -> list[str]:
     """The target alone on the held-out text (``mtp_eval.target_profile``): what no drafter
     with this support can beat.  It depends on the head's candidates, so heads with different
     ones get a table each; heads that share them, one."""
-    from playground.training.mtp_eval import format_profile
 
     profiles = {w: res["target"] for w, res in ev.items() if "target" in res}
     if not profiles:
@@ -97,7 +100,6 @@ def write_model_card(out: Path, stats: dict, args) -> None:
 
 def _stored_int8(out: Path) -> bool:
     """Whether the weight files hold int8 rows (``mtp_weights.save_head(int8=True)``)."""
-    from safetensors import safe_open
 
     for f in out.glob("model*.safetensors"):
         with safe_open(str(f), "pt") as st:

@@ -11,11 +11,14 @@ This module does not train or export weights.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
+from playground.drafters.mtp_head import unrolled_states
+from playground.training import mtp_eval
 from playground.training.mtp_train.batches import FeatureBatches, batch_candidates, shift
 from playground.training.mtp_train.card import write_model_card
 from playground.training.mtp_train.paths import PLAYGROUND
@@ -29,7 +32,6 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
     the target's argmax at position n+j-1; it goes on to draft j+1 only if the text's next
     token is that argmax too (always for greedy text; where it happens for sampled text),
     so every judged draft sees exactly the inputs it would see in the decoding loop."""
-    from playground.drafters.mtp_head import unrolled_states
 
     head.eval()
     cand_emb = embed_weight[cand].float()
@@ -90,9 +92,6 @@ def eval_only(args, model, tok, embed_weight, scale) -> int:
     """``--eval-only``: held-out acceptance by category (``playground.training.mtp_eval``) for each
     weights directory, then (``--eval-bench``) one bench run of the shipped preset on the
     same prompts: our autoregressive loop vs the MTP drafter, bf16, temperature 0."""
-    import subprocess
-
-    from playground.training import mtp_eval
 
     weights = (args.eval_weights or args.out).split(",")
     results = mtp_eval.run_eval(args, model, tok, weights, embed_weight, scale)

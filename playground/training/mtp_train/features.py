@@ -13,6 +13,10 @@ import time
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
+from transformers import DynamicCache
+
+from playground.drafters.mtp_head import MTPConfig, text_model
 
 
 def stage_features(args, model, rows: list[dict]) -> dict:
@@ -20,9 +24,6 @@ def stage_features(args, model, rows: list[dict]) -> dict:
 
     Cached per generation shard under ``work/features/`` (a rerun after more generation only
     prefills the new shards), then concatenated in row order."""
-    from tqdm import tqdm
-
-    from playground.drafters.mtp_head import MTPConfig
 
     fdir = Path(args.work) / "features"
     fdir.mkdir(parents=True, exist_ok=True)
@@ -67,9 +68,6 @@ def target_topk(h: torch.Tensor, E: torch.Tensor, k: int) -> tuple[torch.Tensor,
 
 @torch.inference_mode()
 def prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
-    from transformers import DynamicCache
-
-    from playground.drafters.mtp_head import text_model
 
     base = text_model(model)
     E = base.embed_tokens.weight  # [V, H] bf16 (tied output head)

@@ -12,11 +12,14 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
+from transformers import DynamicCache
 
 SAMPLE_TEMPERATURE = 0.8
 SAMPLE_TOP_K = 64
@@ -40,7 +43,6 @@ def sample_batch(
 
     A lean loop instead of ``model.generate``: on this CPU generate's full-vocabulary
     top-p sort dominated a batched step.  Returns [B, new_tokens] (pad after an EOS)."""
-    from transformers import DynamicCache
 
     B = ids.shape[0]
     cache = DynamicCache(config=model.config)
@@ -79,7 +81,6 @@ def sample_batch(
 
 
 def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
-    from tqdm import tqdm
 
     gen_dir = Path(args.work) / "gen"
     gen_dir.mkdir(parents=True, exist_ok=True)
@@ -140,7 +141,6 @@ def gen_parallel(args, argv: list[str], model, tok, prompts: list[str]) -> list[
 
     Batched decoding on one thread is dominated by small ops that do not scale to a
     second thread, so two processes generate ~2x the text of one two-thread process."""
-    import subprocess
 
     n = args.gen_procs
     base = [sys.executable, "-m", "playground.training.train_drafter", *argv]

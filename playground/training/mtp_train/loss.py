@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import torch
 
+from playground.drafters.mtp_head import unrolled_states
 from playground.training.mtp_train.batches import shift
 
 
 def drafter_loss(head, batch: dict, cand_emb: torch.Tensor, steps: int, kv_shape, step_weights, reg_weight=1.0):
     """Sum over draft steps j of w_j * [KL(target top-k | drafter) + CE(target argmax)], plus
     per-step top-1 agreement (teacher-forced chains)."""
-    from playground.drafters.mtp_head import unrolled_states
 
     B, T = batch["tok"].shape
     nkv, D = kv_shape
