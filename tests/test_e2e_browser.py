@@ -219,13 +219,13 @@ def test_axe_and_keyboard(browser, server):
 SAME_IN_BOTH = {
     "min", "max", "norm", "argmax", "id", "MTP", "KV", "LM", "top", "bfloat16", "float32", "dtype", "ms",
     "Leviathan", "Sun", "Gemma", "SmolLM2", "Qwen2", "tiny", "random", "mtp", "lookup", "prompt", "model",
-    "English", "Instruct", "GGUF", "pos", "CPU", "GPU",
+    "English", "Instruct", "GGUF", "pos", "CPU", "GPU", "gram", "distinct", "softmax", "UTC",
 }  # fmt: skip
 
 _VISIBLE_WORDS_JS = """
 () => {
   const panel = document.querySelector('#step-view').closest('[role=tabpanel]') || document.body;
-  const skip = '.chip__text, code, .tok, .prompt, textarea, input, .kv__tok, .bar-label, #drafter, .modebar, style, script, defs';
+  const skip = '.chip__text, code, .tok, .prompt, textarea, input, .kv__tok, .bar-label, #drafter, .modebar, .prov__text, style, script, defs';
   const walker = document.createTreeWalker(panel, NodeFilter.SHOW_TEXT);
   const out = [];
   for (let n = walker.nextNode(); n; n = walker.nextNode()) {

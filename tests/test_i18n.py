@@ -45,14 +45,15 @@ ALLOWED = {
     "min", "max", "norm", "argmax", "id", "MTP", "KV", "LM", "top", "bfloat16", "float32", "dtype", "ms",
     "Leviathan", "Sun", "Gemma", "SmolLM2", "Qwen2", "GGUF", "UTF", "gram", "tiny", "random", "playground",
     "weights", "exit", "hub", "Hub", "Instruct", "Space", "GPU", "CPU", "softmax", "transformers", "E2B",
-    "x", "y", "extra", "customdata", "sub", "sup", "br", "draft_stop", "top_p", "top_k",
+    "x", "y", "extra", "customdata", "distinct", "sub", "sup", "br", "draft_stop", "top_p", "top_k",
 }  # fmt: skip
 
 
 def english_words(markup: str, tokens_text: set[str] = frozenset()) -> list[str]:
     """English words a visitor would read in ``markup``: text and the aria/title/tooltip attributes,
     without the tokens' own text (chips, code, “quoted” tokens) and the allowed symbols."""
-    s = re.sub(r'<span class="chip__text">.*?</span>', " ", markup, flags=re.S)
+    s = re.sub(r"<style>.*?</style>|<!DOCTYPE[^>]*>", " ", markup, flags=re.S)
+    s = re.sub(r'<span class="chip__text">.*?</span>', " ", s, flags=re.S)
     s = re.sub(r"<code[^>]*>.*?</code>", " ", s, flags=re.S)
     attrs = " ".join(m.group(2) for m in re.finditer(r'(aria-label|title|data-tip)="([^"]*)"', s))
     text = re.sub(r"<[^>]+>", " ", s) + " " + attrs
@@ -181,6 +182,11 @@ def test_engine_errors_are_translated_by_pattern_and_kept_in_english():
         zh = engine_message(ValueError(msg))
         assert "温度" in zh and "0.01" in zh and "5" in zh
         assert engine_message("something new") == "something new"  # unknown: as the engine wrote it
+        from playground.serving.trace_cache import describe_replay
+
+        for live in (True, False):
+            said = engine_message(describe_replay({"recorded_at": "2026-01-02 03:04:05 UTC", "live": live}))
+            assert "2026-01-02 03:04:05 UTC" in said and not re.search(r"[a-z]{4,}", said.replace("UTC", "")), said
 
 
 def test_share_links_carry_the_language():
@@ -303,6 +309,12 @@ def _renders():
         result=syn.result(chain, single_token_ms=10.0),
         ar_result=syn.result(ar, mode="autoregressive", single_token_ms=10.0),
     )
+    from visual import provenance
+
+    for steps in (chain, trees, mtp):
+        out.append(provenance.provenance_html("提示", steps))
+        out.append(provenance.provenance_document("提示", steps))
+    out.append(provenance.provenance_html("", ()))
     out.append(stats.stats_card({}))
     out.append(stats.stats_card(m, race=True, running=True, temperature=0.0, rule="block"))
     out.append(stats.stats_card(stats.compute_metrics(mtp, 3), temperature=1.0))

@@ -289,7 +289,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     # first, then these settings (closed: visual.page_js), then the step view and the rest.
     with gr.Row(equal_height=False, elem_classes=["sd-layout"]):
         with gr.Column(scale=1, min_width=290, elem_classes=["sd-sidebar"]):
-            with gr.Accordion("Settings", open=True, elem_id="settings"):
+            with gr.Accordion(L("pg.settings"), open=True, elem_id="settings"):
                 _controls(cfg, choices, by_name[start], c)
         with gr.Column(scale=3, min_width=420, elem_classes=["sd-main"]):
             _main_column(cfg, p0.gamma, c)

@@ -240,9 +240,8 @@ def stats_card(
         tiles.append(
             _tile(
                 pct(rep.share),
-                "output that repeats earlier text",
-                f"output tokens completing a 4-gram already in prompt + earlier output ({rep.repeated} / "
-                f"{rep.tokens}); distinct-2 {num(rep.distinct2, 2)} (share of the output's word pairs that are new)",
+                t("st.rep"),
+                t("st.rep_def", repeated=rep.repeated, tokens=rep.tokens, d2=num(rep.distinct2, 2)),
                 "repetition",
             )
         )

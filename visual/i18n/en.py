@@ -607,3 +607,31 @@ MESSAGES.update(
         "pg.prov_dl": "⬇ Text coloured by source (HTML)",
     }
 )
+MESSAGES.update(
+    {
+        "pg.settings": "Settings",
+        "pg.key_hint": "Step view: left and right arrow keys step back and forward, space plays or pauses",
+        "st.rep": "output that repeats earlier text",
+        "st.rep_def": (
+            "output tokens completing a 4-gram already in prompt + earlier output ({repeated} / {tokens}); distinct-2 "
+            "{d2} (share of the output's word pairs that are new)"
+        ),
+        "prov.title": "Where each token came from",
+        "prov.empty": "The generated text, coloured by where each token came from, appears here after a run.",
+        "prov.legend_aria": "Tokens per source",
+        "prov.detail": "{name}, step {n}",
+        "prov.detail_from": "{name} ({who}), step {n}",
+        "prov.mtp": "MTP head",
+        "prov.mtp.desc": "drafted by the MTP head, accepted by the target",
+        "prov.lookup": "prompt-lookup copy",
+        "prov.lookup.desc": "copied from earlier text by prompt lookup, accepted",
+        "prov.tree": "tree branch",
+        "prov.tree.desc": "an accepted node of a draft tree",
+        "prov.drafter": "other drafter",
+        "prov.drafter.desc": "drafted by another drafter, accepted",
+        "prov.target": "target correction",
+        "prov.target.desc": "the target's own token: a resample after a rejection, or no draft",
+        "prov.bonus": "bonus",
+        "prov.bonus.desc": "all drafts accepted: one more token from the target's p",
+    }
+)

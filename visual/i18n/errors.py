@@ -52,12 +52,12 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"unknown preset (?P<preset>.+?); choose one of: (?P<choices>.+)", "eng.unknown_preset"),
         (
             r"Shared run: an identical request \(same preset, prompt, settings and seed\) started this run at "
-            r"(?P<at>.+?); you watched it as it was computed\. Timings are that run's\.",
+            r"(?P<at>.+?); you watched it as it was computed\. Timings are that run's",
             "eng.shared_run",
         ),
         (
             r"Replay of a recorded run: an identical request \(same preset, prompt, settings and seed\) was "
-            r"computed at (?P<at>.+?); the trace is that run's, and so are its timings\.",
+            r"computed at (?P<at>.+?); the trace is that run's, and so are its timings",
             "eng.replay",
         ),
     )

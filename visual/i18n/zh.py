@@ -520,3 +520,28 @@ MESSAGES.update(
         "pg.prov_dl": "⬇ 按来源着色的文本（HTML）",
     }
 )
+MESSAGES.update(
+    {
+        "pg.settings": "设置",
+        "pg.key_hint": "步骤视图：左右方向键后退和前进一步，空格键播放或暂停",
+        "st.rep": "重复前文的输出",
+        "st.rep_def": "补全了提示词 + 此前输出中已出现过的 4-gram 的输出词元（{repeated} / {tokens}）；distinct-2 {d2}（输出中新出现的词对所占比例）",
+        "prov.title": "每个词元从何而来",
+        "prov.empty": "运行之后，这里会显示按来源着色的生成文本。",
+        "prov.legend_aria": "各来源的词元数",
+        "prov.detail": "{name}，第 {n} 步",
+        "prov.detail_from": "{name}（{who}），第 {n} 步",
+        "prov.mtp": "MTP 头",
+        "prov.mtp.desc": "由 MTP 头起草，被目标模型接受",
+        "prov.lookup": "提示词查找的副本",
+        "prov.lookup.desc": "由提示词查找从前文复制，被接受",
+        "prov.tree": "草稿树分支",
+        "prov.tree.desc": "草稿树中被接受的节点",
+        "prov.drafter": "其他草稿模型",
+        "prov.drafter.desc": "由其他草稿模型起草，被接受",
+        "prov.target": "目标模型的修正",
+        "prov.target.desc": "目标模型自己的词元：拒绝后的重新采样，或本步没有草稿",
+        "prov.bonus": "奖励词元",
+        "prov.bonus.desc": "所有草稿都被接受：再从目标模型的 p 中取一个词元",
+    }
+)
