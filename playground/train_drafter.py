@@ -47,6 +47,7 @@ import torch
 from playground import exit_train, mtp_corpus
 from playground.mtp_train.bench import stage_bench
 from playground.mtp_train.card import write_model_card
+from playground.mtp_train.dist_loss import DEFAULT_LOSS, parse_loss
 from playground.mtp_train.evaluate import eval_only, greedy_acceptance
 from playground.mtp_train.features import data_by_source, stage_features
 from playground.mtp_train.gen import gen_parallel, load_rows, stage_gen
@@ -79,6 +80,24 @@ def split_prompts(prompts: list[str], seed: int, holdout_frac: float) -> tuple[l
 
 # --------------------------------------------------------------------------------------
 # CLI
+
+
+def _temps(spec: str) -> str:
+    try:
+        temps = [float(t) for t in spec.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"temperatures must be numbers, got {spec!r}") from None
+    if not temps or not all(t > 0 for t in temps):
+        raise argparse.ArgumentTypeError(f"temperatures must be > 0, got {spec!r}")
+    return spec
+
+
+def _loss_spec(spec: str) -> str:
+    try:
+        parse_loss(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return spec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,6 +136,21 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--clusters-per-step", type=int, default=8, help="clusters scored per draft step")
     p.add_argument("--int8", type=int, default=1, help="export large matrices as int8 rows (1/0)")
     p.add_argument("--reg-weight", type=float, default=1.0, help="weight of the hidden-state regression loss")
+    p.add_argument(
+        "--loss",
+        default=DEFAULT_LOSS,
+        type=_loss_spec,
+        help="loss terms and weights, e.g. 'kl-topk:1,tv:1,ce:0.5': kl (top-k renormalised over the candidates), "
+        "ce (target argmax), kl-topk (forward KL over the target's top-k plus a rest bucket), tv (1 - sum min(p, q) "
+        "over the top-k); see playground/mtp_train/dist_loss.py",
+    )
+    p.add_argument(
+        "--loss-temps",
+        default="1",
+        type=_temps,
+        help="temperatures at which kl-topk and tv compare the target with the drafter (averaged), e.g. 1,0.7; "
+        "the features stage caches the target's top-k probabilities at each",
+    )
     p.add_argument(
         "--corpus-prompts",
         type=int,

@@ -5,6 +5,7 @@ Tiny random target, a handful of prompts: fast, and the same code paths as the r
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -294,3 +295,38 @@ def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
     assert card.count("## The target on the held-out text") == 2
     assert "| x | 0.80 | 0.50 | 1.00 | 0.70 |" in card and "| x | 0.80 | 0.50 | 0.90 | 0.70 |" in card
     assert ("--corpus-prompts 150 --copy-prompts 40" in card) == fine_tuned
+
+
+def test_full_distribution_loss_caches_the_targets_topk_at_each_temperature_and_trains(tmp_path, tiny_pair):
+    """--loss kl-topk,tv,ce --loss-temps 1,0.7: the features hold the target's probabilities of
+    its top-k tokens under its full softmax at 0.7 (recomputed here from its logits), a cache
+    written without them gains them, training runs on them and the checkpoint name says so."""
+    from playground.drafters.mtp_head import text_model
+
+    target, _, tok = tiny_pair
+    tok = _Tok(tok)
+    plain = _args(tmp_path, **TINY, clusters=0, max_steps=2)
+    gen.stage_gen(plain, target, tok, PROMPTS)
+    rows = gen.load_rows(tmp_path)
+    assert "top_p@0.7" not in features.stage_features(plain, target, rows)
+    args = _args(tmp_path, **TINY, clusters=0, max_steps=2, loss="kl-topk,tv:0.5,ce", loss_temps="1,0.7")
+    feats = features.stage_features(args, target, rows)  # the cached shards gain T = 0.7
+    ids = torch.tensor([rows[0]["ids"]])
+    with torch.no_grad():
+        logits = target(input_ids=ids).logits[0].float()
+    n = ids.shape[1]
+    got = feats["top_p@0.7"][:n].float()
+    want = torch.softmax(logits / 0.7, -1).gather(-1, feats["top_ids"][:n].long())
+    torch.testing.assert_close(got, want, atol=2e-3, rtol=1e-2)
+    # mutant: the T = 1 probabilities are not the T = 0.7 ones
+    assert (feats["top_p"][:n].float() - want).abs().max() > 1e-2
+    seqs = list(range(feats["n_seqs"]))
+    E = text_model(target).embed_tokens.weight.detach()
+    voc = vocab.stage_vocab(args, feats, seqs[2:], seqs[:2], E.shape[0], tok.eos_token_id)
+    _, tr = train.stage_train(args, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0)
+    assert tr["steps"] == 2 and "_losskl-topk+tv:0.5+ce_T1+0.7" in tr["tag"]
+    assert all(math.isfinite(h["loss1"]) for h in tr["history"]) or not tr["history"]
+    _, tr0 = train.stage_train(plain, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0)
+    assert "_loss" not in tr0["tag"]  # the default loss keeps the old checkpoint names
+    with pytest.raises(SystemExit):
+        train_drafter.build_parser().parse_args(["--loss", "kl,nope"])

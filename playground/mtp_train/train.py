@@ -22,6 +22,7 @@ from pathlib import Path
 import torch
 
 from playground.mtp_train.batches import FeatureBatches, batch_candidates, pick_batch
+from playground.mtp_train.dist_loss import DEFAULT_LOSS, parse_loss
 from playground.mtp_train.loss import drafter_loss
 
 AUTO_AFTER = 20  # steps timed before an automatic schedule is fixed
@@ -111,7 +112,18 @@ def checkpoint_tag(args, mcfg, init_from, auto: bool, total_steps: int, init_hea
     return (
         f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_I{mcfg.intermediate_size}_C{mcfg.num_clusters}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{'auto' if auto else total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}"
         + (f"_h{Path(init_head).name if init_head else '-'}_g{args.gen_share:g}" if init_head or args.gen_share else "")
+        + (f"_loss{args.loss.replace(',', '+')}_T{args.loss_temps.replace(',', '+')}" if _new_loss(args) else "")
     )
+
+
+def _new_loss(args) -> bool:
+    """Not the loss that trained the shipped head (its checkpoints keep their old names)."""
+    return parse_loss(args.loss) != parse_loss(DEFAULT_LOSS) or loss_temps(args) != (1.0,)
+
+
+def loss_temps(args) -> tuple[float, ...]:
+    """The temperatures of the kl-topk / tv terms (``--loss-temps``)."""
+    return tuple(float(t) for t in args.loss_temps.split(",") if t.strip())
 
 
 def resume(ckpt: Path, head, opt, run: TrainRun) -> None:
@@ -162,7 +174,15 @@ def optimiser_step(args, head, opt, inp: StepInputs, run: TrainRun) -> list[tupl
     # bf16 matmuls (fp32 master weights, fp32 softmax/loss): ~10x faster than fp32 on this CPU
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
         loss, logs = drafter_loss(
-            head, batch, inp.cand_emb, args.steps_ahead, inp.kv_shape, inp.step_weights, args.reg_weight
+            head,
+            batch,
+            inp.cand_emb,
+            args.steps_ahead,
+            inp.kv_shape,
+            inp.step_weights,
+            args.reg_weight,
+            terms=parse_loss(args.loss),
+            temps=loss_temps(args),
         )
     opt.zero_grad(set_to_none=True)
     loss.backward()
