@@ -50,7 +50,7 @@ from playground.mtp_train.card import write_model_card
 from playground.mtp_train.dist_loss import DEFAULT_LOSS, parse_loss
 from playground.mtp_train.evaluate import eval_only, greedy_acceptance
 from playground.mtp_train.features import data_by_source, stage_features
-from playground.mtp_train.gen import gen_parallel, load_rows, stage_gen
+from playground.mtp_train.gen import DEFAULT_GEN_TEMPS, gen_parallel, load_rows, parse_gen_temps, stage_gen
 from playground.mtp_train.paths import DEFAULT_OUT, DEFAULT_WORK, PRESETS, PROMPTS
 from playground.mtp_train.train import stage_train
 from playground.mtp_train.vocab import stage_clusters, stage_vocab
@@ -92,6 +92,14 @@ def _temps(spec: str) -> str:
     return spec
 
 
+def _gen_temps(spec: str) -> str:
+    try:
+        parse_gen_temps(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return spec
+
+
 def _loss_spec(spec: str) -> str:
     try:
         parse_loss(spec)
@@ -117,7 +125,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--stages", default="corpus,gen,features,vocab,train,eval,export")
     p.add_argument("--samples", type=int, default=1, help="sampled continuations per prompt (plus one greedy)")
     p.add_argument("--new-tokens", type=int, default=128)
-    p.add_argument("--gen-batch", type=int, default=24)
+    p.add_argument("--gen-batch", type=int, default=24, help="gen stage: prompts decoded together (one pass per token)")
+    p.add_argument(
+        "--gen-temps",
+        default=DEFAULT_GEN_TEMPS,
+        type=_gen_temps,
+        help="gen stage: sampling settings, each getting --samples continuations per prompt besides the greedy one: "
+        "T or T:TOP_K, e.g. '1,0.7' (full vocabulary, as the decoding loop samples); default 0.8:64",
+    )
     p.add_argument("--gen-procs", type=int, default=1, help="gen stage: this many one-thread processes")
     p.add_argument("--gen-worker", default="0/1", help=argparse.SUPPRESS)
     p.add_argument("--gen-minutes", type=float, default=40.0, help="stop generating after this long (0: no limit)")

@@ -330,3 +330,96 @@ def test_full_distribution_loss_caches_the_targets_topk_at_each_temperature_and_
     assert "_loss" not in tr0["tag"]  # the default loss keeps the old checkpoint names
     with pytest.raises(SystemExit):
         train_drafter.build_parser().parse_args(["--loss", "kl,nope"])
+
+
+def _gen_prompts(n=5, seed=0):
+    from tests.tiny_models import rand_ids
+
+    return [rand_ids(3 + 2 * i, seed=seed + i) for i in range(n)]  # lengths 3..11: left padding differs per row
+
+
+@pytest.mark.parametrize("sampling", [None, (1.0, None), (0.7, None), (0.8, 64)])
+def test_batched_generation_equals_one_row_at_a_time(sampling):
+    """sample_batch over 5 left-padded prompts of different lengths (a tiny Gemma 3 with a
+    sliding window of 6, crossed here) == each prompt alone: greedy, and sampled with one
+    generator per row (seeded by prompt and variant) at T = 1, 0.7 and 0.8 over the top 64."""
+    from tests.tiny_models import EOS, tiny_target
+
+    model = tiny_target()
+    enc = _gen_prompts()
+    kw = {} if sampling is None else {"temperature": sampling[0], "top_k": sampling[1]}
+
+    def run(rows):
+        ids, mask = gen.left_pad([enc[i] for i in rows], 0)
+        gens = gen.row_generators(7, rows, 1, "x")
+        out = gen.sample_batch(model, ids, mask, 12, 0, {EOS}, greedy=sampling is None, generator=gens, **kw)
+        return [gen.trim(r, {EOS}, 0) for r in out.tolist()]
+
+    together = run(list(range(5)))
+    alone = [run([i])[0] for i in range(5)]
+    assert together == alone
+    assert len({tuple(r) for r in together}) > 1 and all(len(r) >= 1 for r in together)
+    if sampling is None:  # greedy rows are transformers' greedy decoding
+        for i, row in enumerate(together):
+            want = model.generate(torch.tensor([enc[i]]), do_sample=False, max_new_tokens=12, pad_token_id=0)
+            assert row == want[0, len(enc[i]) :].tolist()[: len(row)]
+
+
+def test_row_generators_make_sampled_rows_independent_of_their_batch_and_seeded():
+    """A sampled row depends on (seed, prompt, variant, setting) only: the same in another
+    batch, different for another seed or variant; the old shared generator is not."""
+    from tests.tiny_models import EOS, tiny_target
+
+    model = tiny_target()
+    enc = _gen_prompts()
+
+    def row0(rows, seed=7, variant=1, shared=False):
+        ids, mask = gen.left_pad([enc[i] for i in rows], 0)
+        g = torch.Generator().manual_seed(seed) if shared else gen.row_generators(seed, rows, variant, "T1")
+        out = gen.sample_batch(model, ids, mask, 12, 0, {EOS}, greedy=False, generator=g, temperature=1.0, top_k=None)
+        return out[0].tolist()
+
+    assert row0([2, 0, 4]) == row0([2, 1]) == row0([2])
+    assert row0([2], seed=8) != row0([2]) and row0([2], variant=2) != row0([2])
+    assert row0([2, 0, 4], shared=True) != row0([2], shared=True)  # mutant: one generator for the batch
+
+
+def test_draw_by_inverse_cdf_follows_the_softmax_at_the_temperature():
+    """Per-row inverse-CDF draws: frequencies over 4,000 rows match softmax(logits / T) (top-k
+    renormalised), a chi-square test; the mutant that ignores T fails it."""
+    from scipy.stats import chisquare
+
+    logits = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.1]))
+    n = 4000
+    for temperature, top_k in ((1.0, None), (0.7, None), (0.7, 3)):
+        gens = [torch.Generator().manual_seed(s) for s in range(n)]
+        draws = gen._draw(logits.expand(n, 4).clone(), temperature, top_k, gens)
+        counts = torch.bincount(draws, minlength=4).double()
+        probs = torch.softmax(logits.double() / temperature, -1)
+        if top_k:
+            probs[top_k:] = 0
+            probs /= probs.sum()
+        keep = probs > 0
+        assert int(counts[~keep].sum()) == 0
+        assert chisquare(counts[keep].numpy(), (probs[keep] * n).numpy()).pvalue > 1e-3
+        if temperature != 1.0 and not top_k:
+            wrong = torch.softmax(logits.double(), -1) * n
+            assert chisquare(counts.numpy(), wrong.numpy()).pvalue < 1e-6
+
+
+def test_gen_temps_write_greedy_and_each_setting_and_old_shards_keep_their_names(tmp_path, tiny_pair):
+    target, _, tok = tiny_pair
+    tok = _Tok(tok)
+    gen.stage_gen(_args(tmp_path, samples=1, gen_temps="1,0.7"), target, tok, PROMPTS[:2])
+    rows = gen.load_rows(tmp_path)
+    assert sorted((r["prompt"], r["variant"], r["sampling"]) for r in rows) == sorted(
+        (i, v, t) for i in range(2) for v, t in ((0, "greedy"), (1, "T1"), (2, "T0.7"))
+    )
+    names = sorted(p.name for p in (tmp_path / "gen").glob("shard*.json"))
+    assert any("_T0.7_" in n for n in names) and any(n.startswith("shard_v0_p") for n in names)
+    # the default setting writes the names the shipped head's cache has (shard_v1_p..., no tag)
+    gen.stage_gen(_args(tmp_path / "d", samples=1), target, tok, PROMPTS[:2])
+    assert all("_T" not in p.name for p in (tmp_path / "d" / "gen").glob("shard*.json"))
+    assert {gen.row_tag(r) for r in gen.load_rows(tmp_path / "d")} == {"greedy", "T0.8k64"}
+    with pytest.raises(SystemExit):
+        train_drafter.build_parser().parse_args(["--gen-temps", "0"])
