@@ -7,7 +7,7 @@ CLI in ``__main__``).
 """
 
 from playground.api import generate, stream_generate
-from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.decoding.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 
 __all__ = [
     "generate",

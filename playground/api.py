@@ -6,7 +6,7 @@
 
 Inputs are validated here (clear ``ValueError`` messages; the CLI and the app
 show them as they are).  Models are loaded once per process and reused.  This
-module does not implement the loop (``playground.engine``) or any rendering.
+module does not implement the loop (``playground.decoding.engine``) or any rendering.
 """
 
 from __future__ import annotations
@@ -18,12 +18,12 @@ from dataclasses import replace
 import torch
 
 from playground.config import Preset, load_config
+from playground.decoding.engine import MAX_TREE_NODES, MODES, GenerationConfig, stream
+from playground.decoding.records import GenerationResult, StepRecord
 from playground.drafters.base import Drafter
 from playground.drafters.registry import build_drafter
-from playground.engine import MAX_TREE_NODES, MODES, GenerationConfig, stream
-from playground.models import ModelPair, ModelUnavailable, load_pair
-from playground.records import GenerationResult, StepRecord
-from playground.trace_cache import TraceCache
+from playground.models.loading import ModelPair, ModelUnavailable, load_pair
+from playground.serving.trace_cache import TraceCache
 from playground.validate import draft_stop as check_stop_below
 from playground.validate import temperature as check_temperature
 from playground.validate import whole_number

@@ -27,7 +27,7 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def cmd_presets(args) -> int:
-    from playground.models import availability
+    from playground.models.loading import availability
 
     cfg = load_config()
     rows = []
@@ -80,8 +80,8 @@ def _plain_marks(step) -> str:
 
 def cmd_generate(args) -> int:
     from playground.api import stream_generate
+    from playground.decoding.records import GenerationResult
     from playground.errors import ModelUnavailable
-    from playground.records import GenerationResult
 
     try:
         items = stream_generate(
@@ -171,7 +171,7 @@ def _dispatch(argv: list[str] | None) -> int:
     # Subcommands with their own parsers, imported when chosen: `presets` and `--help` stay
     # free of torch and model code.
     if argv and argv[0] == "loadtest":
-        from playground import loadtest
+        from playground.serving import loadtest
 
         return loadtest.main(argv[1:])
     if argv and argv[0] == "check-space":
@@ -183,7 +183,7 @@ def _dispatch(argv: list[str] | None) -> int:
 
         return bench.main(argv[1:])
     if argv and argv[0] == "train-drafter":
-        from playground import train_drafter
+        from playground.training import train_drafter
 
         return train_drafter.main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -1,7 +1,7 @@
 """Reads ``spaces_config.yaml``: presets, limits, queue settings, examples.
 
 Validates the file into frozen dataclasses.  This module does not load models
-(``playground.models``) and does not know about the UI.
+(``playground.models.loading``) and does not know about the UI.
 """
 
 from __future__ import annotations
@@ -40,7 +40,9 @@ class Preset:
     drafter_weights: str | None = None  # MTP weights dir, relative to the repo
     params_millions: float | None = None  # target + drafter model weights, for the memory budget
     tree_nodes: int = 1  # draft-tree node budget (1 = chain drafts)
-    draft_stop: float = 0.0  # MTP chains stop once the head's path confidence is below this (playground.draft_stop)
+    draft_stop: float = (
+        0.0  # MTP chains stop once the head's path confidence is below this (playground.decoding.draft_stop)
+    )
     exit_layer: int | None = None  # early-exit drafter: decoder layers it runs (None: all but the last)
     exit_kv_reuse: bool = True  # early exit verifies reusing the draft passes' KV (LayerSkip); False: recompute
     exit_adapter: str | None = (
@@ -96,7 +98,7 @@ class Limits:
     lab_wall_s: float = 60.0  # a heavy lab or bench action stops after this and reports what it has
     lab_cache_bytes: int = 200_000_000  # logits the lab may memoise per action (MemoModel)
     max_upload_bytes: int = 20_000_000  # an uploaded trace file larger than this is refused unread
-    trace_cache_entries: int = 128  # finished runs kept for identical requests (playground.trace_cache)
+    trace_cache_entries: int = 128  # finished runs kept for identical requests (playground.serving.trace_cache)
     trace_cache_bytes: int = 64_000_000  # ... and their total size as JSON
 
 

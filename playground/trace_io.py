@@ -8,7 +8,7 @@ Every refusal is a ``TraceImportError`` whose message names the step and field a
 at most a short excerpt of the file.  Nothing in a file is ever executed: no ``eval``,
 no pickle.
 
-This module does not define the records (``playground.records``) or show a trace
+This module does not define the records (``playground.decoding.records``) or show a trace
 (``visual.replay``, ``visual.lab``).
 """
 
@@ -23,8 +23,8 @@ from dataclasses import fields
 from typing import Any
 
 from playground.config import load_config
-from playground.engine import MAX_GAMMA, MAX_TREE_NODES, MODES
-from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.decoding.engine import MAX_GAMMA, MAX_TREE_NODES, MODES
+from playground.decoding.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 from playground.validate import excerpt
 
 

@@ -31,7 +31,7 @@ def temperature(value, max_temperature: float) -> float:
     return value
 
 
-# The verification rules a visitor can choose (engine names; ``playground.engine.RULES`` has
+# The verification rules a visitor can choose (engine names; ``playground.decoding.engine.RULES`` has
 # every rule, the lab's wrong ones included).  Block verification judges a chain of drafts.
 VERIFICATION_RULES = ("lossless", "block")
 
@@ -53,7 +53,7 @@ def verification(rule, tree_nodes: int = 1) -> str:
 
 
 def draft_stop(value) -> float:
-    """An early-stop threshold for drafters (``playground.draft_stop``): a number in [0, 1), 0 = off."""
+    """An early-stop threshold for drafters (``playground.decoding.draft_stop``): a number in [0, 1), 0 = off."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
         raise ValueError(f"draft_stop must be a number in [0, 1) (0 = off), got {excerpt(value)!r}")
     if not 0.0 <= value < 1.0:

@@ -45,7 +45,7 @@ def all_threads():
 
 @pytest.fixture(scope="session")
 def tiny_pair():
-    from playground.tiny import build_tiny_pair
+    from playground.models.tiny import build_tiny_pair
 
     return build_tiny_pair()
 
@@ -54,7 +54,7 @@ def tiny_pair():
 def gemma_fp32():
     """(model, tokenizer, eos ids) of the packaged Gemma 3 270M in float32; skipped where absent.
     Shared read-only: tests give every run its own cache."""
-    from playground import convert
+    from playground.models import convert
 
     try:
         convert.gguf_path("gemma3-270m")

@@ -27,10 +27,10 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.engine import run
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.base import Drafter, TargetState
-from playground.engine import run
-from playground.sampling import SamplingParams, logits_to_probs
-from playground.tiny import EOS as CHAR_EOS
+from playground.models.tiny import EOS as CHAR_EOS
 from tests.stats import ALPHA, assert_follows, next_token_probs
 
 # ---------------------------------------------------------------- greedy equality

@@ -13,7 +13,7 @@
 import torch
 from scipy import stats
 
-from playground.sampling import SamplingParams, logits_to_probs
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 
 ALPHA = 1e-3  # significance for "looks lossless"; mutants must give p far below it
 MUTANT_P = 1e-6  # a mutant's p-value must fall below this

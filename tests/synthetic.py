@@ -10,7 +10,7 @@ The trace has three steps with every verdict the UI knows:
 
 from __future__ import annotations
 
-from playground.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.decoding.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 
 SCRIPT = "<script>alert(1)</script>"
 TRICKY = ' "q" <b>'

@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from playground.config import CONFIG_PATH
-from playground.records import GenerationResult
+from playground.decoding.records import GenerationResult
 
 ROOT = Path(__file__).resolve().parent.parent
 

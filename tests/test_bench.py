@@ -130,10 +130,10 @@ def test_bench_restores_the_thread_count():
 
 def test_one_target_forward_per_speculative_step(tiny_pair):
     """No redundant passes: prefill + exactly one target forward per step, counted on the model."""
+    from playground.decoding.engine import GenerationConfig, run
     from playground.drafters.model import ModelDrafter
     from playground.drafters.prompt_lookup import PromptLookupDrafter
-    from playground.engine import GenerationConfig, run
-    from playground.tiny import EOS
+    from playground.models.tiny import EOS
 
     target, drafter_model, tok = tiny_pair
     calls = []
@@ -244,7 +244,7 @@ def test_engine_import_does_not_pull_in_plotting():
 
 def test_bench_leaves_global_rng_alone(tiny_pair):
     from playground.config import load_config
-    from playground.models import load_pair
+    from playground.models.loading import load_pair
 
     preset = load_config().preset("tiny-random")
     pair = load_pair(preset)
@@ -350,7 +350,7 @@ def test_benchmark_tab_draws_tree_rows_as_their_own_series():
 
 
 def test_greedy_fast_argmax_takes_the_first_of_tied_maxima():
-    from playground.engine import GenerationConfig, run
+    from playground.decoding.engine import GenerationConfig, run
     from tests.fakes import BigramLM, ByteTokenizer
 
     V = 40
@@ -372,10 +372,10 @@ def test_greedy_fast_argmax_takes_the_first_of_tied_maxima():
 @pytest.mark.parametrize("kind", ["model", "prompt-lookup"])
 def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind, temperature, rule):
     """Lazy one-hot rows and the top-k shortcut for point masses change nothing in the trace."""
-    from playground import engine
+    from playground.decoding import engine
     from playground.drafters.model import ModelDrafter
     from playground.drafters.prompt_lookup import PromptLookupDrafter
-    from playground.tiny import EOS
+    from playground.models.tiny import EOS
 
     target, drafter_model, tok = tiny_pair
     ids = tok("abc abc abc abc abd")["input_ids"]
@@ -430,7 +430,7 @@ def test_concurrent_sampled_hf_runs_give_their_sequential_answers(tiny_pair):
     import threading
 
     from playground.config import load_config
-    from playground.models import load_pair
+    from playground.models.loading import load_pair
 
     pair = load_pair(load_config().preset("tiny-random"))
     spec = bench.Spec("hf_generate")

@@ -1,4 +1,4 @@
-"""Block verification (rule "block", ``playground.block_verify``): exact, never worse, and wired in.
+"""Block verification (rule "block", ``playground.decoding.block_verify``): exact, never worse, and wired in.
 
 1. Exact enumeration.  A tiny vocabulary with context-dependent target and drafter laws
    (a function prefix -> distribution, seeded, with zeros and near-equal rows): every draft
@@ -10,7 +10,7 @@
    reference, for "lossless".  With an EOS token the block ends at the EOS draft.
 2. The paper's theorem on every enumerated case: E[kept drafts] under block >= under token
    verification, strictly more somewhere; point-mass rows give token verification's verdict.
-3. Mutants (patched into ``playground.block_verify``) must make the enumeration fail:
+3. Mutants (patched into ``playground.decoding.block_verify``) must make the enumeration fail:
    the residual without the weight, h_i = w_i, and a token-style scan that stops at the
    first failed η.
 4. Through the loop: greedy equality with transformers on the tiny models, a chi-square of
@@ -30,13 +30,13 @@ from dataclasses import replace
 import pytest
 import torch
 
-from playground import block_verify
+from playground.decoding import block_verify
+from playground.decoding.engine import GenerationConfig, run, verify
+from playground.decoding.rows import PointRows
+from playground.decoding.sampling import SamplingParams, acceptance_prob, logits_to_probs
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
-from playground.engine import GenerationConfig, run, verify
-from playground.rows import PointRows
-from playground.sampling import SamplingParams, acceptance_prob, logits_to_probs
-from playground.tiny import EOS as CHAR_EOS
+from playground.models.tiny import EOS as CHAR_EOS
 from tests.contract import assert_greedy_equals_target, seeded
 from tests.fakes import TABLE_V, BigramLM, LetterTokenizer, disagreeing_tables
 from tests.stats import assert_does_not_follow, assert_follows

@@ -1,4 +1,4 @@
-"""Fast tests of playground.convert: no real model is converted or loaded here."""
+"""Fast tests of playground.models.convert: no real model is converted or loaded here."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from playground import convert as C
+from playground.models import convert as C
 
 # --------------------------------------------------------------------------
 # cache_root / converted_dir

@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import device as D
+from playground.models import device as D
 
 
 def test_auto_picks_cuda_when_available(monkeypatch):
@@ -31,8 +31,8 @@ def test_env_overrides_and_refuses_a_missing_gpu(monkeypatch):
 
 
 def test_loaded_models_are_moved_to_the_picked_device(monkeypatch):
-    from playground import models
     from playground.config import load_config
+    from playground.models import loading as models
 
     moved = []
     monkeypatch.setattr(models, "pick_device", lambda: torch.device("meta"))
@@ -56,9 +56,9 @@ def test_gpu_entry_wraps_only_on_zero_gpu(monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_tiny_pair_on_the_gpu_matches_the_cpu(monkeypatch):
+    from playground.decoding.engine import GenerationConfig, run
     from playground.drafters.model import ModelDrafter
-    from playground.engine import GenerationConfig, run
-    from playground.tiny import EOS, build_tiny_pair
+    from playground.models.tiny import EOS, build_tiny_pair
 
     target, drafter_model, tok = build_tiny_pair()
     ids = tok.encode("The capital of France is")

@@ -11,8 +11,8 @@ that passes a broken sampler proves nothing.
 
 import pytest
 
+from playground.decoding.engine import GenerationConfig, run
 from playground.drafters.model import ModelDrafter
-from playground.engine import GenerationConfig, run
 from tests.contract import first_pair_counts, seeded
 from tests.fakes import TABLE_V as V
 from tests.fakes import BigramLM, LetterTokenizer, disagreeing_tables

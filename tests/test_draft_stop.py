@@ -1,4 +1,4 @@
-"""Early-stopped chains (``playground.draft_stop``): fewer drafts, the same output law.
+"""Early-stopped chains (``playground.decoding.draft_stop``): fewer drafts, the same output law.
 
 1. Exact enumeration.  The tiny context-dependent laws of the block-verification tests
    (``tests.test_block_verification.laws``); the drafter samples a chain and stops once
@@ -21,13 +21,13 @@ from collections import defaultdict
 import pytest
 import torch
 
-from playground import tree_grow
-from playground.draft_stop import ChainStop, draft_confidence
+from playground.decoding import tree_grow
+from playground.decoding.draft_stop import ChainStop, draft_confidence
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.sampling import SamplingParams
 from playground.drafters.hybrid import HybridDrafter
 from playground.drafters.mtp import MTPDrafter
-from playground.engine import GenerationConfig, run
-from playground.sampling import SamplingParams
-from playground.tiny import CharTokenizer
+from playground.models.tiny import CharTokenizer
 from playground.validate import draft_stop as check_stop_below
 from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
 from tests.stats import assert_follows, model_pair_pmf

@@ -24,16 +24,16 @@ import pytest
 import torch
 
 from playground.config import load_config
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.sampling import SamplingParams
 from playground.drafters import registry
 from playground.drafters.base import TargetState
 from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter
 from playground.drafters.hybrid import HybridDrafter
 from playground.drafters.mtp import MTPDrafter
-from playground.engine import GenerationConfig, run
-from playground.models import load_pair
-from playground.sampling import SamplingParams
-from playground.tiny import VOCAB as CHAR_VOCAB
-from playground.tiny import CharTokenizer
+from playground.models.loading import load_pair
+from playground.models.tiny import VOCAB as CHAR_VOCAB
+from playground.models.tiny import CharTokenizer
 from tests.contract import CacheSpy, assert_checked_every_step, assert_greedy_equals_target, hf_greedy, seeded
 from tests.fakes import LetterTokenizer
 from tests.stats import assert_does_not_follow, assert_follows

@@ -16,12 +16,12 @@ import pytest
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.base import TargetState
 from playground.drafters.early_exit import NOTHING_REUSED, EarlyExitDrafter, exit_model
 from playground.drafters.model import ModelDrafter
-from playground.engine import GenerationConfig, run
-from playground.sampling import SamplingParams, logits_to_probs
-from playground.tiny import EOS, CharTokenizer
+from playground.models.tiny import EOS, CharTokenizer
 from tests.contract import (
     DrafterCacheSpy,
     assert_checked_every_step,
@@ -390,7 +390,7 @@ def test_step_view_says_which_layers_drafted_and_what_was_reused(reuse):
 
 
 def test_exit_scan_agreement_is_the_exit_models_own_greedy_agreement():
-    from playground.exit_scan import agreement, expected_tokens, scan
+    from playground.training.exit_scan import agreement, expected_tokens, scan
 
     target, _ = sliding_pair(window=4)
     ids = list(range(3, 30))
@@ -437,7 +437,7 @@ def test_transformers_early_exit_drafts_gamma_tokens_per_step(gamma):
     """transformers reads γ from the assistant's own generation_config (here the target's):
     the bench sets it there for the run, and restores it."""
     from playground import bench
-    from playground.tiny import build_tiny_pair
+    from playground.models.tiny import build_tiny_pair
 
     target, _, tok = build_tiny_pair()
     pair = type("Pair", (), {"target": target, "tokenizer": tok, "eos_token_ids": (EOS,)})()

@@ -6,11 +6,11 @@ transformers on the same model (float32).
 
 import pytest
 
+from playground.decoding.engine import GenerationConfig, run, stream
+from playground.decoding.records import GenerationResult, StepRecord
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter, find_continuation
-from playground.engine import GenerationConfig, run, stream
-from playground.records import GenerationResult, StepRecord
-from playground.tiny import EOS, CharTokenizer
+from playground.models.tiny import EOS, CharTokenizer
 from tests.contract import (
     CacheSpy,
     assert_checked_every_step,

@@ -15,14 +15,14 @@ import pytest
 import torch
 
 from playground.config import Preset
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.early_exit import EarlyExitDrafter, exit_logits, exit_model
 from playground.drafters.exit_adapter import ExitAdapter, adapter_layers, load_adapter, save_adapters
 from playground.drafters.registry import build_drafter
-from playground.engine import GenerationConfig, run
-from playground.exit_train import agreement, collect, train_adapter
-from playground.models import ModelPair
-from playground.sampling import SamplingParams, logits_to_probs
-from playground.tiny import CharTokenizer
+from playground.models.loading import ModelPair
+from playground.models.tiny import CharTokenizer
+from playground.training.exit_train import agreement, collect, train_adapter
 from tests.contract import (
     DrafterCacheSpy,
     assert_checked_every_step,
@@ -177,7 +177,7 @@ def test_training_lowers_the_loss_and_does_not_lower_agreement():
 
 
 def test_exit_scan_adds_trained_rows_and_an_identity_adapter_changes_nothing():
-    from playground.exit_scan import agreement, scan
+    from playground.training.exit_scan import agreement, scan
 
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
@@ -211,7 +211,7 @@ def test_step_view_says_whether_the_exit_is_trained():
 
 
 def test_training_keeps_the_untrained_exit_when_no_step_beats_it_on_validation(monkeypatch):
-    from playground import exit_train
+    from playground.training import exit_train
 
     target, _ = sliding_pair(window=4)
     g = torch.Generator().manual_seed(1)

@@ -25,10 +25,10 @@ from transformers import (
     Gemma4ForConditionalGeneration,
 )
 
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.base import TargetState
 from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter, context_kv, load_gemma4_assistant_drafter
-from playground.engine import GenerationConfig, run
-from playground.sampling import SamplingParams, logits_to_probs
 from tests import tiny_models
 from tests.contract import (
     assert_argmax_mode,
@@ -229,7 +229,7 @@ def test_rejects_mismatched_models(pair):
 def test_preset_and_api_wiring(pair):
     from playground.api import make_drafter, resolve
     from playground.config import load_config
-    from playground.models import ModelPair, availability
+    from playground.models.loading import ModelPair, availability
 
     p, kind = resolve("hub-gemma4-e2b-mtp", None)
     assert kind == "gemma4-assistant" and p.source == "hub" and p.drafters == ("gemma4-assistant", "prompt-lookup")

@@ -7,10 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.sampling import SamplingParams, logits_to_probs, sample
 from playground.drafters.base import Draft, TargetState
 from playground.drafters.hybrid import HybridDrafter
-from playground.engine import GenerationConfig, run
-from playground.sampling import SamplingParams, logits_to_probs, sample
 from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
 from tests.fakes import TABLE_V as V
 from tests.fakes import BigramLM, LetterTokenizer, disagreeing_tables
@@ -118,7 +118,7 @@ def test_hybrid_uses_both_sources_and_a_broken_rule_is_caught():
 def test_greedy_equality_with_mtp_fallback():
     """mtp+lookup at temperature 0 == the target's greedy generate (tiny Gemma 3, float32)."""
     from playground.drafters.mtp import MTPDrafter
-    from playground.tiny import CharTokenizer
+    from playground.models.tiny import CharTokenizer
     from tests.tiny_models import char_target_and_head
 
     model, head = char_target_and_head()

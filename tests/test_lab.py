@@ -20,7 +20,9 @@ import torch
 from scipy import stats as sps
 
 from playground.config import load_config
-from playground.engine import MAX_GAMMA, GenerationConfig, run
+from playground.decoding.engine import MAX_GAMMA, GenerationConfig, run
+from playground.decoding.records import Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.decoding.sampling import predicted_speedup
 from playground.lab.context import LabContext
 from playground.lab.distribution import MAX_SAMPLES, DistributionSettings, display_bins, distribution_check
 from playground.lab.equality import (
@@ -41,8 +43,6 @@ from playground.lab.stats import (
     tv_noise_floor,
 )
 from playground.lab.theory import MeasuredPoint, measured_point, theory_curve
-from playground.records import Correction, DraftDecision, GenerationResult, RunStats, StepRecord
-from playground.sampling import predicted_speedup
 from playground.trace_io import TraceImportError, load_trace_file, parse_trace, trace_to_json
 from visual.classroom import classroom_presets
 from visual.share import prefill_from_query, share_query, validate_query

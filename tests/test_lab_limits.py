@@ -25,7 +25,7 @@ import torch
 
 from playground import trace_io
 from playground.config import load_config
-from playground.engine import GenerationConfig, run
+from playground.decoding.engine import GenerationConfig, run
 from playground.lab.budget import Budget, LabCancelled, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.distribution import DistributionSettings, distribution_check, sample_continuations

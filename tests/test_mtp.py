@@ -16,11 +16,11 @@ import pytest
 import torch
 from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
 
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.base import TargetState
 from playground.drafters.mtp import MTPDrafter, load_mtp_drafter, target_kv
 from playground.drafters.mtp_head import MTPConfig, MTPHead, apply_rope, rope_cos_sin, unrolled_states
 from playground.drafters.mtp_weights import load_head, save_head
-from playground.sampling import SamplingParams, logits_to_probs
 from tests.contract import (
     assert_argmax_mode,
     assert_greedy_draft_protocol,
@@ -167,7 +167,7 @@ def test_q_rows_exact(target, head, params):
 def test_context_candidates_match_training_view(target, head):
     """The training-time candidate set of chain n (mtp_train.batches.batch_candidates) is exactly the
     set the drafter scores after committing x_0..x_n: static tokens + the prefix's other tokens."""
-    from playground.mtp_train.batches import batch_candidates
+    from playground.training.mtp_train.batches import batch_candidates
 
     ids = rand_ids(20, seed=9)
     d = MTPDrafter(target, head, eos_token_ids=[])
@@ -283,8 +283,8 @@ def test_cost_model_on_gemma3_270m_geometry():
 
 def test_greedy_equality_through_engine():
     """Speculative decoding with the MTP drafter == target greedy generate (float32, eager)."""
-    from playground.engine import GenerationConfig
-    from playground.tiny import CharTokenizer
+    from playground.decoding.engine import GenerationConfig
+    from playground.models.tiny import CharTokenizer
 
     model, head = char_target_and_head()
     tok = CharTokenizer()

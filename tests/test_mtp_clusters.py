@@ -1,4 +1,4 @@
-"""Token clusters of the MTP head (playground.mtp_clusters, MTPDrafter._score): tiny random
+"""Token clusters of the MTP head (playground.training.mtp_clusters, MTPDrafter._score): tiny random
 Gemma 3, no real weights.
 
 The clusters must partition every token outside the static candidates (balanced), q must
@@ -14,13 +14,13 @@ from __future__ import annotations
 import pytest
 import torch
 
+from playground.decoding.engine import GenerationConfig
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.mtp import MTPDrafter
 from playground.drafters.mtp_weights import load_head, save_head
-from playground.engine import GenerationConfig
-from playground.mtp_clusters import balanced_clusters, cluster_members
-from playground.sampling import SamplingParams, logits_to_probs
-from playground.tiny import EOS as CHAR_EOS
-from playground.tiny import CharTokenizer
+from playground.models.tiny import EOS as CHAR_EOS
+from playground.models.tiny import CharTokenizer
+from playground.training.mtp_clusters import balanced_clusters, cluster_members
 from tests.contract import assert_first_token_distribution, assert_greedy_equals_target, assert_q_rows
 from tests.tiny_models import VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
 

@@ -1,4 +1,4 @@
-"""playground.mtp_eval.target_profile: the held-out ceilings that need no drafter, on hand-built features."""
+"""playground.training.mtp_eval.target_profile: the held-out ceilings that need no drafter, on hand-built features."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from playground import mtp_eval
+from playground.training import mtp_eval
 
 V = 6  # vocabulary 0..5; candidates {0, 1}
 

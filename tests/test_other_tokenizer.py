@@ -1,7 +1,7 @@
 """The drafter with another tokenizer (playground.drafters.other_tokenizer) on tiny models.
 
 Two drafter tokenizers for the tiny character-level target: ``ByteTokenizer`` (same
-segmentation, other ids and vocabulary size; playground/tiny_bytes.py) and, here, a
+segmentation, other ids and vocabulary size; playground/models/tiny_bytes.py) and, here, a
 greedy longest-match tokenizer with multi-character tokens ("th", " a", ...) whose
 drafter emits a merged token where the char drafter would emit its first character —
 the target then gets more draft tokens than the drafter made, and drafts are cut.
@@ -19,12 +19,12 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.other_tokenizer import OtherTokenizerDrafter, decode, encode, target_tokens_for
-from playground.engine import GenerationConfig, run
-from playground.sampling import SamplingParams, logits_to_probs
-from playground.tiny import BOS as CHAR_BOS
-from playground.tiny import CHARS, EOS, CharTokenizer
-from playground.tiny_bytes import ByteTokenizer, build_byte_drafter, byte_id_of_char_id
+from playground.models.tiny import BOS as CHAR_BOS
+from playground.models.tiny import CHARS, EOS, CharTokenizer
+from playground.models.tiny_bytes import ByteTokenizer, build_byte_drafter, byte_id_of_char_id
 from tests.contract import DrafterCacheSpy, assert_greedy_equals_target, first_pair_counts, seeded
 from tests.prompts import TINY_PROMPTS as PROMPTS
 from tests.stats import assert_does_not_follow, assert_follows, model_pair_pmf
@@ -382,7 +382,7 @@ def test_step_view_shows_both_tokenizations(tiny_pair):
 
 def test_bench_offers_transformers_universal_assisted_generation_only_with_hf_tokenizers(tiny_pair):
     from playground import bench
-    from playground.models import ModelPair
+    from playground.models.loading import ModelPair
 
     opts = bench.BenchOptions(gammas=(3,), methods=("speculative", "hf_assisted"))
     with_uag = bench._specs(opts, ("other-tokenizer",), hf_assistant=True, hf_uag=True)

@@ -10,7 +10,7 @@ import time
 import pytest
 
 from playground.errors import Busy, ModelUnavailable
-from playground.pair_cache import BudgetedCache, OverBudget
+from playground.models.pair_cache import BudgetedCache, OverBudget
 
 
 class Weights:
@@ -125,7 +125,7 @@ def test_a_failed_load_releases_its_reservation():
 def test_default_config_refuses_gemma4_in_float32_with_a_reason():
     """Gemma 4 E2B + assistant in float32 (~21 GB) cannot fit a free CPU Space; bfloat16 may."""
     from playground.config import load_config
-    from playground.models import estimated_bytes, load_pair
+    from playground.models.loading import estimated_bytes, load_pair
 
     cfg = load_config()
     preset = cfg.preset("hub-gemma4-e2b-mtp")
@@ -136,7 +136,7 @@ def test_default_config_refuses_gemma4_in_float32_with_a_reason():
 
 def test_every_preset_declares_its_size_and_fits_in_its_own_dtype():
     from playground.config import load_config
-    from playground.models import estimated_bytes
+    from playground.models.loading import estimated_bytes
 
     cfg = load_config()
     for p in cfg.presets:

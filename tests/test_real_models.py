@@ -12,11 +12,11 @@ import pytest
 import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-from playground import convert
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.text import REPLACEMENT, IncrementalText
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
-from playground.engine import GenerationConfig, run
-from playground.text import REPLACEMENT, IncrementalText
+from playground.models import convert
 
 pytestmark = pytest.mark.real_model
 
@@ -123,7 +123,7 @@ def test_default_preset_runs_past_the_sliding_window(all_threads, mode):
         convert.gguf_path(preset.target)
     except convert.ModelUnavailable as exc:
         pytest.skip(f"packaged model not installed: {exc}")
-    from playground.models import load_pair
+    from playground.models.loading import load_pair
 
     n_prompt = len(load_pair(preset).tokenizer(LONG_PROMPT)["input_ids"])
     assert 600 <= n_prompt <= cfg.limits.max_prompt_tokens

@@ -6,8 +6,8 @@ Vocabulary of 4 tokens throughout unless stated: ids 0..3.
 import pytest
 import torch
 
-from playground.engine import verify
-from playground.sampling import (
+from playground.decoding.engine import verify
+from playground.decoding.sampling import (
     SamplingParams,
     acceptance_prob,
     accepted_length_pmf,

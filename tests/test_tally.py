@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
+from playground.decoding.engine import GenerationConfig, stream
+from playground.decoding.records import GenerationResult
 from playground.drafters.prompt_lookup import PromptLookupDrafter
-from playground.engine import GenerationConfig, stream
 from playground.lab.runs import partial_result
-from playground.records import GenerationResult
-from playground.tiny import CharTokenizer
+from playground.models.tiny import CharTokenizer
 from tests.tiny_models import sliding_pair
 
 COUNTS = (

@@ -2,7 +2,7 @@
 
 import pytest
 
-from playground.text import REPLACEMENT, IncrementalText, TokenTexts
+from playground.decoding.text import REPLACEMENT, IncrementalText, TokenTexts
 from tests.fakes import ByteTokenizer
 
 SAMPLES = ["北京是中国的首都", "emoji 🎉🚀 ok", "naïve café", "plain ascii"]

@@ -11,7 +11,7 @@ import pytest
 
 from playground.api import generate
 from playground.errors import Busy
-from playground.trace_cache import TraceCache, describe_replay
+from playground.serving.trace_cache import TraceCache, describe_replay
 
 REQ = dict(preset="tiny-random", gamma=3, temperature=0.9, max_new_tokens=12)
 

@@ -1,4 +1,4 @@
-"""The drafter-training pipeline's data generation (playground.mtp_train.gen.stage_gen).
+"""The drafter-training pipeline's data generation (playground.training.mtp_train.gen.stage_gen).
 
 Tiny random target, a handful of prompts: fast, and the same code paths as the real run."""
 
@@ -12,8 +12,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from playground import train_drafter
-from playground.mtp_train import features, gen, train, vocab
+from playground.training import train_drafter
+from playground.training.mtp_train import features, gen, train, vocab
 
 
 class _Tok:
@@ -90,9 +90,9 @@ def test_gen_is_deterministic_and_greedy_variant_is_greedy(tmp_path, tiny_pair):
 def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny_pair):
     """gen -> features -> vocab -> clusters -> a few training steps -> int8 export -> held-out
     style evaluation, end to end on the tiny pair: the same code paths as the real run."""
-    from playground import mtp_eval
     from playground.drafters.mtp_head import text_model
     from playground.drafters.mtp_weights import load_head, save_head
+    from playground.training import mtp_eval
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
@@ -127,7 +127,7 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
 def test_gen_share_fixes_the_generated_part_of_every_batch(share, batch):
     import random
 
-    from playground.mtp_train.batches import pick_batch
+    from playground.training.mtp_train.batches import pick_batch
 
     generated, other = list(range(0, 50)), list(range(100, 400))
     for step in range(20):
@@ -185,7 +185,7 @@ def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_p
 
 
 def test_corpus_openings_are_seeded_prompts_from_every_corpus_shard(tmp_path, tiny_pair):
-    from playground import mtp_corpus
+    from playground.training import mtp_corpus
 
     _, _, tok = tiny_pair
     (tmp_path / "corpus_a.json").write_text(
@@ -211,7 +211,7 @@ def test_corpus_openings_are_seeded_prompts_from_every_corpus_shard(tmp_path, ti
 
 
 def test_copy_tasks_hold_a_corpus_passage_in_a_template_unlike_the_heldout_copy_prompts(tmp_path, tiny_pair):
-    from playground import mtp_corpus
+    from playground.training import mtp_corpus
 
     _, _, tok = tiny_pair
     lines = [f"line {i} has enough words to be worth copying here" for i in range(12)]
@@ -226,7 +226,7 @@ def test_copy_tasks_hold_a_corpus_passage_in_a_template_unlike_the_heldout_copy_
         held = [t for t in lines if t in prompt]
         assert len(held) == 1
         assert prompt in {tpl.format(s=held[0]) for tpl in mtp_corpus.COPY_TEMPLATES}
-    heldout = json.loads((Path(mtp_corpus.__file__).parent / "data" / "heldout_prompts.json").read_text())
+    heldout = json.loads((Path(mtp_corpus.__file__).parents[1] / "data" / "heldout_prompts.json").read_text())
     heads = {p.split("\n")[0] for p in heldout["categories"]["copy"]}
     assert not heads & {tpl.split("\n")[0].split("{")[0] for tpl in mtp_corpus.COPY_TEMPLATES}
 
@@ -242,14 +242,14 @@ def test_copy_tasks_hold_a_corpus_passage_in_a_template_unlike_the_heldout_copy_
     ],
 )
 def test_copy_passages_are_lines_worth_copying(line, kept):
-    from playground import mtp_corpus
+    from playground.training import mtp_corpus
 
     assert (mtp_corpus.passages("header\n" + line + "\n") == [line]) is kept
 
 
 @pytest.mark.parametrize("fine_tuned", [False, True])
 def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
-    from playground.mtp_train.card import write_model_card
+    from playground.training.mtp_train.card import write_model_card
 
     args = _args(tmp_path, clusters=1024, corpus_prompts=150 if fine_tuned else 0, copy_prompts=40 if fine_tuned else 0)
     if fine_tuned:

@@ -1,4 +1,4 @@
-"""Tree verification (playground.tree): exact output distributions on a 5-token vocabulary
+"""Tree verification (playground.decoding.tree): exact output distributions on a 5-token vocabulary
 for deterministic, i.i.d. and without-replacement siblings; mutants that must fail; the
 chain as a special case equal to engine.verify; the tree attention mask."""
 
@@ -12,9 +12,9 @@ from collections import defaultdict
 import pytest
 import torch
 
-from playground.engine import verify
-from playground.sampling import residual_distribution
-from playground.tree import ROOT, DraftTree, tree_attention_mask, tree_position_ids, verify_tree
+from playground.decoding.engine import verify
+from playground.decoding.sampling import residual_distribution
+from playground.decoding.tree import ROOT, DraftTree, tree_attention_mask, tree_position_ids, verify_tree
 
 V = 5
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import tree_grow
-from playground.tree import ROOT, DraftTree, verify_tree
+from playground.decoding import tree_grow
+from playground.decoding.tree import ROOT, DraftTree, verify_tree
 from tests.stats import assert_does_not_follow, assert_follows
 
 V = 5

@@ -10,15 +10,15 @@ import functools
 import pytest
 import torch
 
-from playground import tree_step as tree_step_module
+from playground.decoding import tree_step as tree_step_module
+from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.tree import ROOT, DraftTree
 from playground.drafters.base import TreeDraft
 from playground.drafters.hybrid import HybridDrafter
 from playground.drafters.model import ModelDrafter
 from playground.drafters.mtp import MTPDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter, continuation_tree, find_continuations
-from playground.engine import GenerationConfig, run
-from playground.tiny import EOS, CharTokenizer
-from playground.tree import ROOT, DraftTree
+from playground.models.tiny import EOS, CharTokenizer
 from tests.contract import (
     CacheSpy,
     DrafterCacheSpy,
@@ -150,7 +150,7 @@ class SampledTreeDrafter:
         raise AssertionError("tree drafter")
 
     def propose_tree(self, state, max_nodes, max_depth, params, generator):
-        from playground.sampling import logits_to_probs
+        from playground.decoding.sampling import logits_to_probs
 
         tokens, parents, rows = [], [], []
         frontier = [(ROOT, state.committed_ids[-1], 1)]

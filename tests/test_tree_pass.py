@@ -10,8 +10,8 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from playground.tree import ROOT, DraftTree
-from playground.tree_pass import compact_cache, tree_forward
+from playground.decoding.tree import ROOT, DraftTree
+from playground.decoding.tree_pass import compact_cache, tree_forward
 from tests.tiny_models import sliding_pair
 
 

@@ -70,7 +70,7 @@ def test_chain_steps_have_no_tree_panel():
 def test_speculate_carries_the_tree_and_it_round_trips():
     """/speculate with tree_nodes: every draft has its parent; the JSON imports back."""
     from playground.config import load_config
-    from playground.records import GenerationResult
+    from playground.decoding.records import GenerationResult
     from visual.playground_tab import make_speculate
 
     speculate = make_speculate(load_config())
@@ -112,7 +112,7 @@ SCRIPT = "<script>alert(1)</script>"
 
 
 def node(i, tid, text, parent, depth, q, r, u, judged=True, residual=(), target_top=()):
-    from playground.records import DraftDecision
+    from playground.decoding.records import DraftDecision
 
     a = min(1.0, r / q)
     return DraftDecision(
@@ -137,8 +137,8 @@ def hand_tree_step(cache_len=44, resample=False):
     """Root children “ a” (rejected; “ a2” under it never judged) and “ b” (accepted); under “ b”:
     SCRIPT (rejected), then “ c” (accepted, a leaf: bonus) — or, with ``resample``, “ c” rejected
     too and a resample drawn at “ b”."""
-    from playground.records import Candidate as C
-    from playground.records import Correction, StepRecord
+    from playground.decoding.records import Candidate as C
+    from playground.decoding.records import Correction, StepRecord
 
     p_root = (C(10, "x", 0.5), C(1, " a", 0.3), C(2, " b", 0.2))
     res_a = (C(10, "x", 0.714), C(2, " b", 0.286))  # p without “ a”, renormalised

@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from playground.records import Correction, GenerationResult
-from playground.sampling import accepted_length_pmf, expected_tokens_per_step, predicted_speedup
+from playground.decoding.records import Correction, GenerationResult
+from playground.decoding.sampling import accepted_length_pmf, expected_tokens_per_step, predicted_speedup
 from tests import synthetic as syn
 from visual import charts, drafter_info, replay, stats, tables, tokens
 from visual.fmt import token_html, token_plain
@@ -610,7 +610,7 @@ def test_stats_card_has_no_mtp_rows_for_other_drafters():
 
 
 def test_early_stopped_mtp_steps_are_explained():
-    """The MTP box says why a chain was short (playground.draft_stop), and the stats card
+    """The MTP box says why a chain was short (playground.decoding.draft_stop), and the stats card
     says the formula is for full chains; trace numbers are checked, HTML escaped."""
     from dataclasses import replace
 

@@ -1,7 +1,7 @@
 """Tiny random transformers models for the drafter tests (float32, eager, no weights).
 
 * ``sliding_pair(window)``: a tiny Gemma 3 over the character vocabulary of
-  ``playground.tiny`` with sliding-window layers, and a noisy copy of it as drafter.
+  ``playground.models.tiny`` with sliding-window layers, and a noisy copy of it as drafter.
 * ``tiny_target(vocab, seed)`` / ``tiny_head(model, ...)``: a tiny Gemma 3 (``VOCAB``
   tokens, eos ``EOS``) and a random-ish MTP head for it; ``char_target_and_head()``: the
   pair over the character vocabulary that the greedy-equality tests of MTP drafters share.
@@ -17,7 +17,7 @@ from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig, Llam
 
 from playground.drafters.base import TargetState
 from playground.drafters.mtp_head import MTPConfig, MTPHead, unrolled_states
-from playground.tiny import EOS as CHAR_EOS
+from playground.models.tiny import EOS as CHAR_EOS
 
 VOCAB = 300
 EOS = 1
@@ -79,7 +79,7 @@ def tiny_target(vocab: int = VOCAB, seed: int = 0) -> Gemma3ForCausalLM:
 def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, layers: int = 1, **cfg) -> MTPHead:
     """A random-ish head (the target's layer plus noise); cfg: MTPConfig overrides, e.g.
     num_clusters / clusters_per_step (the clusters then cover every non-candidate token)."""
-    from playground.mtp_clusters import balanced_clusters
+    from playground.training.mtp_clusters import balanced_clusters
 
     cfg = MTPConfig.from_target(model.config, num_candidates=n_cand, num_layers=layers, **cfg)
     head = MTPHead(cfg)
@@ -99,9 +99,9 @@ def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, laye
 
 
 def char_target_and_head() -> tuple[Gemma3ForCausalLM, MTPHead]:
-    """A tiny Gemma 3 over ``playground.tiny``'s character vocabulary and a head close to it
+    """A tiny Gemma 3 over ``playground.models.tiny``'s character vocabulary and a head close to it
     (60 candidates, little noise): drafts are often right, so greedy tests see long accepted runs."""
-    from playground.tiny import VOCAB as CHAR_VOCAB
+    from playground.models.tiny import VOCAB as CHAR_VOCAB
 
     model = tiny_target(vocab=CHAR_VOCAB, seed=11)
     return model, tiny_head(model, n_cand=60, noise=0.02, seed=3)

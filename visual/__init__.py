@@ -1,6 +1,6 @@
 """Renderers and the Gradio UI of the Speculative Decoding Playground.
 
-``visual`` turns the engine's trace records (``playground.records``) into
+``visual`` turns the engine's trace records (``playground.decoding.records``) into
 things people look at: HTML token chips and step views (``tokens``), plotly
 figures (``charts``), the stats card (``stats``), pandas tables and exports
 (``tables``), the replay frame model (``replay``) and the Playground tab

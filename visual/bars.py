@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from playground.records import Candidate
+from playground.decoding.records import Candidate
 from visual.fmt import esc, num, token_html, token_plain
 
 

@@ -13,8 +13,8 @@ from collections.abc import Sequence
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from playground.records import StepRecord
-from playground.sampling import accepted_length_pmf
+from playground.decoding.records import StepRecord
+from playground.decoding.sampling import accepted_length_pmf
 
 FONT_COLOR = "#6b7280"  # mid grey: readable on white and on Gradio's dark background
 GRID_COLOR = "rgba(128, 128, 128, 0.28)"

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from playground.config import AppConfig, load_config
-from playground.engine import MAX_GAMMA
+from playground.decoding.engine import MAX_GAMMA
 from playground.validate import clean_prompt, parse_number, parse_whole_number
 from playground.validate import temperature as check_temperature
 

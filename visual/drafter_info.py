@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from playground.records import StepRecord
+from playground.decoding.records import StepRecord
 from visual.fmt import count, esc, ms, pct, token_html
 from visual.replay import VERIFY
 
@@ -274,7 +274,7 @@ def mtp_panel(step: StepRecord, phase: str, hidden: tuple[str, str | None] = (""
     # 3. draft cost against the target's verify pass
     items.append(("Draft:", _draft_cost(step, phase)))
 
-    # 4. the early-stop rule (playground.draft_stop), when the run uses one
+    # 4. the early-stop rule (playground.decoding.draft_stop), when the run uses one
     stop_line = _stop_line(info, len(step.drafted))
     if stop_line:
         items.append(("Length:", stop_line))

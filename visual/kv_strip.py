@@ -4,7 +4,7 @@ The verify pass writes one cache entry per input: the root (the newest committed
 and then every drafted node, in pass order; a node's position id is the root's position
 plus its depth, so siblings share a position.  After the walk the cache keeps the root
 and the accepted path and drops the rest, moving the kept entries to contiguous
-positions (``playground.tree_pass.compact_cache``).  This draws both rows.
+positions (``playground.decoding.tree_pass.compact_cache``).  This draws both rows.
 
 Read from the ``StepRecord`` alone: the root's position is the cache length after the
 step minus the kept entries.  It does not inspect a real cache, and says nothing about
@@ -13,7 +13,7 @@ chain steps.  HTML only; every token text is escaped.
 
 from __future__ import annotations
 
-from playground.records import StepRecord
+from playground.decoding.records import StepRecord
 from visual.fmt import esc, token_html, token_plain
 
 

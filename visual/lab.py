@@ -17,13 +17,13 @@ from collections.abc import Sequence
 import pandas as pd
 import plotly.graph_objects as go
 
+from playground.decoding.records import GenerationResult
 from playground.lab.distribution import DISPLAY_BINS, DistributionCheck, display_bins
 from playground.lab.equality import EqualityCheck
 from playground.lab.quiz import Question, Reveal, Scoreboard
 from playground.lab.rules import DEFAULT_RULE, RULE_INFO
 from playground.lab.stats import format_p
 from playground.lab.theory import MeasuredPoint, TheoryCurve
-from playground.records import GenerationResult
 from visual import replay, tokens
 from visual.charts import COLORS, FONT_COLOR, GRID_COLOR, empty_figure, style
 from visual.classroom import ClassroomPreset

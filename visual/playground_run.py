@@ -22,11 +22,11 @@ from typing import Any, NamedTuple
 import gradio as gr
 
 from playground.config import AppConfig
-from playground.device import on_zero_gpu
-from playground.engine import MAX_TREE_NODES
-from playground.models import ModelUnavailable
-from playground.records import StepRecord
-from playground.trace_cache import TraceCache, describe_replay
+from playground.decoding.engine import MAX_TREE_NODES
+from playground.decoding.records import StepRecord
+from playground.models.device import on_zero_gpu
+from playground.models.loading import ModelUnavailable
+from playground.serving.trace_cache import TraceCache, describe_replay
 from playground.validate import VERIFICATION_RULES
 from playground.validate import draft_stop as check_stop_below
 from playground.validate import temperature as check_temperature

@@ -27,10 +27,10 @@ from typing import Any
 import gradio as gr
 
 from playground.config import AppConfig, load_config
-from playground.device import gpu_entry
-from playground.engine import MAX_TREE_NODES
-from playground.models import ModelUnavailable
-from playground.trace_cache import TraceCache
+from playground.decoding.engine import MAX_TREE_NODES
+from playground.models.device import gpu_entry
+from playground.models.loading import ModelUnavailable
+from playground.serving.trace_cache import TraceCache
 from playground.validate import verification as verification_rule
 from visual import charts, replay, stats, tables, tokens
 from visual.fmt import esc

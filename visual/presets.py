@@ -1,6 +1,6 @@
 """Which presets this machine can run, as the tabs list them: available or not, and why.
 
-Shared by the Playground and the Classroom lab tabs.  This module asks ``playground.models``
+Shared by the Playground and the Classroom lab tabs.  This module asks ``playground.models.loading``
 whether a preset's models can be had here; it loads nothing.
 """
 
@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from playground.config import AppConfig, Preset
-from playground.models import availability
+from playground.models.loading import availability
 
 
 @dataclass(frozen=True)

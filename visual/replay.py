@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from playground.records import StepRecord
+from playground.decoding.records import StepRecord
 
 START, DRAFT, VERIFY = "start", "draft", "verify"
 

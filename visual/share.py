@@ -23,7 +23,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import gradio as gr
 
 from playground.config import AppConfig, load_config
-from playground.engine import MAX_GAMMA
+from playground.decoding.engine import MAX_GAMMA
 from playground.validate import VERIFICATION_RULES, clean_prompt, excerpt, parse_number, parse_whole_number
 from playground.validate import temperature as check_temperature
 from visual.classroom import classroom_presets, slugify

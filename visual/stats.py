@@ -20,8 +20,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from playground.records import GenerationResult, RunStats, StepRecord
-from playground.sampling import expected_tokens_per_step, predicted_speedup
+from playground.decoding.records import GenerationResult, RunStats, StepRecord
+from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
 from visual.fmt import count, esc, ms, num, pct, times
 
 
@@ -49,7 +49,7 @@ def compute_metrics(
     m["mean_accepted"] = (accepted / len(steps)) if steps else None
     m["tokens_per_call"] = new / len(steps) if steps else None
     m["calls_saved"] = new - len(steps) if steps else None
-    # steps whose drafter stopped before γ because it was unsure (playground.draft_stop)
+    # steps whose drafter stopped before γ because it was unsure (playground.decoding.draft_stop)
     m["early_stops"] = sum(1 for s in steps if (s.drafter_info or {}).get("stopped_early") is True)
     wall = result.stats.wall_ms if result is not None else (steps[-1].elapsed_ms if steps else None)
     m["wall_ms"] = wall

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from playground.records import GenerationResult, StepRecord
+from playground.decoding.records import GenerationResult, StepRecord
 from visual.fmt import token_plain
 
 COLUMNS = [

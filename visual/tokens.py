@@ -22,7 +22,7 @@ The narration is an ``aria-live`` status region.
 The drafter's own box under the table (MTP, early exit, another tokenizer) is
 rendered by ``visual.drafter_info``; this module only places it.
 
-Block-verified steps (rule "block", ``playground.block_verify``; their drafts carry a
+Block-verified steps (rule "block", ``playground.decoding.block_verify``; their drafts carry a
 weight w) are told differently: every draft is judged, u is compared with h instead of
 min(1, p/q), and a draft can be kept with u >= h because a later draft passed.
 """
@@ -31,8 +31,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from playground.decoding.records import Correction, DraftDecision, StepRecord
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
-from playground.records import Correction, DraftDecision, StepRecord
 from visual.bars import bars as _bars
 from visual.drafter_info import drafter_panel
 from visual.fmt import esc, ms, num, quoted, token_html, token_plain

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from playground.records import Correction, DraftDecision
+from playground.decoding.records import Correction, DraftDecision
 from visual.bars import bars
 from visual.fmt import esc, quoted
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from playground.records import Correction, DraftDecision, StepRecord
+from playground.decoding.records import Correction, DraftDecision, StepRecord
 from visual.fmt import esc, num, quoted, token_html
 from visual.kv_strip import kv_strip
 from visual.replay import DRAFT

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 from playground.config import load_config
-from playground.models import load_pair
+from playground.models.loading import load_pair
 
 
 class Warmup:

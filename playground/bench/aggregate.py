@@ -213,7 +213,7 @@ def _add_speedups(
 
 def _add_predictions(row: dict[str, Any], ar: dict[str, Any] | None, cst: Costs | None) -> None:
     """Set t1, c, v and the cost model's predicted speedups (and measured over predicted)."""
-    from playground.sampling import predicted_speedup
+    from playground.decoding.sampling import predicted_speedup
 
     # t1: one single-token target pass, from the interleaved autoregressive runs
     # (every decode pass there is one token); the microbenchmark otherwise.

@@ -143,7 +143,7 @@ def options_from_args(args) -> BenchOptions:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from playground.models import ModelUnavailable
+    from playground.models.loading import ModelUnavailable
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:

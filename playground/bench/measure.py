@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from playground.bench.options import BenchError, Costs, Spec
-from playground.hf_calls import quiet_warnings
+from playground.models.hf_calls import quiet_warnings
 
 
 def _reset_peak_rss() -> bool:
@@ -91,7 +91,7 @@ def measure_costs(model, ids: list[int], sizes: Iterable[int], reps: int = 5, hi
     """Median ms of one target pass over n new tokens, for each n in sizes, at the same
     cache length len(ids) - 1 (the cache is cropped back after every pass).  Sizes are
     interleaved so drift hits them alike; one unrecorded warm-up pass per size."""
-    from playground.target import Target
+    from playground.decoding.target import Target
 
     sizes = sorted({int(n) for n in sizes} | {1})
     if len(ids) < max(sizes) + 1:
@@ -245,7 +245,7 @@ def _stop_below(drafter, value: float | None):
 
 
 def _our_run(pair, drafter, ids: list[int], spec: Spec, max_new_tokens: int, temperature: float, seed: int):
-    from playground.engine import GenerationConfig, run
+    from playground.decoding.engine import GenerationConfig, run
 
     cfg = GenerationConfig(
         mode="speculative" if spec.method == "speculative" else "autoregressive",

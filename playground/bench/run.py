@@ -95,7 +95,7 @@ def _validate(opts: BenchOptions) -> None:
         raise BenchError(f"--max-new-tokens must be between 1 and {lim.max_new_tokens}, got {opts.max_new_tokens}")
     if not opts.gammas:
         raise BenchError("--gammas needs at least one value")
-    from playground.engine import MAX_TREE_NODES
+    from playground.decoding.engine import MAX_TREE_NODES
 
     if not opts.tree_nodes or any(not 1 <= n <= MAX_TREE_NODES for n in opts.tree_nodes):
         raise BenchError(f"--tree-nodes must be between 1 and {MAX_TREE_NODES}")
@@ -193,7 +193,7 @@ def _setup(opts: BenchOptions, load_progress) -> _Setup:
     Also applies ``opts.threads`` (after loading, as before any timing)."""
     from playground.api import encode_prompt, resolve
     from playground.config import load_config
-    from playground.models import load_pair
+    from playground.models.loading import load_pair
 
     try:
         preset, _ = resolve(opts.preset, None)

@@ -23,7 +23,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import torch
 
-from playground.sampling import SamplingParams
+from playground.decoding.sampling import SamplingParams
 
 
 @dataclass
@@ -74,13 +74,13 @@ class Draft:
 
 @dataclass
 class TreeDraft:
-    """A branching draft (``playground.tree.DraftTree``) plus what ``Draft`` carries.
+    """A branching draft (``playground.decoding.tree.DraftTree``) plus what ``Draft`` carries.
 
     Drafters that can branch implement ``propose_tree(state, max_nodes, max_depth, params,
     generator) -> TreeDraft``; the tree's q rows are exactly the laws the nodes were drawn
     from (None: every node deterministic, one-hot q)."""
 
-    tree: Any  # playground.tree.DraftTree
+    tree: Any  # playground.decoding.tree.DraftTree
     info: dict[str, Any] = field(default_factory=dict)
     forward_calls: int = 0
 

@@ -99,8 +99,8 @@ Design decisions:
 * A one-token prompt has no target hidden state and no K/V yet: the drafter proposes
   nothing for that one step (the loop then takes a plain target step).
 
-This module does not verify or sample target tokens (``playground.engine``) and does not
-load models (``playground.models``).
+This module does not verify or sample target tokens (``playground.decoding.engine``) and does not
+load models (``playground.models.loading``).
 """
 
 from __future__ import annotations
@@ -111,10 +111,10 @@ from typing import Any
 
 import torch
 
+from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
+from playground.decoding.tree import ROOT, DraftTree
+from playground.decoding.tree_grow import grow_level
 from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
-from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
-from playground.tree import ROOT, DraftTree
-from playground.tree_grow import grow_level
 
 NAME = "gemma4-assistant"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -327,7 +327,7 @@ class Gemma4AssistantDrafter:
         """A dynamic tree (EAGLE-2's rule): every frontier node takes one assistant step from
         its own (token, h) — the assistant keeps no cache, so branches share nothing but the
         target's K/V — and ``ceil(max_nodes / max_depth)`` children per level go to the nodes
-        with the highest path probability (``playground.tree_grow``).  Children are the top
+        with the highest path probability (``playground.decoding.tree_grow``).  Children are the top
         scored tokens (one-hot q) at temperature 0 or with ``argmax``, else drawn without
         replacement from the same q a chain draft uses.  Cost: one assistant step per
         expanded node."""

@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import torch
 
+from playground.decoding.sampling import SamplingParams
+from playground.decoding.tree import DraftTree
 from playground.drafters.base import Draft, TargetState, TreeDraft
 from playground.drafters.prompt_lookup import PromptLookupDrafter
-from playground.sampling import SamplingParams
-from playground.tree import DraftTree
 
 
 class HybridDrafter:
@@ -36,7 +36,7 @@ class HybridDrafter:
 
     @property
     def stop_below(self) -> float | None:
-        """The fallback's early-stop threshold (``playground.draft_stop``); None if it has none.
+        """The fallback's early-stop threshold (``playground.decoding.draft_stop``); None if it has none.
         Prompt lookup's copies are not stopped: they cost nothing to draft."""
         return getattr(self.fallback, "stop_below", None)
 

@@ -18,12 +18,12 @@ import math
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
+from playground.decoding.tree import ROOT, DraftTree
+from playground.decoding.tree_grow import grow_level
+from playground.decoding.tree_pass import tree_forward
 from playground.drafters.base import Draft, TargetState, TreeDraft
-from playground.hf_calls import logits_to_keep_arg
-from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
-from playground.tree import ROOT, DraftTree
-from playground.tree_grow import grow_level
-from playground.tree_pass import tree_forward
+from playground.models.hf_calls import logits_to_keep_arg
 
 
 class ModelDrafter:
@@ -108,7 +108,7 @@ class ModelDrafter:
         the confidence): each level is ONE drafter pass over the root and every node so far
         (tree attention mask, as the target's verify pass), and ``ceil(max_nodes / max_depth)``
         children go to the frontier nodes with the highest path probability
-        (``playground.tree_grow``).  The pass's cache entries are cropped after each level,
+        (``playground.decoding.tree_grow``).  The pass's cache entries are cropped after each level,
         so the cache ends holding the committed tokens before the newest one.
 
         Children are the drafter's top tokens (one-hot q) at temperature 0 or with

@@ -36,8 +36,8 @@ Design decisions, measured on Gemma 3 270M (bf16) on the project's 2-core CPU
 
 This module does not define the head (``playground.drafters.mtp_head``), does not read or
 write weight files (``playground.drafters.mtp_weights``), does not train the head
-(``playground.train_drafter``) and does not verify or sample target tokens
-(``playground.engine``).
+(``playground.training.train_drafter``) and does not verify or sample target tokens
+(``playground.decoding.engine``).
 """
 
 from __future__ import annotations
@@ -50,14 +50,14 @@ from typing import Any
 
 import torch
 
-from playground.draft_stop import ChainStop, draft_confidence
+from playground.decoding.draft_stop import ChainStop, draft_confidence
+from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
+from playground.decoding.tree import ROOT, DraftTree
+from playground.decoding.tree_grow import grow_level
 from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
 from playground.drafters.mtp_head import MTPHead, text_model
 from playground.drafters.mtp_weights import DEFAULT_WEIGHTS, load_head, weight_files
-from playground.mtp_clusters import cluster_members
-from playground.sampling import SamplingParams, draw_draft_token, logits_to_probs
-from playground.tree import ROOT, DraftTree
-from playground.tree_grow import grow_level
+from playground.training.mtp_clusters import cluster_members
 from playground.validate import draft_stop as check_stop_below
 
 
@@ -115,7 +115,7 @@ class MTPDrafter:
         output table); head: trained ``MTPHead``; eos_token_ids: drafting stops after one;
         argmax=True drafts the argmax at every temperature (q one-hot, like Gemma 4's
         assistant), default samples from q; stop_below: a chain stops early once the head's
-        confidence in it falls below this (``playground.draft_stop``; 0: always γ drafts)."""
+        confidence in it falls below this (``playground.decoding.draft_stop``; 0: always γ drafts)."""
         self.target = target
         self.argmax = argmax
         self.stop_below = check_stop_below(stop_below)
@@ -297,7 +297,7 @@ class MTPDrafter:
         """A dynamic tree, built one depth at a time (EAGLE-2's rule): every node of the
         current level is expanded in ONE batched head step, and ``ceil(max_nodes / max_depth)``
         children per level go to the nodes with the highest path probability under the head
-        (``playground.tree_grow``: at most ``branch`` per node).  At temperature 0 (or with
+        (``playground.decoding.tree_grow``: at most ``branch`` per node).  At temperature 0 (or with
         ``argmax``) the children are the head's top tokens (one-hot q); when sampling they
         are drawn without replacement from the same q a chain draft uses, each row the exact
         law it was drawn from.  Cost: one head step per level, however wide."""

@@ -31,9 +31,9 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.sampling import SamplingParams
 from playground.drafters.base import Draft, TargetState, token_id_set
-from playground.hf_calls import logits_to_keep_arg
-from playground.sampling import SamplingParams
+from playground.models.hf_calls import logits_to_keep_arg
 
 
 def encode(tokenizer, text: str, specials: bool) -> list[int]:

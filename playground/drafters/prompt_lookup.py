@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import torch
 
+from playground.decoding.sampling import SamplingParams
+from playground.decoding.tree import ROOT, DraftTree
 from playground.drafters.base import Draft, TargetState, TreeDraft
-from playground.sampling import SamplingParams
-from playground.tree import ROOT, DraftTree
 
 
 def find_continuation(ids: list[int], gamma: int, max_ngram: int = 3, min_ngram: int = 1) -> list[int]:

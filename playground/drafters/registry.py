@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:  # pragma: no cover - types only
     from playground.config import Preset
     from playground.drafters.base import Drafter
-    from playground.models import ModelPair
+    from playground.models.loading import ModelPair
 
 
 def _prompt_lookup(pair, preset, argmax):
@@ -74,7 +74,7 @@ class DrafterKind:
     needs_drafter_model: bool
     branches: bool  # has propose_tree: can draft a tree
     build: Callable[[ModelPair, Preset, bool], Drafter]
-    stops: bool = False  # has stop_below: its chains stop early when unsure (playground.draft_stop)
+    stops: bool = False  # has stop_below: its chains stop early when unsure (playground.decoding.draft_stop)
 
 
 KINDS: dict[str, DrafterKind] = {

@@ -17,7 +17,7 @@ from playground.config import load_config
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
 from playground.lab.memo import ByteBudget, MemoModel
-from playground.models import load_pair
+from playground.models.loading import load_pair
 
 
 class LabContext:

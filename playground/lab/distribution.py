@@ -9,7 +9,7 @@ with ``lab.stats``: total variation and its noise floor, chi-square p-values, a 
 plain words.  The result is a frozen ``DistributionCheck``; ``display_bins`` shapes it for
 a histogram.  Under a ``Budget`` a check stops early and is marked partial.
 
-This module does not implement the rules (``playground.engine`` does), compute the exact
+This module does not implement the rules (``playground.decoding.engine`` does), compute the exact
 probabilities (``playground.lab.exact`` does) or render anything (``visual.lab`` does).
 """
 
@@ -24,8 +24,9 @@ from typing import Any
 import torch
 
 from playground.config import load_config
-from playground.engine import MAX_GAMMA, GenerationConfig
-from playground.engine import run as engine_run
+from playground.decoding.engine import MAX_GAMMA, GenerationConfig
+from playground.decoding.engine import run as engine_run
+from playground.decoding.text import token_label
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.exact import exact_probabilities
@@ -38,7 +39,6 @@ from playground.lab.stats import (
     total_variation,
     tv_noise_floor,
 )
-from playground.text import token_label
 from playground.validate import temperature as check_temperature
 from playground.validate import whole_number
 

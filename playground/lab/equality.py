@@ -15,12 +15,12 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.hf_calls import logits_to_keep_arg
+from playground.decoding.records import GenerationResult
+from playground.decoding.text import TokenTexts, token_label
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.runs import STOPPED_TIME, run_within
-from playground.records import GenerationResult
-from playground.text import TokenTexts, token_label
+from playground.models.hf_calls import logits_to_keep_arg
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from playground.records import GenerationResult
-from playground.text import token_label
+from playground.decoding.records import GenerationResult
+from playground.decoding.text import token_label
 from playground.validate import number as check_number
 
 

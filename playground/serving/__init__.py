@@ -1,0 +1,1 @@
+"""Serving many users: identical requests run once, compute slots, load tests."""

@@ -1,0 +1,192 @@
+"""One target forward pass that carries the new tokens of many runs, each with its own cache.
+
+Every run keeps its own ``DynamicCache`` (the engine's cache invariant is per run and does
+not change).  ``batched_forward`` stacks the rows for one pass:
+
+    input ids      [B, K]       row b's k_b new tokens right-aligned, pad slots before them
+    position ids   [B, K]       row b's own positions (its cache length + offset, or a tree's depths)
+    past keys      [B, Hkv, P, D] per layer: row b's cached keys right-aligned, zeros before them
+    masks          {layer type: [B, 1, K, P+K]}  row b's queries see only row b's keys
+
+A row's query sees a cached key of its own row (sliding-window layers: only if
+query position − key position < W), and the new tokens its ``attend`` matrix allows
+(causal for a chain, ancestors for a tree).  Pad keys and other rows' keys are never
+visible; a pad query sees only itself, so it stays finite (a fully masked softmax row is
+NaN, and 0 · NaN in the value product would reach nobody, but finite is simpler to trust).
+
+After the pass, the k_b new keys and values of each row are appended to that row's own
+cache with the layer's ``update`` (sliding layers count and trim as in a plain pass), and
+row b gets the logits (and final hidden states) of its last ``keep`` new tokens.
+
+Right-aligning the new tokens puts every row's last tokens in the last slots, so
+``logits_to_keep = max(keep)`` computes the LM head (262k × 640 for Gemma 3) only where
+some row needs it: a chunk of a newcomer's prompt needs one position, a chain γ+1.
+
+This module does not decide which rows share a pass (``playground.serving.scheduler``),
+does not verify or sample, and does not know what a draft is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from transformers import DynamicCache
+
+
+@dataclass(frozen=True)
+class RowPass:
+    """One run's part of a batched pass."""
+
+    cache: DynamicCache  # the run's own cache, extended in place by the pass
+    ids: tuple[int, ...]  # the new tokens, k >= 1
+    keep: int  # logits (and hidden states) of the last `keep` new tokens
+    hidden: bool = False  # also return the final hidden states of those tokens
+    positions: torch.Tensor | None = None  # [k] absolute positions; None: cache length + arange(k)
+    attend: torch.Tensor | None = None  # [k, k] bool, which new tokens each new token sees; None: causal
+
+
+@dataclass(frozen=True)
+class RowOut:
+    logits: torch.Tensor  # [keep, V]
+    hidden: torch.Tensor | None  # [keep, H]
+
+
+def _text_config(model):
+    return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+
+
+def layer_types(config) -> list[str]:
+    types = getattr(config, "layer_types", None)
+    return list(types) if types else ["full_attention"] * config.num_hidden_layers
+
+
+def _stored(layer) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The keys and values a layer holds ([1, Hkv, S, D] each), or None when it holds none."""
+    if not getattr(layer, "is_initialized", False) or layer.keys is None or layer.keys.numel() == 0:
+        return None
+    return layer.keys, layer.values
+
+
+def _visible_past(layer, window: int | None) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """What a new query of this row can see in this layer: a sliding layer's last W−1 keys
+    (older ones are out of every new query's window), a full layer's all."""
+    kv = _stored(layer)
+    if kv is None or not getattr(layer, "is_sliding", False):
+        return kv
+    k, v = kv
+    return k[..., -(window - 1) :, :], v[..., -(window - 1) :, :]
+
+
+def _row_geometry(row: RowPass) -> tuple[int, torch.Tensor, torch.Tensor]:
+    """(cache length L, positions [k], attend [k, k]) of one row."""
+    k = len(row.ids)
+    past = row.cache.get_seq_length()
+    pos = row.positions if row.positions is not None else past + torch.arange(k)
+    attend = row.attend if row.attend is not None else torch.ones(k, k, dtype=torch.bool).tril()
+    if pos.shape != (k,) or attend.shape != (k, k):
+        raise ValueError(f"a row of {k} tokens needs positions [{k}] and attend [{k}, {k}]")
+    return past, pos.long(), attend.bool()
+
+
+def _mask(
+    rows_geo, n_past: list[int], width: int, slots: int, window: int | None
+) -> torch.Tensor:  # [B, 1, K, P+K] bool
+    """One layer type's mask: ``n_past[b]`` cached keys of row b right-aligned in ``width``
+    slots (their positions end at L_b − 1), then the K new slots, row b's right-aligned."""
+    mask = torch.zeros(len(rows_geo), 1, slots, width + slots, dtype=torch.bool)
+    for b, (past, pos, attend) in enumerate(rows_geo):
+        k, s = len(pos), n_past[b]
+        q0 = slots - k  # first slot of this row's new tokens
+        mask[b, 0, torch.arange(q0), width + torch.arange(q0)] = True  # pad queries see themselves
+        key_pos = torch.arange(past - s, past)  # [s] positions of the visible cached keys
+        seen = torch.ones(k, s, dtype=torch.bool)
+        new = attend.clone()
+        if window is not None:
+            seen &= (pos[:, None] - key_pos[None, :]) < window
+            new &= (pos[:, None] - pos[None, :]) < window
+        mask[b, 0, q0:, width - s : width] = seen
+        mask[b, 0, q0:, width + q0 :] = new
+    return mask
+
+
+def _prepare(mask: torch.Tensor, attn: str, dtype: torch.dtype, device) -> torch.Tensor:
+    """Boolean for SDPA, additive (0 / −inf) for eager attention, as transformers' own masks."""
+    mask = mask.to(device)
+    if attn == "eager":
+        return torch.zeros(mask.shape, dtype=dtype, device=device).masked_fill(~mask, torch.finfo(dtype).min)
+    return mask
+
+
+def _stack_past(layers, window, heads: int, head_dim: int, dtype, device) -> tuple[DynamicCache, list[int]]:
+    """(one batch layer's keys/values [B, Hkv, P, D], right-aligned; the count per row)."""
+    visible = [_visible_past(layer, window) for layer in layers]
+    counts = [0 if kv is None else kv[0].shape[-2] for kv in visible]
+    width = max(counts)
+    keys = torch.zeros(len(layers), heads, width, head_dim, dtype=dtype, device=device)
+    values = torch.zeros_like(keys)
+    for b, kv in enumerate(visible):
+        if kv is not None and counts[b]:
+            keys[b, :, width - counts[b] :] = kv[0][0]
+            values[b, :, width - counts[b] :] = kv[1][0]
+    return (keys, values), counts
+
+
+@torch.inference_mode()
+def batched_forward(model, rows: list[RowPass], pad_id: int = 0) -> list[RowOut]:
+    """One forward pass over every row's new tokens; each row's cache grows by its own tokens."""
+    if not rows or any(len(r.ids) < 1 or not 1 <= r.keep <= len(r.ids) for r in rows):
+        raise ValueError("every row needs at least one new token and 1 <= keep <= its tokens")
+    config = _text_config(model)
+    types = layer_types(config)
+    window = getattr(config, "sliding_window", None)
+    dtype = next(iter(model.parameters())).dtype
+    device = model.device
+    attn = getattr(config, "_attn_implementation", None) or "sdpa"
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+
+    geo = [_row_geometry(r) for r in rows]
+    slots = max(len(r.ids) for r in rows)
+    ids = torch.full((len(rows), slots), pad_id, dtype=torch.long)
+    positions = torch.zeros(len(rows), slots, dtype=torch.long)
+    for b, (r, (_, pos, _)) in enumerate(zip(rows, geo)):
+        ids[b, slots - len(r.ids) :] = torch.tensor(r.ids)
+        positions[b, slots - len(r.ids) :] = pos
+        positions[b, : slots - len(r.ids)] = pos[0]  # pads: any valid position, never seen
+
+    data, masks, widths = [], {}, []
+    for i, kind in enumerate(types):
+        sliding = kind == "sliding_attention"
+        kv, counts = _stack_past([r.cache.layers[i] for r in rows], window, heads, head_dim, dtype, device)
+        data.append(kv)
+        widths.append(kv[0].shape[-2])
+        if kind not in masks:
+            masks[kind] = _prepare(
+                _mask(geo, counts, widths[-1], slots, window if sliding else None), attn, dtype, device
+            )
+    batch_cache = DynamicCache(ddp_cache_data=data)
+    keep = max(r.keep for r in rows)
+    want_hidden = any(r.hidden for r in rows)
+    out = model(
+        input_ids=ids.to(device),
+        attention_mask=masks if len(masks) > 1 else next(iter(masks.values())),
+        position_ids=positions.to(device),
+        cache=batch_cache,
+        use_cache=True,
+        logits_to_keep=keep,
+        output_hidden_states=want_hidden,
+    )
+    for i, layer in enumerate(batch_cache.layers):  # each row keeps its own new keys
+        for b, r in enumerate(rows):
+            k = len(r.ids)
+            new = slice(widths[i] + slots - k, widths[i] + slots)
+            r.cache.layers[i].update(layer.keys[b : b + 1, :, new], layer.values[b : b + 1, :, new])
+    final = out.hidden_states[-1][:, -keep:] if want_hidden else None  # [B, keep, H]
+    return [
+        RowOut(
+            logits=out.logits[b, keep - r.keep :],  # [keep_b, V]
+            hidden=final[b, keep - r.keep :] if r.hidden else None,
+        )
+        for b, r in enumerate(rows)
+    ]

@@ -1,0 +1,35 @@
+"""How far a run may draft when other runs share its target passes.
+
+A target pass over a few tokens is memory-bound on a CPU: reading the weights costs the
+same for 1 row of 1 token as for 8 rows of 4.  Past a knee of about ``knee_tokens``
+row-tokens per pass it turns compute-bound and every extra token costs real time, and a
+rejected draft is then pure waste.  Alone, a run drafts its full γ (the pass is far
+below the knee); as more runs share the passes, the knee's budget is split between them:
+
+    draft cap per run = max(0, knee_tokens // runs - 1)
+
+(each run's row is its newest token plus its drafts).  With a cap of 0 a run decodes
+plainly (one token per pass, no drafting): the speculative loop with no drafts *is* the
+autoregressive step.  At temperature 0 the output never changes, only the speed; at
+T > 0 every output is still a sample of the target's distribution, but a seed's tokens
+depend on the draft lengths, which each step's record keeps (``StepRecord.gamma``).
+
+The knee is measured, not assumed: ``python -m playground batch-sweep`` measures the
+pass cost by rows × tokens and the throughput of speculative and plain decoding by batch
+size on the machine it runs on (README, "A class at once").
+
+This module holds no state and runs nothing.
+"""
+
+from __future__ import annotations
+
+# Row-tokens one Gemma 3 270M pass carries before its cost grows with them (bf16, 2 vCPUs):
+# measured by `python -m playground batch-sweep` (README, "A class at once").
+KNEE_TOKENS = 36
+
+
+def draft_cap(runs: int, knee_tokens: int = KNEE_TOKENS) -> int:
+    """The most drafts a run may propose per step while ``runs`` runs share each pass."""
+    if runs <= 1:
+        return knee_tokens  # alone: the run's own γ decides
+    return max(0, knee_tokens // runs - 1)

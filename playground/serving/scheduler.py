@@ -1,0 +1,143 @@
+"""Continuous batching: one worker per loaded target runs every concurrent run's next pass
+as one forward pass.
+
+Each run keeps its own decoding loop (``playground.decoding.engine.stream``), its own
+cache and its own random stream; only the target's forward pass is shared.  A run
+``join``s the scheduler for its lifetime; when it needs a pass it calls ``forward`` and
+blocks until the worker has run it.  The worker waits until every joined run has
+submitted (or ``wait_ms`` after the first submission, so a run busy drafting does not
+hold the others up for long), then runs up to ``max_batch`` rows at once
+(``playground.serving.batch_pass``).  Runs join and leave between passes; a run that
+leaves (finished, stopped, disconnected) is no longer waited for.
+
+Rows of very different lengths are not padded to each other: a newcomer's prompt is
+fed in chunks of at most ``prefill_chunk`` tokens by the caller (``Target``), and the
+worker runs rows longer than ``long_row`` in a pass of their own, so a 32-token chunk
+does not make thirty 1-token rows pay for 32 slots each.
+
+A run that is alone does not come here: ``Target`` runs its pass in its own thread with
+no hand-off, so a single request is as fast as without the scheduler.
+
+This module does not verify, sample or decide drafts; ``load`` only reports how many
+runs share the passes, and ``playground.serving.policy`` turns that into a draft length.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+
+from playground.serving.batch_pass import RowOut, RowPass, batched_forward
+
+
+@dataclass
+class _Ticket:
+    row: RowPass
+    done: threading.Event = field(default_factory=threading.Event)
+    out: RowOut | None = None
+    error: BaseException | None = None
+    rows: int = 1  # how many rows its pass carried
+    pass_ms: float = 0.0
+
+
+@dataclass(frozen=True)
+class Shared:
+    """What a run's pass was: its logits, how many runs' rows it carried, its wall time."""
+
+    out: RowOut
+    rows: int
+    pass_ms: float
+
+
+class PassScheduler:
+    def __init__(
+        self, model, *, max_batch: int = 32, wait_ms: float = 25.0, long_row: int = 24, pad_id: int = 0
+    ) -> None:
+        if max_batch < 1:
+            raise ValueError(f"max_batch must be at least 1, got {max_batch}")
+        self.model = model
+        self.max_batch = max_batch
+        self.wait_s = wait_ms / 1000.0
+        self.long_row = long_row
+        self.pad_id = pad_id
+        self._cond = threading.Condition()
+        self._pending: list[_Ticket] = []
+        self._joined = 0
+        self._worker: threading.Thread | None = None
+        self.passes = 0  # batched passes run (for the status line and the tests)
+        self.max_rows_seen = 0
+
+    # ------------------------------------------------------------------ runs
+    @contextmanager
+    def join(self) -> Iterator[PassScheduler]:
+        """Register a run for as long as the block lasts (its passes may then be shared)."""
+        with self._cond:
+            self._joined += 1
+            self._cond.notify_all()
+        try:
+            yield self
+        finally:
+            with self._cond:
+                self._joined -= 1
+                self._cond.notify_all()  # the worker stops waiting for this run
+
+    @property
+    def load(self) -> int:
+        """Runs currently joined (each contributes a row to most passes)."""
+        return self._joined
+
+    def forward(self, row: RowPass) -> Shared:
+        """Run ``row`` in the next shared pass; blocks until it ran."""
+        ticket = _Ticket(row)
+        with self._cond:
+            self._ensure_worker()
+            self._pending.append(ticket)
+            self._cond.notify_all()
+        ticket.done.wait()
+        if ticket.error is not None:
+            raise ticket.error
+        return Shared(ticket.out, ticket.rows, ticket.pass_ms)
+
+    # ------------------------------------------------------------------ worker
+    def _ensure_worker(self) -> None:
+        if self._worker is None or not self._worker.is_alive():
+            self._worker = threading.Thread(target=self._loop, name="pass-scheduler", daemon=True)
+            self._worker.start()
+
+    def _take(self) -> list[_Ticket]:
+        """Wait for a batch: every joined run has submitted, or ``wait_s`` after the first did."""
+        with self._cond:
+            while not self._pending:
+                self._cond.wait()
+            deadline = time.monotonic() + self.wait_s
+            while len(self._pending) < min(self._joined, self.max_batch):
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                self._cond.wait(left)
+            # One kind per pass, the oldest ticket's: short rows (decode steps) or long ones
+            # (prompt chunks), so neither pads to the other and neither waits for long.
+            long = len(self._pending[0].row.ids) > self.long_row
+            group = [t for t in self._pending if (len(t.row.ids) > self.long_row) == long][: self.max_batch]
+            taken = set(map(id, group))
+            self._pending = [t for t in self._pending if id(t) not in taken]
+            return group
+
+    def _loop(self) -> None:
+        while True:
+            batch = self._take()
+            t0 = time.perf_counter()
+            try:
+                outs = batched_forward(self.model, [t.row for t in batch], self.pad_id)
+                error = None
+            except BaseException as exc:  # every waiting run gets the error, the worker lives on
+                outs, error = [None] * len(batch), exc
+            ms = (time.perf_counter() - t0) * 1000.0
+            self.passes += 1
+            self.max_rows_seen = max(self.max_rows_seen, len(batch))
+            for t, out in zip(batch, outs):
+                t.out, t.error, t.rows, t.pass_ms = out, error, len(batch), ms
+                t.done.set()
