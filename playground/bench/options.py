@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
+from playground.repetition import Repetition
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "bench_prompts.json"
 METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
@@ -64,6 +65,11 @@ ROW_FIELDS = (
     "first_divergence",
     "drift_tv",
     "quality",
+    "repeated_4gram_share",
+    "distinct_2",
+    "repetitive_runs",
+    "speedup_non_repetitive",
+    "speedup_repetitive",
     "peak_rss_mb",
 )
 
@@ -160,6 +166,7 @@ class Run:
     hist: list[int] = field(default_factory=list)
     drift_sum: float | None = None
     peak_rss_mb: float | None = None
+    repetition: Repetition | None = None  # of the output, after the prompt (playground.repetition)
 
     @property
     def new_tokens(self) -> int:
