@@ -116,7 +116,8 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     feats["meta"] = [{**m, "category": "tiny"} for m in feats["meta"]]
     res = mtp_eval.acceptance(loaded, feats, E, 1.0, steps=3)
     for key in ("t0", "t1"):
-        assert set(res[key]) == {"tiny", "all"}
+        pooled = {mtp_eval.REPETITIVE, mtp_eval.NON_REPETITIVE}
+        assert set(res[key]) - pooled == {"tiny", "all"} and set(res[key]) & pooled  # + the pooled rows
     t0 = res["t0"]["all"]
     assert t0["chains"] > 0 and all(0.0 <= x <= 1.0 for x in t0["conditional"] if x == x)
     assert all(0.0 <= a <= 1.0 for a in res["t1"]["all"]["alpha"] if a == a)
@@ -423,3 +424,22 @@ def test_gen_temps_write_greedy_and_each_setting_and_old_shards_keep_their_names
     assert {gen.row_tag(r) for r in gen.load_rows(tmp_path / "d")} == {"greedy", "T0.8k64"}
     with pytest.raises(SystemExit):
         train_drafter.build_parser().parse_args(["--gen-temps", "0"])
+
+
+def test_model_card_heldout_table_carries_the_repetition_rows_and_dashes_for_missing_cells(tmp_path):
+    from playground.training.mtp_train.card import _heldout_tables
+
+    rep = {"repeated_4gram_share": 0.76, "repetitive": 3, "seqs": 5}
+    res = {
+        "t0": {
+            "x": {"conditional": [0.5] * 4, "cumulative": [0.5] * 4, **rep},
+            "repetitive outputs": {"conditional": [0.9] * 4, "cumulative": [0.9] * 4, **rep},
+        },
+        "t1": {"x": {"alpha": [0.3] * 4, "repeated_4gram_share": 0.1, "repetitive": 0, "seqs": 5}},
+    }
+    text = "\n".join(_heldout_tables({"w": res}))
+    assert "| T=1, position 1 (expected) | 0.30 | – |" in text  # no repetitive T=1 text: a dash keeps the columns
+    assert "| T=0 text: repeated 4-grams (repetitive / continuations) | 0.76 (3/5) | 0.76 (3/5) |" in text
+    assert "| T=1 text: repeated 4-grams (repetitive / continuations) | 0.10 (0/5) | – |" in text
+    old = {"t0": {"x": {"conditional": [0.5] * 4, "cumulative": [0.5] * 4}}, "t1": {"x": {"alpha": [0.3] * 4}}}
+    assert "repeated 4-grams" not in "\n".join(_heldout_tables({"w": old}))  # evaluations from before

@@ -25,7 +25,9 @@ def _acceptance_table(ev: dict) -> list[str]:
 
 
 def _heldout_tables(ev: dict) -> list[str]:
-    """Markdown: position-1 acceptance by category (T=0 conditional, T=1 expected) per weights."""
+    """Markdown: position-1 acceptance by category (T=0 conditional, T=1 expected) per weights,
+    and how much the target's held-out text repeats (the last two columns pool every
+    category's repetitive and non-repetitive continuations)."""
     lines = []
     for w, res in ev.items():
         cats = list(res["t0"])
@@ -39,10 +41,22 @@ def _heldout_tables(ev: dict) -> list[str]:
             + " | ".join(" / ".join(f"{x:.2f}" for x in res["t0"][c]["cumulative"][:4]) for c in cats)
             + " |",
             "| T=1, position 1 (expected) | "
-            + " | ".join(f"{res['t1'][c]['alpha'][0]:.2f}" for c in cats if c in res["t1"])
+            + " | ".join(f"{res['t1'][c]['alpha'][0]:.2f}" if c in res["t1"] else "–" for c in cats)
             + " |",
-            "",
         ]
+        for key, label in (("t0", "T=0"), ("t1", "T=1")):  # evaluations before the repetition columns lack them
+            if any("repeated_4gram_share" in r for r in res[key].values()):
+                lines.append(
+                    f"| {label} text: repeated 4-grams (repetitive / continuations) | "
+                    + " | ".join(
+                        f"{r['repeated_4gram_share']:.2f} ({r['repetitive']}/{r['seqs']})"
+                        if (r := res[key].get(c)) and "seqs" in r
+                        else "–"
+                        for c in cats
+                    )
+                    + " |"
+                )
+        lines.append("")
     return lines
 
 
