@@ -443,3 +443,17 @@ def test_model_card_heldout_table_carries_the_repetition_rows_and_dashes_for_mis
     assert "| T=1 text: repeated 4-grams (repetitive / continuations) | 0.10 (0/5) | – |" in text
     old = {"t0": {"x": {"conditional": [0.5] * 4, "cumulative": [0.5] * 4}}, "t1": {"x": {"alpha": [0.3] * 4}}}
     assert "repeated 4-grams" not in "\n".join(_heldout_tables({"w": old}))  # evaluations from before
+
+
+def test_a_batch_may_hold_several_sampled_continuations_of_a_prompt_and_the_text_is_the_same(tmp_path, tiny_pair):
+    """--gen-batch larger than the prompt list: a batch holds several variants of a prompt;
+    the rows equal those written one continuation per batch (per-row generators)."""
+    target, _, tok = tiny_pair
+    tok = _Tok(tok)
+    wide, narrow = tmp_path / "w", tmp_path / "n"
+    gen.stage_gen(_args(wide, samples=3, gen_batch=7, gen_temps="1"), target, tok, PROMPTS[:2])
+    gen.stage_gen(_args(narrow, samples=3, gen_batch=1, gen_temps="1"), target, tok, PROMPTS[:2])
+    rows = lambda w: {(r["prompt"], r["variant"], r["sampling"]): r["ids"] for r in gen.load_rows(w)}  # noqa: E731
+    assert rows(wide) == rows(narrow) and len(rows(wide)) == 2 * 4
+    assert len(list((wide / "gen").glob("shard*.json"))) == 2  # greedy: 2 rows; T1: 6 rows in one batch of 6
+    assert len({tuple(ids) for (p, v, t), ids in rows(wide).items() if p == 0 and v > 0}) == 3  # 3 different samples

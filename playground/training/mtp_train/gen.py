@@ -3,8 +3,10 @@
 For every prompt, one greedy continuation and ``--samples`` sampled ones at each sampling
 setting of ``--gen-temps`` (default ``0.8:64``: T = 0.8 over the top 64; ``1,0.7``: T = 1
 and T = 0.7 over the whole vocabulary, as the decoding loop samples), in left-padded
-batches of ``--gen-batch`` prompts of similar length (one forward pass per new token for
-the whole batch, with a KV cache), in a seeded random order; a rerun (or another worker,
+batches of ``--gen-batch`` continuations of one setting and similar prompt length (one
+forward pass per new token for the whole batch, with a KV cache; a batch may hold several
+sampled continuations of a prompt, so it can be larger than the prompt list), in a seeded
+random order; a rerun (or another worker,
 ``--gen-worker k/n``) skips what is already written.  Every sampled row draws from its own
 generator, seeded by (``--seed``, prompt, variant): its text does not depend on the batch
 it ran in (up to the numerics of a batched pass), and greedy rows equal unbatched greedy
@@ -74,10 +76,14 @@ def row_tag(row: dict) -> str:
     return row.get("sampling") or ("greedy" if row["variant"] == 0 else DEFAULT_SAMPLING.tag)
 
 
-def row_generators(seed: int, prompts: list[int], variant: int, tag: str) -> list[torch.Generator]:
-    """One CPU generator per row, seeded by (seed, prompt, variant, sampling tag) only."""
+def row_generators(seed: int, prompts: list[int], variant: int | list[int], tag: str) -> list[torch.Generator]:
+    """One CPU generator per row, seeded by (seed, prompt, variant, sampling tag) only
+    (``variant``: one for every row, or one per row)."""
     salt = sum((i + 1) * ord(c) for i, c in enumerate(tag))
-    return [torch.Generator().manual_seed(((seed * 1_000_003 + p) * 1_009 + variant) * 10_007 + salt) for p in prompts]
+    vs = variant if isinstance(variant, list) else [variant] * len(prompts)
+    return [
+        torch.Generator().manual_seed(((seed * 1_000_003 + p) * 1_009 + v) * 10_007 + salt) for p, v in zip(prompts, vs)
+    ]
 
 
 def _draw(logits: torch.Tensor, temperature: float, top_k: int | None, generator) -> torch.Tensor:
@@ -179,18 +185,22 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
     for shard in gen_dir.glob("shard*.json"):
         done |= {(r["prompt"], r["variant"], row_tag(r)) for r in json.loads(shard.read_text())}
     settings = parse_gen_temps(getattr(args, "gen_temps", DEFAULT_GEN_TEMPS))
-    # jobs: variant 0 = greedy, then --samples per sampling setting; batches of similar prompt length
-    order = sorted(range(len(prompts)), key=lambda i: (len(tok(prompts[i]).input_ids), i))
+    # jobs (prompt, variant): variant 0 = greedy, then --samples per sampling setting.  A batch holds
+    # jobs of one setting (several variants of a prompt may share it: a batch can be larger than the
+    # prompt list), of similar prompt length
+    length = {i: len(tok(prompts[i]).input_ids) for i in range(len(prompts))}
     batches = []
-    for variant, tag, st in variants(args.samples, settings):
-        for b in range(0, len(order), args.gen_batch):
-            batches.append((variant, tag, st, order[b : b + args.gen_batch]))
+    for tag in dict.fromkeys(tg for _, tg, _ in variants(args.samples, settings)):
+        vs = [(v, st) for v, tg, st in variants(args.samples, settings) if tg == tag]
+        jobs = sorted(((i, v) for i in range(len(prompts)) for v, _ in vs), key=lambda j: (length[j[0]], j[0], j[1]))
+        for b in range(0, len(jobs), args.gen_batch):
+            batches.append((tag, vs[0][1], jobs[b : b + args.gen_batch]))
     # seeded random batch order: an early stop keeps prompts of every length, greedy and sampled
     random.Random(args.seed).shuffle(batches)
     # worker k of n (--gen-worker k/n, started by --gen-procs n) takes every n-th batch
     k, n = (int(x) for x in args.gen_worker.split("/"))
-    batches = [(v, tg, st, [i for i in pidx if (i, v, tg) not in done]) for v, tg, st, pidx in batches[k::n]]
-    batches = [b for b in batches if b[3]]
+    batches = [(tg, st, [(i, v) for i, v in jobs if (i, v, tg) not in done]) for tg, st, jobs in batches[k::n]]
+    batches = [b for b in batches if b[2]]
     pad = tok.pad_token_id if tok.pad_token_id is not None else 0
     eos = tok.eos_token_id
     gen_eos = getattr(model.generation_config, "eos_token_id", None) or eos
@@ -198,9 +208,10 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
     bar = tqdm(batches, desc="gen (target writes its training text)", unit="batch")
     total_new = 0
     t_start = time.perf_counter()
-    for variant, tag, st, pidx in bar:
+    for tag, st, jobs in bar:
+        pidx = [i for i, _ in jobs]
         infix = "" if st in (None, DEFAULT_SAMPLING) else f"{tag}_"  # the default keeps the old names
-        shard = gen_dir / f"shard_v{variant}_{infix}p{pidx[0]:04d}_n{len(pidx)}.json"
+        shard = gen_dir / f"shard_v{jobs[0][1]}_{infix}p{pidx[0]:04d}_n{len(jobs)}.json"
         if shard.exists():
             continue
         if args.gen_minutes and (time.perf_counter() - t_start) > args.gen_minutes * 60:
@@ -216,15 +227,13 @@ def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
             pad,
             eos_set,
             greedy=st is None,
-            generator=row_generators(args.seed, pidx, variant, tag),
+            generator=row_generators(args.seed, pidx, [v for _, v in jobs], tag),
             **({} if st is None else {"temperature": st.temperature, "top_k": st.top_k}),
         )
         rows = []
-        for r, i in enumerate(pidx):
+        for r, (i, v) in enumerate(jobs):
             new = trim(out[r].tolist(), eos_set, pad)
-            rows.append(
-                {"prompt": i, "variant": variant, "sampling": tag, "ids": enc[r] + new, "n_prompt": len(enc[r])}
-            )
+            rows.append({"prompt": i, "variant": v, "sampling": tag, "ids": enc[r] + new, "n_prompt": len(enc[r])})
             total_new += len(new)
         shard.write_text(json.dumps(rows))
         el = time.perf_counter() - t_start
