@@ -231,6 +231,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--eval-bench-prompts", type=int, default=2, help="held-out prompts per category in that bench run")
     p.add_argument(
+        "--device",
+        default="cpu",
+        help="where the target generates and prefills and the head trains (cpu, cuda); batches are built on the CPU",
+    )
+    p.add_argument("--features-batch", type=int, default=8, help="features stage: sequences per prefill pass")
+    p.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -253,10 +259,11 @@ def main(argv: list[str] | None = None) -> int:
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     t_all = time.perf_counter()
     model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
+    model.to(args.device)  # gen, features (and the held-out text) run there; so does training
     from playground.drafters.mtp_head import text_model
 
     base = text_model(model)
-    embed_weight = base.embed_tokens.weight.detach()
+    embed_weight = base.embed_tokens.weight.detach().cpu()  # training batches are built on the CPU
     scale = float(getattr(base.embed_tokens, "embed_scale", 1.0))
 
     if args.eval_only:
@@ -405,7 +412,7 @@ def train_and_export(
         print("  on the greedy continuations only:", " ".join(f"{x:.3f}" for x in ev0["conditional_by_position"]))
     stats_path.write_text(json.dumps(stats, indent=1))
     if head is not None and "export" in stages:
-        out = save_head(head, args.out, int8=bool(args.int8))
+        out = save_head(head.cpu(), args.out, int8=bool(args.int8))
         write_model_card(out, stats, args)
         print(f"exported to {out} ({sum(f.stat().st_size for f in weight_files(out)) / 1e6:.1f} MB)")
 

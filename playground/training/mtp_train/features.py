@@ -135,7 +135,7 @@ def prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
     tokens = torch.tensor([t for r in rows for t in r["ids"]], dtype=torch.int32)
     order = sorted(range(len(rows)), key=lambda i: lens[i])
     t0 = time.perf_counter()
-    bs = 8
+    bs = int(getattr(args, "features_batch", 8))
     for b in range(0, len(order), bs):
         idx = order[b : b + bs]
         T = max(lens[i] for i in idx)
@@ -143,7 +143,7 @@ def prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
         for r, i in enumerate(idx):
             ids[r, : lens[i]] = torch.tensor(rows[i]["ids"])
         cache = DynamicCache(config=model.config)
-        out = base(input_ids=ids, cache=cache, use_cache=True)
+        out = base(input_ids=ids.to(E.device), cache=cache, use_cache=True)
         h = out.last_hidden_state  # final-norm state [B, T, H]
         lay = cache.layers[mcfg.attn_layer]
         k = lay.keys.transpose(1, 2).reshape(len(idx), T, kvd)

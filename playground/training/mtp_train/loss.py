@@ -106,7 +106,7 @@ def cluster_loss(head, s, tid, tp, valid, token_cluster) -> torch.Tensor:
     a static candidate teach the scorer nothing."""
     cl = token_cluster[tid]  # [B, T, k] cluster of each top-k token (-1: static)
     K = head.cfg.num_clusters
-    mass = torch.zeros(*cl.shape[:2], K, dtype=torch.float32)
+    mass = torch.zeros(*cl.shape[:2], K, dtype=torch.float32, device=tp.device)
     mass.scatter_add_(-1, cl.clamp_min(0), tp * (cl >= 0) * valid[..., None])
     w = mass.sum(-1)  # [B, T] target mass outside the static set
     logp = torch.log_softmax(head.cluster_proj(s).float(), dim=-1)

@@ -130,7 +130,7 @@ def resume(ckpt: Path, head, opt, run: TrainRun) -> None:
     """Load the checkpoint into head, optimiser and run, if there is one."""
     if not ckpt.exists():
         return
-    st = torch.load(ckpt, weights_only=False)
+    st = torch.load(ckpt, weights_only=False, map_location="cpu")
     head.load_state_dict(st["head"])
     opt.load_state_dict(st["opt"])
     run.step, run.history, run.elapsed_before = st["step"], st["history"], st["elapsed"]
@@ -171,8 +171,10 @@ def optimiser_step(args, head, opt, inp: StepInputs, run: TrainRun) -> list[tupl
     batch["hid_ms"] = inp.hid_ms
     if inp.token_cluster is not None:
         batch["token_cluster"] = inp.token_cluster
+    dev = inp.cand_emb.device
+    batch = to_device(batch, dev)  # built on the CPU, trained where the head is (--device)
     # bf16 matmuls (fp32 master weights, fp32 softmax/loss): ~10x faster than fp32 on this CPU
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(args.bf16)):
         loss, logs = drafter_loss(
             head,
             batch,
@@ -189,6 +191,15 @@ def optimiser_step(args, head, opt, inp: StepInputs, run: TrainRun) -> list[tupl
     torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
     opt.step()
     return logs
+
+
+def to_device(x, device: torch.device):
+    """Tensors in nested dicts moved to ``device`` (a no-op on their own device)."""
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, dict):
+        return {k: to_device(v, device) for k, v in x.items()}
+    return x
 
 
 def train_loop(args, head, opt, inp: StepInputs, run: TrainRun, save, bar, t0: float) -> None:
@@ -241,7 +252,10 @@ def stage_train(
     from tqdm import tqdm
 
     head, mcfg = build_head(args, cand, target_cfg, init_from, token_cluster, init_head)
-    cand_emb = embed_weight[cand].float()
+    device = torch.device(getattr(args, "device", "cpu"))
+    head.to(device)
+    embed_weight = embed_weight.cpu()  # batches are built on the CPU
+    cand_emb = embed_weight[cand].float().to(device)
     data = FeatureBatches(feats, train_seqs, cand, mcfg.vocab_size, embed_weight, scale)
     opt = make_optimizer(head, args.lr)
     auto = args.max_steps <= 0  # fit the schedule to the time budget, measured after AUTO_AFTER steps
@@ -255,7 +269,7 @@ def stage_train(
         cand=cand,
         cand_emb=cand_emb,
         embed_weight=embed_weight,
-        token_cluster=None if token_cluster is None else token_cluster.long(),
+        token_cluster=None if token_cluster is None else token_cluster.long().to(device),
         hid_ms=float(feats["hidden"][:20000].float().pow(2).mean()),
         kv_shape=(mcfg.num_key_value_heads, mcfg.head_dim),
         step_weights=[0.8 ** (j - 1) for j in range(1, args.steps_ahead + 1)],
