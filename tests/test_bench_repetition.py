@@ -1,4 +1,4 @@
-"""The bench's repetition columns (playground.bench.aggregate.repetition_columns).
+"""The bench's repetition columns (playground.bench.aggregate.repetition_columns) and its --wall-s budget.
 
 Hand-built runs: one prompt whose output loops, one whose output does not; the speedup on
 each class uses the autoregressive loop's time on the same prompts."""
@@ -94,3 +94,13 @@ def test_the_bench_measures_each_runs_output_after_its_prompt(tiny_pair):
     assert len(ids) == report.meta["prompts"][0]["tokens"]
     for run in report.runs:
         assert run.repetition == measure(ids, run.token_ids)
+
+
+def test_cli_wall_time_budget_reaches_the_options_and_a_partial_run_says_so_in_markdown():
+    from playground.bench.cli import build_parser, options_from_args
+
+    assert options_from_args(build_parser().parse_args(["--wall-s", "570"])).wall_s == 570.0
+    assert options_from_args(build_parser().parse_args([])).wall_s is None
+    meta = {"machine": {}, "partial": "stopped after 570 s of wall time: 40 of 64 runs"}
+    assert "Partial: stopped after 570 s" in markdown_table([], meta)
+    assert "Partial" not in markdown_table([], {"machine": {}, "partial": None})

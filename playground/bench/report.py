@@ -97,6 +97,7 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
             f"Preset `{meta.get('preset')}` ({meta.get('target')}), {meta.get('max_new_tokens')} new tokens, "
             f"{meta.get('repeats')} interleaved repetitions; {m.get('cpu')}, {m.get('cores')} cores, "
             f"{'GPU' if m.get('gpu') else 'no GPU'}, torch {m.get('torch')}, transformers {m.get('transformers')}."
+            + (f" Partial: {meta['partial']}; the rows use those rounds only." if meta.get("partial") else "")
         )
         out.append("")
     groups: dict[tuple, list[dict[str, Any]]] = {}
