@@ -93,3 +93,9 @@ def test_gguf_parts_split_and_join_round_trip_and_refuse_damage(tmp_path):
     parts[2].unlink()  # a missing part
     with pytest.raises(FileNotFoundError, match="missing"):
         gguf_parts.join(tmp_path / "carry", tmp_path / "site3")
+
+
+def test_recipe_phases_are_checked():
+    with pytest.raises(SystemExit):
+        recipe.main(["--profile", "tiny", "--phase", "gen,nope"])
+    assert recipe.phase_argv("tiny", "eval", "w", "o", None)[-2:] == ["--topk", "5"]  # the features' top-k

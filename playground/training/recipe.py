@@ -1,6 +1,6 @@
 """The prepared training run of the MTP head: fixed ``train-drafter`` settings per machine, in phases.
 
-``python -m playground.training.recipe --profile gpu --phase gen|train|eval|all [--export DIR]``
+``python -m playground.training.recipe --profile gpu [--phase gen,train,eval] [--work DIR --out DIR] [--export DIR]``
 
 Profiles (``PROFILES``): ``gpu`` is sized for one H200 and 15 minutes of device time (README,
 "Training on a GPU"): the target writes about 4.3M tokens of its own text (greedy plus 50
@@ -108,13 +108,15 @@ def export(work: Path, out: Path, dest: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m playground.training.recipe", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", choices=tuple(PROFILES), default="gpu")
-    p.add_argument("--phase", choices=(*PHASES, "all"), default="all")
+    p.add_argument("--phase", default="all", help="all, or phases in order, comma-separated: gen,train,eval")
     p.add_argument("--work", default="mtp_work_gpu", help="generated text, features, checkpoints")
     p.add_argument("--out", default="mtp_out_gpu", help="the trained head")
     p.add_argument("--target-dir", default=None, help="a local HF copy of the target (default: the packaged GGUF)")
     p.add_argument("--export", default=None, help="copy the results here (e.g. $OUT on the device machine)")
     args = p.parse_args(argv)
-    phases = list(PHASES) if args.phase == "all" else [args.phase]
+    phases = list(PHASES) if args.phase == "all" else args.phase.split(",")
+    if not set(phases) <= set(PHASES):
+        p.error(f"--phase: choose from all, {', '.join(PHASES)}")
     work, out = Path(args.work), Path(args.out)
     record = run(args.profile, phases, work, out, args.target_dir)
     print(json.dumps(record, indent=1))
