@@ -365,6 +365,13 @@ def _check_step(s: StepRecord, i: int) -> None:
     for name in ("committed_tokens", "target_cache_len", "drafter_cache_len"):
         v = getattr(s, name)
         _need(v is None or 0 <= v <= MAX_COUNT, w, name, "must be a count >= 0", v)
+    _need(
+        type(s.shared_rows) is int and 1 <= s.shared_rows <= MAX_COUNT,
+        w,
+        "shared_rows",
+        "must be a count >= 1",
+        s.shared_rows,
+    )
     _check_tokens(s.emitted_ids, w, "emitted_ids")
     _check_jsonish(s.drafter_info, f"{w}: drafter_info")
     _check_drafter_info(s.drafter_info, w)

@@ -105,6 +105,9 @@ class StepRecord:
     drafter_cache_len: int | None
     eos: bool
     drafter_info: dict[str, Any] = field(default_factory=dict)  # drafter-specific facts (e.g. MTP)
+    # Runs whose rows this step's target pass carried (``playground.serving``); 1: its own
+    # pass.  When > 1, verify_ms is this run's share of the pass (its wall time / rows).
+    shared_rows: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)

@@ -1,9 +1,18 @@
 """The target model and its KV cache, driven one forward pass at a time.
 
 ``Target.forward`` runs the model over new tokens and keeps the logits of the last ones;
-``forward_via`` lets a drafter that computes part of the pass (early exit with KV reuse)
-do it instead, timed and counted the same; ``crop`` rolls the cache back.  It counts
-target calls and single-token pass times for the run's statistics.
+``forward_tree`` does it for a draft tree (one pass, tree mask); ``forward_via`` lets a
+drafter that computes part of the pass (early exit with KV reuse) do it instead, timed
+and counted the same; ``crop`` rolls the cache back.  It counts target calls and
+single-token pass times for the run's statistics.
+
+With a ``scheduler`` (``playground.serving.scheduler``) and other runs joined to it, a
+pass is handed to the scheduler's worker and shares one forward pass with theirs; the
+cache, logits and hidden states are the run's own either way, and the pass's time is
+recorded as this run's share of it (its wall time over the rows it carried).  A prompt
+is then fed in chunks of ``PREFILL_CHUNK`` tokens, one chunk per shared pass, so a
+newcomer's prompt does not stall everyone's next token.  Alone, a run takes the plain
+path in its own thread.
 
 This module does not draft, verify or sample.
 """
@@ -18,7 +27,13 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.batch_pass import RowPass
+from playground.decoding.tree import DraftTree, tree_attention_mask, tree_position_ids
+from playground.decoding.tree_pass import tree_forward
 from playground.models.hf_calls import logits_to_keep_arg
+
+# Prompt tokens per shared pass for a run that joins others (see the module docstring).
+PREFILL_CHUNK = 32
 
 
 @dataclass
@@ -28,22 +43,65 @@ class Pass:
     logits: torch.Tensor  # [keep, V]
     hidden: torch.Tensor | None  # [keep, H]
     ms: float
+    rows: int = 1  # runs whose rows this pass carried (1: the run's own pass)
 
 
 class Target:
     """A causal LM plus its KV cache, driven one pass at a time."""
 
-    def __init__(self, model, rollback: bool) -> None:
+    def __init__(self, model, rollback: bool, scheduler=None) -> None:
         self.model = model
         self.rollback = rollback
+        self.scheduler = scheduler  # a PassScheduler shared with other runs, or None
+        self.last_rows = 1  # runs whose rows the latest pass carried
         self.cache = DynamicCache(config=model.config)
         if rollback:
             self.cache.activate_past_recording()
         self.calls = 0
         self.single_token_ms: list[float] = []
 
-    @torch.inference_mode()
+    def _shared(self) -> bool:
+        return self.scheduler is not None and self.scheduler.load > 1
+
+    def _shared_pass(self, row: RowPass) -> Pass:
+        """One row in the scheduler's next pass; the time recorded is this run's share."""
+        shared = self.scheduler.forward(row)
+        self.calls += 1
+        self.last_rows = shared.rows
+        return Pass(shared.out.logits, shared.out.hidden, shared.pass_ms / shared.rows, shared.rows)
+
+    def draft_cap(self) -> int:
+        """The most drafts this run may propose now: its scheduler's share of a pass, or no cap."""
+        return self.scheduler.draft_cap() if self.scheduler is not None else 1 << 30
+
     def forward(self, ids: list[int], keep: int, hidden: bool) -> Pass:
+        self.last_rows = 1
+        if not self._shared():
+            return self._forward_alone(ids, keep, hidden)
+        ids = [int(i) for i in ids]
+        while len(ids) - PREFILL_CHUNK >= keep:  # a long prompt: one chunk per shared pass
+            self._shared_pass(RowPass(self.cache, tuple(ids[:PREFILL_CHUNK]), keep=1))
+            self.calls -= 1  # the chunks of one prefill count as one target call
+            ids = ids[PREFILL_CHUNK:]
+        return self._shared_pass(RowPass(self.cache, tuple(ids), keep=keep, hidden=hidden))
+
+    def forward_tree(self, root: int, tree: DraftTree, hidden: bool) -> Pass:
+        """One pass over [root, every node] with the tree mask: logits [n+1, V] (row 0 at
+        the root, row i+1 after node i) and hidden states [n+1, H] if asked."""
+        self.last_rows = 1
+        if self._shared():
+            past = len(self)
+            attend = tree_attention_mask(tree, past)[:, past:]  # [n+1, n+1]: ancestors only
+            ids = (int(root), *map(int, tree.tokens))
+            row = RowPass(self.cache, ids, len(ids), hidden, tree_position_ids(tree, past), attend)
+            return self._shared_pass(row)
+        t0 = time.perf_counter()
+        logits, h = tree_forward(self.model, self.cache, root, tree, hidden=hidden)  # [n+1, V]
+        self.calls += 1
+        return Pass(logits=logits, hidden=h, ms=(time.perf_counter() - t0) * 1000.0)
+
+    @torch.inference_mode()
+    def _forward_alone(self, ids: list[int], keep: int, hidden: bool) -> Pass:
         t0 = time.perf_counter()
         out = self.model(
             input_ids=torch.tensor([ids], device=self.model.device),

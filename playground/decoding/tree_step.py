@@ -25,7 +25,7 @@ from playground.decoding.records import Correction, DraftDecision
 from playground.decoding.rows import PointRows, draw_point, row_top, top
 from playground.decoding.sampling import logits_to_probs, sample
 from playground.decoding.tree import DraftTree, verify_tree
-from playground.decoding.tree_pass import compact_cache, tree_forward
+from playground.decoding.tree_pass import compact_cache
 
 
 @dataclass
@@ -62,10 +62,8 @@ def tree_step(
     draft_ms = (time.perf_counter() - t0) * 1000.0
     tree = _cut(draft.tree, max_depth, eos)
 
-    t1 = time.perf_counter()
-    logits, hidden = tree_forward(target.model, target.cache, committed[-1], tree, hidden=want_hidden)  # [n+1, V]
-    target.calls += 1
-    verify_ms = (time.perf_counter() - t1) * 1000.0
+    out = target.forward_tree(committed[-1], tree, hidden=want_hidden)
+    logits, hidden, verify_ms = out.logits, out.hidden, out.ms  # [n+1, V], [n+1, H]
     vocab = logits.shape[-1]
     if params.greedy:
         argmax = logits.max(dim=-1).indices.tolist()

@@ -7,7 +7,7 @@ cache and its own random stream; only the target's forward pass is shared.  A ru
 blocks until the worker has run it.  The worker waits until every joined run has
 submitted (or ``wait_ms`` after the first submission, so a run busy drafting does not
 hold the others up for long), then runs up to ``max_batch`` rows at once
-(``playground.serving.batch_pass``).  Runs join and leave between passes; a run that
+(``playground.decoding.batch_pass``).  Runs join and leave between passes; a run that
 leaves (finished, stopped, disconnected) is no longer waited for.
 
 Rows of very different lengths are not padded to each other: a newcomer's prompt is
@@ -18,8 +18,8 @@ does not make thirty 1-token rows pay for 32 slots each.
 A run that is alone does not come here: ``Target`` runs its pass in its own thread with
 no hand-off, so a single request is as fast as without the scheduler.
 
-This module does not verify, sample or decide drafts; ``load`` only reports how many
-runs share the passes, and ``playground.serving.policy`` turns that into a draft length.
+This module does not verify, sample or draft; ``draft_cap`` asks ``playground.serving.policy``
+how far a run may draft at the current load.
 """
 
 from __future__ import annotations
@@ -30,7 +30,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from playground.serving.batch_pass import RowOut, RowPass, batched_forward
+from playground.decoding.batch_pass import RowOut, RowPass, batched_forward
+from playground.serving.policy import KNEE_TOKENS
+from playground.serving.policy import draft_cap as _draft_cap
 
 
 @dataclass
@@ -54,7 +56,14 @@ class Shared:
 
 class PassScheduler:
     def __init__(
-        self, model, *, max_batch: int = 32, wait_ms: float = 25.0, long_row: int = 24, pad_id: int = 0
+        self,
+        model,
+        *,
+        max_batch: int = 32,
+        wait_ms: float = 25.0,
+        long_row: int = 24,
+        pad_id: int = 0,
+        knee_tokens: int | None = KNEE_TOKENS,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -63,6 +72,7 @@ class PassScheduler:
         self.wait_s = wait_ms / 1000.0
         self.long_row = long_row
         self.pad_id = pad_id
+        self.knee_tokens = knee_tokens  # None: never cap drafts (measurements of the cap itself)
         self._cond = threading.Condition()
         self._pending: list[_Ticket] = []
         self._joined = 0
@@ -88,6 +98,10 @@ class PassScheduler:
     def load(self) -> int:
         """Runs currently joined (each contributes a row to most passes)."""
         return self._joined
+
+    def draft_cap(self) -> int:
+        """The most drafts a run may propose per step at the current load (``policy``)."""
+        return 1 << 30 if self.knee_tokens is None else _draft_cap(self._joined, self.knee_tokens)
 
     def forward(self, row: RowPass) -> Shared:
         """Run ``row`` in the next shared pass; blocks until it ran."""

@@ -132,6 +132,11 @@ def _stack_past(layers, window, heads: int, head_dim: int, dtype, device) -> tup
     return (keys, values), counts
 
 
+def _own_slots(width: int, slots: int, k: int) -> slice:
+    """Where a row's k new keys sit in a batch layer of ``width`` cached + ``slots`` new slots."""
+    return slice(width + slots - k, width + slots)
+
+
 @torch.inference_mode()
 def batched_forward(model, rows: list[RowPass], pad_id: int = 0) -> list[RowOut]:
     """One forward pass over every row's new tokens; each row's cache grows by its own tokens."""
@@ -179,8 +184,7 @@ def batched_forward(model, rows: list[RowPass], pad_id: int = 0) -> list[RowOut]
     )
     for i, layer in enumerate(batch_cache.layers):  # each row keeps its own new keys
         for b, r in enumerate(rows):
-            k = len(r.ids)
-            new = slice(widths[i] + slots - k, widths[i] + slots)
+            new = _own_slots(widths[i], slots, len(r.ids))
             r.cache.layers[i].update(layer.keys[b : b + 1, :, new], layer.values[b : b + 1, :, new])
     final = out.hidden_states[-1][:, -keep:] if want_hidden else None  # [B, keep, H]
     return [

@@ -1,0 +1,127 @@
+"""The pass scheduler (playground.serving.scheduler): concurrent runs' passes share forward
+passes, and each run gets exactly what it would get alone; an error reaches every run of
+its pass and the worker lives on; the draft cap follows the policy."""
+
+from __future__ import annotations
+
+import random
+import threading
+
+import pytest
+import torch
+
+from playground.decoding.batch_pass import RowPass
+from playground.decoding.target import PREFILL_CHUNK, Target
+from playground.serving import policy
+from playground.serving.scheduler import PassScheduler
+from tests.tiny_models import rand_ids, tiny_target
+
+ATOL = 1e-5
+
+
+@pytest.fixture(scope="module")
+def model():
+    torch.manual_seed(0)
+    return tiny_target().float().eval()
+
+
+def _script(seed: int) -> list[tuple[list[int], int]]:
+    """A run's passes: a prompt, then steps of 1-5 new tokens, each followed by a crop of
+    0..k-1 rejected drafts (the engine's pattern), across the tiny target's window of 6."""
+    rng = random.Random(seed)
+    steps = [(rand_ids(rng.randint(2, 2 * PREFILL_CHUNK + 3), seed=seed), 0)]
+    for j in range(6):
+        k = rng.randint(1, 5)
+        steps.append((rand_ids(k, seed=1000 * seed + j), rng.randint(0, k - 1)))
+    return steps
+
+
+def _run(model, seed: int, scheduler=None, join: threading.Barrier | None = None) -> list[torch.Tensor]:
+    target = Target(model, rollback=True, scheduler=scheduler)
+    logits = []
+    ctx = scheduler.join() if scheduler is not None else None
+    if ctx is not None:
+        ctx.__enter__()
+    try:
+        if join is not None:
+            join.wait()
+        for ids, drop in _script(seed):
+            out = target.forward(ids, keep=1 if drop == 0 and len(ids) > 5 else len(ids), hidden=False)
+            logits.append(out.logits)
+            target.crop(drop)
+    finally:
+        if ctx is not None:
+            ctx.__exit__(None, None, None)
+    return logits
+
+
+@pytest.mark.parametrize("n_runs", [2, 5, 12])
+def test_concurrent_runs_get_what_they_get_alone(model, n_runs):
+    alone = [_run(model, seed) for seed in range(n_runs)]
+    scheduler = PassScheduler(model, max_batch=8)
+    barrier = threading.Barrier(n_runs)
+    shared: dict[int, list] = {}
+
+    def go(seed):
+        shared[seed] = _run(model, seed, scheduler, barrier)
+
+    threads = [threading.Thread(target=go, args=(s,)) for s in range(n_runs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert len(shared) == n_runs
+    for seed in range(n_runs):
+        for a, b in zip(alone[seed], shared[seed], strict=True):
+            torch.testing.assert_close(b, a, atol=ATOL, rtol=0)
+    assert 1 < scheduler.max_rows_seen <= 8  # passes were shared, never past the cap
+
+
+def test_an_error_reaches_its_runs_and_the_worker_lives_on(model):
+    scheduler = PassScheduler(model, wait_ms=200)
+    caches = [Target(model, rollback=True).cache for _ in range(2)]
+    errors = []
+
+    def bad(cache):
+        with scheduler.join():
+            try:
+                scheduler.forward(RowPass(cache, (1, 2), keep=3))  # keep > tokens
+            except ValueError as exc:
+                errors.append(str(exc))
+
+    threads = [threading.Thread(target=bad, args=(c,)) for c in caches]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert len(errors) == 2 and all("keep" in e for e in errors)
+    with scheduler.join():
+        out = scheduler.forward(RowPass(caches[0], (1, 2), keep=2))
+    assert out.out.logits.shape[0] == 2
+
+
+def test_a_run_that_leaves_is_not_waited_for(model):
+    """The worker waits for every joined run; one that leaves must stop holding the pass."""
+    scheduler = PassScheduler(model, wait_ms=60_000)  # only leaving can release the wait
+    cache = Target(model, rollback=True).cache
+    left = threading.Event()
+
+    def leave_soon():
+        with scheduler.join():
+            left.wait(5)
+
+    other = threading.Thread(target=leave_soon)
+    with scheduler.join():
+        other.start()
+        result = {}
+        t = threading.Thread(target=lambda: result.setdefault("out", scheduler.forward(RowPass(cache, (1,), keep=1))))
+        t.start()
+        left.set()
+        t.join(timeout=30)
+    other.join()
+    assert "out" in result
+
+
+@pytest.mark.parametrize(("runs", "cap"), [(1, policy.KNEE_TOKENS), (2, 17), (4, 8), (8, 3), (12, 2), (18, 1), (36, 0)])
+def test_draft_cap_shares_the_knee(runs, cap):
+    assert policy.draft_cap(runs, knee_tokens=36) == cap
