@@ -457,3 +457,19 @@ def test_a_batch_may_hold_several_sampled_continuations_of_a_prompt_and_the_text
     assert rows(wide) == rows(narrow) and len(rows(wide)) == 2 * 4
     assert len(list((wide / "gen").glob("shard*.json"))) == 2  # greedy: 2 rows; T1: 6 rows in one batch of 6
     assert len({tuple(ids) for (p, v, t), ids in rows(wide).items() if p == 0 and v > 0}) == 3  # 3 different samples
+
+
+def test_model_card_names_the_sampling_settings_and_the_loss_when_they_are_not_the_old_ones(tmp_path):
+    from playground.training.mtp_train.card import write_model_card
+
+    stats = {"data": {"generated": {"sequences": 3, "tokens": 300}}, "train": {"steps": 1, "max_steps": 1}}
+    (tmp_path / "config.json").write_text(json.dumps({"num_candidates": 8192, "num_clusters": 0}))
+    old = _args(tmp_path, clusters=0)
+    write_model_card(tmp_path, stats, old)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "sampled at T=0.8, top-k 64" in card and "--loss" not in card and "--gen-temps" not in card
+    new = _args(tmp_path, clusters=0, gen_temps="1,0.7", loss="kl-topk,tv", loss_temps="1,0.7", device="cuda")
+    write_model_card(tmp_path, stats, new)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "sampled at T=1 (full vocabulary) and at T=0.7 (full vocabulary) each" in card
+    assert "--gen-temps 1,0.7 --loss kl-topk,tv --loss-temps 1,0.7 --device cuda" in card
