@@ -34,12 +34,12 @@ from playground.training import train_drafter
 PROFILES: dict[str, dict[str, list[str]]] = {
     "gpu": {
         "common": ["--device", "cuda", "--threads", "8", "--samples", "50", "--gen-temps", "1,0.7"],
-        "gen": ["--new-tokens", "128", "--gen-batch", "1024", "--gen-minutes", "5"],
+        "gen": ["--new-tokens", "128", "--gen-batch", "1024", "--gen-minutes", "4"],
         "train": [
             "--features-batch", "64", "--topk", "20",
             "--loss", "kl-topk:1,tv:1,ce:0.5", "--loss-temps", "1,0.7",
             "--init-head", "playground/weights/gemma3-270m-mtp", "--gen-share", "1", "--clusters", "0",
-            "--int8", "1", "--batch", "64", "--lr", "0.0005", "--minutes", "4", "--ckpt-every", "200",
+            "--int8", "1", "--batch", "64", "--lr", "0.0005", "--minutes", "3", "--ckpt-every", "200",
         ],
     },
     "tiny": {

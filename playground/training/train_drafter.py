@@ -229,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="also one bench run on the held-out prompts, DRAFTERS:GAMMAS[:TREE_NODES] ('' to skip), "
         "e.g. mtp,mtp+lookup:3,5:1,16",
     )
+    p.add_argument(
+        "--eval-bench-temps", default="0,1", help="temperatures of that bench run (T = 1 is the headline, issue 23)"
+    )
     p.add_argument("--eval-bench-prompts", type=int, default=2, help="held-out prompts per category in that bench run")
     p.add_argument(
         "--device",

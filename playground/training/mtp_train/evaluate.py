@@ -93,7 +93,8 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
 def eval_only(args, model, tok, embed_weight, scale) -> int:
     """``--eval-only``: held-out acceptance by category (``playground.training.mtp_eval``) for each
     weights directory, then (``--eval-bench``) one bench run of the shipped preset on the
-    same prompts: our autoregressive loop vs the MTP drafter, bf16, temperature 0."""
+    same prompts: our autoregressive loop vs the MTP drafter, bf16, at ``--eval-bench-temps``
+    (default 0 and 1: the rows split repetitive from non-repetitive outputs)."""
     import subprocess
 
     from playground.training import mtp_eval
@@ -135,7 +136,7 @@ def eval_only(args, model, tok, embed_weight, scale) -> int:
             "--tree-nodes",
             trees or "1",
             "--temperatures",
-            "0",
+            getattr(args, "eval_bench_temps", "0,1"),
             "--dtype",
             "bfloat16",
             "--max-new-tokens",
