@@ -100,6 +100,7 @@ class Limits:
     max_upload_bytes: int = 20_000_000  # an uploaded trace file larger than this is refused unread
     trace_cache_entries: int = 128  # finished runs kept for identical requests (playground.serving.trace_cache)
     trace_cache_bytes: int = 64_000_000  # ... and their total size as JSON
+    max_batch: int = 32  # runs whose rows one shared target pass carries at most (playground.serving)
 
 
 @dataclass(frozen=True)

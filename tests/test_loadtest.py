@@ -63,9 +63,24 @@ def test_loadtest_classroom_case_shares_one_run(server, capsys):
 
 def test_a_mismatch_is_reported_and_fails(server, capsys, monkeypatch):
     """Mutant: a wrong reference must show up as mismatches and exit 1."""
-    monkeypatch.setattr(loadtest, "_local_reference", lambda args, seeds: {s: [0] for s in seeds})
+    monkeypatch.setattr(loadtest, "_local_tokens", lambda kw, draft_caps: [0])
     code = loadtest.main(
         ["--url", server, "--clients", "2", "--preset", "tiny-random", "--max-new-tokens", "5", "--json"]
     )
     s = json.loads(capsys.readouterr().out)["summary"]
     assert code == 1 and s["mismatches"] == 2
+
+
+def test_own_prompts_share_passes_and_match_alone(server, capsys):
+    """A class typing its own prompts (T = 1): the server shares target passes between them
+    and shortens drafts under load; each answer equals the request run alone with the
+    draft lengths it had."""
+    code = loadtest.main(
+        ["--url", server, "--clients", "5", "--own-prompts", "--distinct", "5", "--temperature", "1.0",
+         "--preset", "tiny-random", "--max-new-tokens", "12", "--json"]
+    )  # fmt: skip
+    out = json.loads(capsys.readouterr().out)
+    s = out["summary"]
+    assert code == 0, out["errors"]
+    assert s["ok"] == 5 and s["mismatches"] == 0
+    assert s["mean_shared_rows"] > 1  # passes really carried several runs

@@ -36,7 +36,7 @@ import gradio as gr
 from playground.config import AppConfig, load_config
 from playground.lab.quiz import Scoreboard
 from visual.classroom import classroom_presets
-from visual.lab_tabs import distribution, equality, predict, replay_share, theory
+from visual.lab_tabs import distribution, equality, predict, replay_share, serving, theory
 from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, lab_choices, pick
 from visual.lab_tabs.distribution import HISTORY, compare_all_rules, run_distribution
 from visual.lab_tabs.equality import DTYPE_DEFAULT, run_equality
@@ -82,7 +82,7 @@ __all__ = [
     "upload_too_large",
 ]
 
-TABS = (equality, distribution, theory, predict, replay_share)  # in the order they appear
+TABS = (equality, distribution, theory, predict, replay_share, serving)  # in the order they appear
 
 
 @dataclass

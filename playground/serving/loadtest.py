@@ -6,12 +6,15 @@ Each client sends ``--requests`` requests, one after another; all clients start 
 (the classroom case: everyone presses Run within a second).  Request j of client i uses
 seed ``(i * requests + j) % distinct``: ``--distinct 1`` (default) sends the same request
 from everyone, a larger value mixes different runs (use ``--temperature`` > 0 so seeds
-matter).  Every answer is compared with the sequential answer for its seed, computed in
-this process with ``playground.generate`` (``--reference local``, the default when the
-preset loads here) or by the server before the concurrent phase (``--reference server``;
-weaker: the server's trace cache then answers the concurrent phase).  Prints p50/p95
-latency, throughput, errors, mismatches and the server's resident memory before and after
-(found by its listening port when it runs on this machine, else ``--pid``).
+matter); ``--own-prompts`` gives every request its own prompt as well (a class typing
+its own).  After the clock stops, every answer is compared with the same request run
+alone in this process (``--reference local``, the default) with the draft lengths the
+server's run had (the server shortens drafts under load; at T > 0 a seed's tokens depend
+on them), or with the server's own sequential answer computed before the concurrent
+phase (``--reference server``; weaker: its trace cache then answers the concurrent phase).
+Prints p50/p95 latency, throughput, errors, mismatches, how many runs each target pass
+carried, and the server's resident memory before and after (found by its listening port
+when it runs on this machine, else ``--pid``).
 
 This module does not start a server and never imports gradio (only gradio_client).
 """
@@ -46,6 +49,7 @@ class LoadReport:
     tokens: int = 0
     rss_before_mb: float | None = None
     rss_after_mb: float | None = None
+    shared_rows: list[int] = field(default_factory=list)  # per step of every answer: runs its pass carried
 
     @property
     def ok(self) -> int:
@@ -73,6 +77,7 @@ class LoadReport:
             "wall_s": self.wall_s,
             "rss_before_mb": self.rss_before_mb,
             "rss_after_mb": self.rss_after_mb,
+            "mean_shared_rows": statistics.fmean(self.shared_rows) if self.shared_rows else None,
         }
 
 
@@ -99,9 +104,9 @@ def server_rss_mb(url: str, pid: int | None = None) -> float | None:
         return None
 
 
-def _request_kwargs(args, seed: int) -> dict:
+def _request_kwargs(args, seed: int, prompt: str | None = None) -> dict:
     kw = dict(
-        prompt=args.prompt,
+        prompt=prompt if prompt is not None else args.prompt,
         gamma=args.gamma,
         temperature=args.temperature,
         top_k=0,
@@ -116,23 +121,42 @@ def _request_kwargs(args, seed: int) -> dict:
     return kw
 
 
-def _local_reference(args, seeds: list[int]) -> dict[int, list[int]]:
-    from playground.api import generate
+def _requests(args) -> list[list[dict]]:
+    """Per client, its requests' keyword arguments: request j of client i has seed
+    ``(i * requests + j) % distinct + seed`` and, with ``--own-prompts``, prompt number
+    ``i * requests + j`` of the held-out prompts (cycled)."""
+    from playground.serving.sweep import class_prompts  # noqa: PLC0415  (reads the prompt file)
 
-    out = {}
-    for s in seeds:
-        kw = _request_kwargs(args, s)
-        prompt = kw.pop("prompt")
-        out[s] = list(generate(prompt, **kw).token_ids)
-    return out
+    n = args.clients * args.requests
+    prompts = class_prompts(n) if args.own_prompts else [None] * n
+    return [
+        [_request_kwargs(args, (i * args.requests + j) % args.distinct + args.seed, prompts[i * args.requests + j])
+         for j in range(args.requests)]
+        for i in range(args.clients)
+    ]  # fmt: skip
+
+
+def _local_tokens(kw: dict, draft_caps: list[int] | None) -> list[int]:
+    """The request run alone in this process, with the draft lengths the server's run had."""
+    from playground import api  # noqa: PLC0415  (loads models: only with --reference local)
+
+    kw = dict(kw)
+    prompt = kw.pop("prompt")
+    return list(api.run(prompt, api.run_settings(**kw), draft_caps=draft_caps).token_ids)
+
+
+def _draft_caps(answer: dict) -> list[int] | None:
+    """The per-step draft lengths of a speculative answer (its steps' ``gamma``)."""
+    steps = answer.get("steps") or []
+    if not steps or steps[0].get("mode") != "speculative":
+        return None
+    return [int(step.get("gamma", 0)) for step in steps]
 
 
 def run_load(args) -> LoadReport:
     from gradio_client import Client
 
-    seeds = sorted(
-        {(i * args.requests + j) % args.distinct + args.seed for i in range(args.clients) for j in range(args.requests)}
-    )
+    requests = _requests(args)
     report = LoadReport(
         url=args.url,
         clients=args.clients,
@@ -144,22 +168,24 @@ def run_load(args) -> LoadReport:
         reference=args.reference,
     )
     report.rss_before_mb = server_rss_mb(args.url, args.pid)
-    if args.reference == "local":
-        reference = _local_reference(args, seeds)
-    else:
+    server_reference: dict[str, list[int]] = {}
+    if args.reference == "server":
         base = Client(args.url, verbose=False)
-        reference = {s: base.predict(**_request_kwargs(args, s), api_name="/speculate")["token_ids"] for s in seeds}
+        for kw in (kw for client in requests for kw in client):
+            key = json.dumps(kw, sort_keys=True)
+            if key not in server_reference:
+                server_reference[key] = base.predict(**kw, api_name="/speculate")["token_ids"]
     clients = [Client(args.url, verbose=False) for _ in range(args.clients)]  # connect before the clock starts
     lock = threading.Lock()
     barrier = threading.Barrier(args.clients)
+    answers: list[tuple[dict, dict]] = []
 
     def client(i: int) -> None:
         barrier.wait()
-        for j in range(args.requests):
-            seed = (i * args.requests + j) % args.distinct + args.seed
+        for kw in requests[i]:
             t0 = time.perf_counter()
             try:
-                out = clients[i].predict(**_request_kwargs(args, seed), api_name="/speculate")
+                out = clients[i].predict(**kw, api_name="/speculate")
             except Exception as exc:  # the server's message, e.g. "busy, try again in 30 s"
                 with lock:
                     report.errors.append(" ".join(str(exc).split())[:200] or type(exc).__name__)
@@ -168,8 +194,8 @@ def run_load(args) -> LoadReport:
             with lock:
                 report.latencies_s.append(dt)
                 report.tokens += len(out.get("token_ids", ()))
-                report.mismatches += int(list(out.get("token_ids", ())) != reference[seed])
                 report.replays += int(bool((out.get("config") or {}).get("replay")))
+                answers.append((kw, out))
 
     threads = [threading.Thread(target=client, args=(i,), daemon=True) for i in range(args.clients)]
     t0 = time.perf_counter()
@@ -179,6 +205,13 @@ def run_load(args) -> LoadReport:
         t.join(args.timeout)
     report.wall_s = time.perf_counter() - t0
     report.rss_after_mb = server_rss_mb(args.url, args.pid)
+    report.shared_rows = [s.get("shared_rows", 1) for _, out in answers for s in out.get("steps") or []]
+    for kw, out in answers:  # after the clock: the reference must not compete with the server
+        if args.reference == "server":
+            expected = server_reference[json.dumps(kw, sort_keys=True)]
+        else:
+            expected = _local_tokens(kw, _draft_caps(out))
+        report.mismatches += int(list(out.get("token_ids", ())) != expected)
     return report
 
 
@@ -195,11 +228,12 @@ def format_report(report: LoadReport) -> str:
         f"{report.clients} clients x {report.requests} request(s) on {report.url} "
         f"(preset {report.preset or 'default'}, {report.max_new_tokens} tokens, T={report.temperature:g}, "
         f"{report.distinct} distinct request(s), reference: {report.reference})",
-        "| p50 | p95 | throughput | errors | answers != sequential | replayed/followed | server RSS before -> after |",
-        "|---:|---:|---:|---:|---:|---:|---|",
+        "| p50 | p95 | throughput | errors | answers != alone | replayed/followed | runs per pass "
+        "| server RSS before -> after |",
+        "|---:|---:|---:|---:|---:|---:|---:|---|",
         f"| {sec(s['p50_s'])} | {sec(s['p95_s'])} | {s['throughput_req_s'] or 0:.2f} req/s "
         f"({s['throughput_tok_s'] or 0:.1f} tok/s) | {s['errors']} | {s['mismatches']} | {s['replayed_or_followed']} | "
-        f"{mb(s['rss_before_mb'])} -> {mb(s['rss_after_mb'])} |",
+        f"{s['mean_shared_rows'] or 1:.1f} | {mb(s['rss_before_mb'])} -> {mb(s['rss_after_mb'])} |",
     ]
     for e in sorted(set(report.errors))[:5]:
         lines.append(f"error x{report.errors.count(e)}: {e}")
@@ -214,6 +248,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--preset", default=None)
     p.add_argument("--drafter", default=None)
     p.add_argument("--prompt", default="The capital of France is")
+    p.add_argument(
+        "--own-prompts", action="store_true", help="each request its own prompt (the held-out prompts, cycled)"
+    )
     p.add_argument("--gamma", type=int, default=None)
     p.add_argument("--temperature", type=float, default=0.0)
     p.add_argument("--max-new-tokens", type=int, default=32)

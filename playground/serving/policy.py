@@ -18,10 +18,12 @@ The knee is measured, not assumed: ``python -m playground batch-sweep`` measures
 pass cost by rows × tokens and the throughput of speculative and plain decoding by batch
 size on the machine it runs on (README, "A class at once").
 
-This module holds no state and runs nothing.
+This module runs nothing; ``ReplayedCaps`` holds one re-run's step counter.
 """
 
 from __future__ import annotations
+
+from contextlib import nullcontext
 
 # Row-tokens one Gemma 3 270M pass carries before its cost grows with them (bf16, 2 vCPUs):
 # measured by `python -m playground batch-sweep` (README, "A class at once").
@@ -33,3 +35,23 @@ def draft_cap(runs: int, knee_tokens: int = KNEE_TOKENS) -> int:
     if runs <= 1:
         return knee_tokens  # alone: the run's own γ decides
     return max(0, knee_tokens // runs - 1)
+
+
+class ReplayedCaps:
+    """Stands in for a scheduler to re-run a request alone with the draft lengths it had
+    under load (its records' ``gamma``, step by step): at any temperature, the same seed then
+    gives the same tokens (``python -m playground loadtest`` checks every answer this way)."""
+
+    load = 1  # alone: no pass is shared
+
+    def __init__(self, caps: list[int]) -> None:
+        self._caps = list(caps)
+        self._step = 0
+
+    def join(self):
+        return nullcontext(self)
+
+    def draft_cap(self) -> int:
+        cap = self._caps[self._step] if self._step < len(self._caps) else 0
+        self._step += 1
+        return cap

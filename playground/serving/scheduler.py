@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -67,7 +68,7 @@ class PassScheduler:
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
-        self.model = model
+        self._model = weakref.ref(model)  # the pool keys schedulers weakly by model: no cycle back
         self.max_batch = max_batch
         self.wait_s = wait_ms / 1000.0
         self.long_row = long_row
@@ -79,6 +80,15 @@ class PassScheduler:
         self._worker: threading.Thread | None = None
         self.passes = 0  # batched passes run (for the status line and the tests)
         self.max_rows_seen = 0
+
+    IDLE_EXIT_S = 30.0  # a worker with nothing to do for this long ends (a new pass starts another)
+
+    @property
+    def model(self):
+        model = self._model()
+        if model is None:
+            raise RuntimeError("the model of this scheduler was unloaded")
+        return model
 
     # ------------------------------------------------------------------ runs
     @contextmanager
@@ -121,11 +131,17 @@ class PassScheduler:
             self._worker = threading.Thread(target=self._loop, name="pass-scheduler", daemon=True)
             self._worker.start()
 
-    def _take(self) -> list[_Ticket]:
-        """Wait for a batch: every joined run has submitted, or ``wait_s`` after the first did."""
+    def _take(self) -> list[_Ticket] | None:
+        """Wait for a batch: every joined run has submitted, or ``wait_s`` after the first did.
+        None: idle for ``IDLE_EXIT_S``, the worker ends (and no longer holds the scheduler)."""
         with self._cond:
+            idle_until = time.monotonic() + self.IDLE_EXIT_S
             while not self._pending:
-                self._cond.wait()
+                left = idle_until - time.monotonic()
+                if left <= 0:
+                    self._worker = None
+                    return None
+                self._cond.wait(left)
             deadline = time.monotonic() + self.wait_s
             while len(self._pending) < min(self._joined, self.max_batch):
                 left = deadline - time.monotonic()
@@ -143,6 +159,8 @@ class PassScheduler:
     def _loop(self) -> None:
         while True:
             batch = self._take()
+            if batch is None:
+                return
             t0 = time.perf_counter()
             try:
                 outs = batched_forward(self.model, [t.row for t in batch], self.pad_id)

@@ -1,0 +1,59 @@
+"""The lesson "Serving a class" (visual.serving, playground.serving.sweep): the committed
+measurement renders, numbers and text from the file are escaped, and an empty file gives
+empty figures rather than an error; the pass-cost table measures a tiny model."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from playground.serving import sweep
+from tests.tiny_models import tiny_target
+from visual import serving as vserving
+
+DATA = {
+    "about": {"preset": "<b>x</b>", "dtype": "bfloat16", "knee_tokens": 36, "date": "2026-12-04",
+              "machine": "x86_64, 2 threads", "command": "python -m playground batch-sweep <script>"},
+    "pass_costs": [{"rows": 1, "tokens": 1, "ms": 50.0, "relative": 1.0},
+                   {"rows": 8, "tokens": 9, "ms": 130.0, "relative": 2.6}],
+    "class": [{"runs": r, "variant": v, "tokens_per_s": 10.0 * r, "p50_s": 1.0, "p95_s": 2.0,
+               "mean_shared_rows": float(r)} for r in (1, 8) for v in sweep.VARIANTS],
+}  # fmt: skip
+
+
+def test_the_lesson_renders_a_measurement():
+    fig = vserving.throughput_figure(DATA)
+    assert {t.name for t in fig.data} == set(sweep.VARIANTS)
+    assert list(fig.data[0].x) == [1, 8]
+    costs = vserving.pass_cost_figure(DATA)
+    assert list(costs.data[0].x) == [1, 72] and list(costs.data[0].y) == [1.0, 2.6]
+    assert len(vserving.class_rows(DATA)) == 6
+
+
+def test_provenance_is_escaped():
+    html = vserving.provenance_html(DATA)
+    assert "<b>x</b>" not in html and "&lt;b&gt;x&lt;/b&gt;" in html
+    assert "<script>" not in html
+
+
+def test_no_measurement_is_not_an_error():
+    assert vserving.throughput_figure({}).data == ()
+    assert vserving.pass_cost_figure({}).data[0].x == ()
+    assert "No measurement" in vserving.provenance_html({})
+
+
+def test_the_committed_measurement_has_every_variant():
+    data = sweep.measured()
+    if not data:
+        pytest.skip("playground/data/batch_sweep.json not measured yet")
+    assert {r["variant"] for r in data["class"]} == set(sweep.VARIANTS)
+    assert data["about"]["knee_tokens"] > 0
+
+
+def test_pass_costs_on_a_tiny_model():
+    torch.manual_seed(0)
+    model = tiny_target().float().eval()
+    costs = sweep.pass_costs(model, [(1, 1), (4, 3)], ctx=8, repeats=1)
+    assert [(c.rows, c.tokens) for c in costs] == [(1, 1), (4, 3)]
+    assert all(c.ms > 0 and c.relative > 0 for c in costs)
+    assert "4 × 3" in sweep.cost_table(costs)
