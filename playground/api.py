@@ -1,46 +1,71 @@
-"""The public Python interface: ``generate`` and ``stream_generate``.
+"""The public Python interface: ``generate`` and ``stream_generate``, and the one door to a run.
 
     >>> from playground import generate
     >>> r = generate("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=16)
     >>> r.token_ids, r.text, r.steps[0].drafted, r.stats.acceptance_rate
 
-Inputs are validated here (clear ``ValueError`` messages; the CLI and the app
-show them as they are).  Models are loaded once per process and reused.  This
-module does not implement the loop (``playground.decoding.engine``) or any rendering.
+``run_settings`` turns user values (keywords: Python, the CLI, ``/speculate``, the form, the
+lab, the bench) into a checked ``RunSettings`` with the preset's defaults filled in, reporting
+every mistake at once (``validate.SettingsError``; the CLI and the app show the messages as
+they are).  ``stream_run`` runs one: it loads the pair (once per process), builds the drafter
+and passes the settings whole to the engine.  ``generate`` / ``stream_generate`` keep their
+keywords for users and do both.  This module does not implement the loop
+(``playground.decoding.engine``) or any rendering.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterator
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 import torch
 
-from playground.config import Preset, load_config
-from playground.decoding.engine import MAX_TREE_NODES, MODES, GenerationConfig, stream
+from playground import validate
+from playground.config import AppConfig, Preset, load_config
+from playground.decoding.draft import Drafter
+from playground.decoding.engine import stream
 from playground.decoding.records import GenerationResult, StepRecord
-from playground.drafters.base import Drafter
 from playground.drafters.registry import build_drafter
 from playground.models.loading import ModelPair, ModelUnavailable, load_pair
-from playground.serving.trace_cache import TraceCache
-from playground.validate import draft_stop as check_stop_below
-from playground.validate import temperature as check_temperature
-from playground.validate import whole_number
+from playground.serving.policy import ReplayedCaps
+from playground.serving.pool import scheduler_for
+from playground.settings import RunSettings
 
-__all__ = ["generate", "stream_generate", "resolve", "make_drafter", "encode_prompt", "ModelUnavailable"]
+if TYPE_CHECKING:  # pragma: no cover - a type only: serving sits above the API (its load test calls it)
+    from playground.serving.trace_cache import TraceCache
+
+__all__ = [
+    "generate",
+    "stream_generate",
+    "run_settings",
+    "stream_run",
+    "run",
+    "resolve",
+    "make_drafter",
+    "encode_prompt",
+    "ModelUnavailable",
+]
 
 
-def resolve(preset: str | None, drafter: str | None) -> tuple[Preset, str]:
-    cfg = load_config()
+def _preset(cfg: AppConfig, preset: str | None) -> Preset:
     try:
-        p = cfg.preset(preset or cfg.default_preset)
+        return cfg.preset(preset or cfg.default_preset)
     except KeyError as exc:
         raise ValueError(str(exc.args[0])) from None
+
+
+def _kind(p: Preset, drafter: str | None) -> str:
     kind = drafter or p.drafter
     if kind not in p.drafters:
         raise ValueError(f"preset {p.name!r} has no {kind!r} drafter; choose one of: {', '.join(p.drafters)}")
-    return p, kind
+    return kind
+
+
+def resolve(preset: str | None, drafter: str | None) -> tuple[Preset, str]:
+    """The preset (None: the default) and the drafter kind (None: the preset's own)."""
+    p = _preset(load_config(), preset)
+    return p, _kind(p, drafter)
 
 
 def make_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = False) -> Drafter:
@@ -48,12 +73,7 @@ def make_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = Fals
 
 
 def encode_prompt(prompt: str, tokenizer, max_chars: int, max_tokens: int) -> list[int]:
-    if not isinstance(prompt, str):
-        raise ValueError("the prompt must be text")
-    if not prompt.strip():
-        raise ValueError("the prompt is empty: type at least one word")
-    if len(prompt) > max_chars:
-        raise ValueError(f"the prompt is too long: {len(prompt)} characters (limit {max_chars})")
+    validate.prompt(prompt, max_chars)
     ids = tokenizer(prompt)["input_ids"]
     if hasattr(ids, "tolist"):
         ids = ids.tolist()
@@ -63,23 +83,62 @@ def encode_prompt(prompt: str, tokenizer, max_chars: int, max_tokens: int) -> li
     return ids
 
 
-def _validate_numbers(gamma, temperature, top_k, top_p, seed, max_new_tokens) -> None:
-    lim = load_config().limits
-    check_temperature(temperature, lim.max_temperature)
-    if isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p):
-        raise ValueError(f"top_p must be a finite number, got {top_p!r}")
-    for name, v in (("gamma", gamma), ("top_k", top_k), ("seed", seed), ("max_new_tokens", max_new_tokens)):
-        whole_number(name, v, -(2**63), 2**63 - 1)  # the type; each range has its own message below
-    if not 1 <= gamma <= lim.max_gamma:
-        raise ValueError(f"gamma must be between 1 and {lim.max_gamma}, got {gamma}")
-    if not 0 <= top_k <= lim.max_top_k:
-        raise ValueError(f"top_k must be between 0 (off) and {lim.max_top_k}, got {top_k}")
-    if not 0 < top_p <= 1:
-        raise ValueError(f"top_p must be in (0, 1], got {top_p}")
-    if not 1 <= max_new_tokens <= lim.max_new_tokens:
-        raise ValueError(f"max_new_tokens must be between 1 and {lim.max_new_tokens}, got {max_new_tokens}")
-    if seed < 0:
-        raise ValueError(f"seed must be >= 0, got {seed}")
+def run_settings(
+    *,
+    preset: str | None = None,
+    drafter: str | None = None,
+    mode: str = "speculative",
+    gamma: int | None = None,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
+    max_new_tokens: int = 64,
+    dtype: str | None = None,
+    tree_nodes: int | None = None,
+    rule: str = "lossless",
+    verification: str | None = None,
+    draft_stop: float | None = None,
+    draft_argmax: bool = False,
+    trace: bool = True,
+    cfg: AppConfig | None = None,
+) -> RunSettings:
+    """User values as a checked ``RunSettings``, within the app's limits; None (gamma, dtype,
+    tree_nodes, draft_stop, drafter, preset) means the preset's own.  ``verification`` is the
+    app's name for ``rule`` (only the rules the app offers).  Raises ``validate.SettingsError``
+    with every mistake, keyed by field."""
+    cfg = cfg or load_config()
+    errors: dict[str, str] = {}
+    p = kind = None
+    try:
+        p = _preset(cfg, preset)
+        kind = _kind(p, drafter)
+    except ValueError as exc:
+        errors["preset" if p is None else "drafter"] = str(exc)
+    if verification is not None:
+        try:
+            rule = validate.verification(verification)
+        except ValueError as exc:
+            errors["verification"] = str(exc)
+    values = dict(
+        mode=mode, preset=p.name if p else None, drafter=kind, gamma=gamma if gamma is not None or p is None else p.gamma,
+        temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens,
+        dtype=dtype if dtype is not None or p is None else p.dtype,
+        tree_nodes=tree_nodes if tree_nodes is not None or p is None else p.tree_nodes, rule=rule,
+        draft_stop=draft_stop if draft_stop is not None or p is None else p.draft_stop,
+        draft_argmax=draft_argmax, trace=trace,
+    )  # fmt: skip
+    values = {k: v for k, v in values.items() if v is not None}  # unknown preset: the rest is still checked
+    try:
+        clean = validate.run_settings(values, cfg.limits)
+    except validate.SettingsError as exc:
+        rename = {"rule": "verification"} if verification is not None else {}
+        errors.update({rename.get(k, k): m for k, m in exc.errors.items() if rename.get(k, k) not in errors})
+    if errors:
+        raise validate.SettingsError(errors)
+    if clean["mode"] == "autoregressive":
+        clean["tree_nodes"] = 1  # nothing to branch
+    return RunSettings(**clean)
 
 
 def stream_generate(
@@ -105,101 +164,78 @@ def stream_generate(
 ) -> Iterator[StepRecord | GenerationResult]:
     """Yield a StepRecord per target pass as it happens, then the GenerationResult.
 
+    The keywords become one ``RunSettings`` at once (``run_settings``); ``stream_run`` does the rest.
     shared: a ``TraceCache`` (the app's): an identical request already computed or in
     flight is replayed or followed instead of run again (``result.config["replay"]``
     says so), and new runs take one of its compute slots."""
-    p, kind = resolve(preset, drafter)
-    gamma = p.gamma if gamma is None else gamma
-    if mode not in MODES:
-        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    if dtype is not None and dtype not in ("float32", "bfloat16"):
-        raise ValueError(f"dtype must be float32 or bfloat16, got {dtype!r}")
-    _validate_numbers(gamma, temperature, top_k, top_p, seed, max_new_tokens)
-    tree_nodes = p.tree_nodes if tree_nodes is None else tree_nodes
-    if isinstance(tree_nodes, float) and tree_nodes.is_integer():
-        tree_nodes = int(tree_nodes)
-    if isinstance(tree_nodes, bool) or not isinstance(tree_nodes, int) or not 1 <= tree_nodes <= MAX_TREE_NODES:
-        raise ValueError(f"tree_nodes must be between 1 (a chain) and {MAX_TREE_NODES}, got {tree_nodes!r}")
-    if not isinstance(prompt, str):
-        raise ValueError("the prompt must be text")
-    if draft_stop is not None:
-        p = replace(p, draft_stop=check_stop_below(draft_stop))
-    args = dict(
-        mode=mode,
-        gamma=int(gamma),
-        temperature=float(temperature),
-        top_k=int(top_k),
-        top_p=float(top_p),
-        seed=int(seed),
-        max_new_tokens=int(max_new_tokens),
-        dtype=dtype or p.dtype,
-        trace=bool(trace),
-        rule=rule,
-        draft_argmax=bool(draft_argmax),
-        tree_nodes=int(tree_nodes),
-    )
-    if shared is None:
-        yield from _stream(prompt, p, kind, progress=progress, **args)
-        return
-    key = (p.name, kind, prompt, tuple(sorted(args.items())), p.draft_stop)  # another threshold: another run
-    yield from shared.stream(key, lambda: _stream(prompt, p, kind, progress=progress, **args))
+    settings = run_settings(
+        preset=preset, drafter=drafter, mode=mode, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
+        seed=seed, max_new_tokens=max_new_tokens, dtype=dtype, tree_nodes=tree_nodes, rule=rule,
+        draft_stop=draft_stop, draft_argmax=draft_argmax, trace=trace,
+    )  # fmt: skip
+    return stream_run(prompt, settings, progress=progress, shared=shared)
 
 
-def _stream(
+def stream_run(
     prompt: str,
-    p: Preset,
-    kind: str,
+    settings: RunSettings,
     *,
-    mode: str,
-    gamma: int,
-    temperature: float,
-    top_k: int,
-    top_p: float,
-    seed: int,
-    max_new_tokens: int,
-    dtype: str,
-    trace: bool,
-    rule: str,
-    draft_argmax: bool,
-    tree_nodes: int = 1,
     progress=None,
+    shared: TraceCache | None = None,
+    batch: bool = False,
+    draft_caps: list[int] | None = None,
 ) -> Iterator[StepRecord | GenerationResult]:
+    """Run ``settings`` (from ``run_settings``: a preset named, its defaults filled in) on ``prompt``.
+
+    shared: see ``stream_generate``; the request's key is (prompt, settings), and its target
+    passes are shared with the other runs on the model (the app's runs always batch).
+    batch: share target passes with other runs on the same model even without ``shared``.
+    draft_caps: re-run alone with the per-step draft lengths a batched run had (its steps'
+    ``gamma``): at T > 0 the same seed then gives the same tokens."""
+    if settings.preset is None or settings.dtype is None:
+        raise ValueError("these settings name no preset: build them with playground.api.run_settings")
+    validate.prompt(prompt, load_config().limits.max_prompt_chars)
+    if shared is None:
+        return _run(prompt, settings, progress, batch, draft_caps)
+    return shared.stream((prompt, settings), lambda: _run(prompt, settings, progress, True, None))
+
+
+def _run(prompt, settings: RunSettings, progress, batch: bool, draft_caps) -> Iterator[StepRecord | GenerationResult]:
+    """One run.  ``batch``: its target passes may share forward passes with the other runs on
+    the same model (``playground.serving``), its drafts capped by the load; ``draft_caps``:
+    re-run alone with the draft lengths a run had under load (its records' ``gamma``)."""
     lim = load_config().limits
-    pair = load_pair(p, dtype, progress=progress)
+    p = load_config().preset(settings.preset)
+    pair = load_pair(p, settings.dtype, progress=progress)
     ids = encode_prompt(prompt, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
-    config = GenerationConfig(
-        mode=mode,
-        gamma=int(gamma),
-        temperature=float(temperature),
-        top_k=int(top_k),
-        top_p=float(top_p),
-        seed=int(seed),
-        max_new_tokens=int(max_new_tokens),
-        trace=trace,
-        rule=rule,
-        tree_nodes=int(tree_nodes) if mode == "speculative" else 1,
-    )
-    d = make_drafter(kind, pair, p, argmax=draft_argmax) if mode == "speculative" else None
-    gen = torch.Generator().manual_seed(int(seed))
-    for item in stream(
-        pair.target,
-        pair.tokenizer,
-        ids,
-        config,
-        drafter=d,
-        eos_token_ids=pair.eos_token_ids,
-        generator=gen,
-        prompt=prompt,
-    ):
+    d = None
+    if settings.speculative:  # the drafter reads the run's stop threshold from its preset
+        stop = p.draft_stop if settings.draft_stop is None else settings.draft_stop
+        d = make_drafter(settings.drafter, pair, replace(p, draft_stop=stop), settings.draft_argmax)
+    gen = torch.Generator().manual_seed(settings.seed)
+    scheduler = scheduler_for(pair.target, lim.max_batch, lim.kv_budget_mb) if batch else None
+    if draft_caps is not None:
+        scheduler = ReplayedCaps(draft_caps)
+    for item in stream(pair.target, pair.tokenizer, ids, settings, drafter=d, eos_token_ids=pair.eos_token_ids,
+                       generator=gen, prompt=prompt, scheduler=scheduler):  # fmt: skip
         if isinstance(item, GenerationResult):
             item.config.update(preset=p.name, dtype=pair.dtype)
         yield item
 
 
+def run(prompt: str, settings: RunSettings, **kwargs) -> GenerationResult:
+    """``stream_run`` to the end: the GenerationResult."""
+    return _last(stream_run(prompt, settings, **kwargs))
+
+
 def generate(prompt: str, **kwargs) -> GenerationResult:
     """Run one generation and return the result (``.token_ids``, ``.text``, ``.steps``, ``.stats``)."""
+    return _last(stream_generate(prompt, **kwargs))
+
+
+def _last(items) -> GenerationResult:
     result = None
-    for item in stream_generate(prompt, **kwargs):
+    for item in items:
         result = item
     assert isinstance(result, GenerationResult)
     return result

@@ -12,7 +12,8 @@ import argparse
 import json
 import sys
 
-from playground.config import DRAFTER_KINDS, load_config
+from playground.config import load_config
+from playground.drafters.registry import NAMES
 
 
 class _Parser(argparse.ArgumentParser):
@@ -79,13 +80,12 @@ def _plain_marks(step) -> str:
 
 
 def cmd_generate(args) -> int:
-    from playground.api import stream_generate
+    from playground.api import run_settings, stream_run
     from playground.decoding.records import GenerationResult
     from playground.errors import ModelUnavailable
 
     try:
-        items = stream_generate(
-            args.prompt,
+        settings = run_settings(
             preset=args.preset,
             mode=args.mode,
             drafter=args.drafter,
@@ -98,6 +98,7 @@ def cmd_generate(args) -> int:
             dtype=args.dtype,
             tree_nodes=args.tree_nodes,
         )
+        items = stream_run(args.prompt, settings)
         result = None
         for item in items:
             if isinstance(item, GenerationResult):
@@ -133,7 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     g = sub.add_parser("generate", help="generate text with speculative or autoregressive decoding")
     g.add_argument("--preset", default=None)
     g.add_argument("--prompt", required=True)
-    g.add_argument("--drafter", default=None, choices=list(DRAFTER_KINDS))
+    g.add_argument("--drafter", default=None, choices=list(NAMES))
     g.add_argument("--gamma", type=int, default=None)
     g.add_argument("--temperature", type=float, default=0.0)
     g.add_argument("--top-k", type=int, default=0)
@@ -174,6 +175,10 @@ def _dispatch(argv: list[str] | None) -> int:
         from playground.serving import loadtest
 
         return loadtest.main(argv[1:])
+    if argv and argv[0] == "batch-sweep":
+        from playground.serving import sweep
+
+        return sweep.main(argv[1:])
     if argv and argv[0] == "check-space":
         from playground import space_check
 

@@ -14,13 +14,11 @@ from typing import Any
 
 import yaml
 
-from playground.drafters.registry import KINDS, NAMES
+from playground.drafters.registry import KINDS, NAMES, offered
 from playground.validate import draft_stop as check_stop_below
 
 CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
 SOURCES = ("packaged", "builtin", "hub")
-DRAFTER_KINDS = NAMES  # playground.drafters.registry: one table of drafter kinds
-SELF_DRAFTING = ("early-exit",)  # kinds drafted by the target itself: every preset whose target can exit early
 DTYPES = ("float32", "bfloat16")
 
 
@@ -52,8 +50,8 @@ class Preset:
     def __post_init__(self) -> None:
         if self.source not in SOURCES:
             raise ValueError(f"preset {self.name}: source must be one of {SOURCES}")
-        if self.drafter not in DRAFTER_KINDS:
-            raise ValueError(f"preset {self.name}: drafter must be one of {DRAFTER_KINDS}")
+        if self.drafter not in KINDS:
+            raise ValueError(f"preset {self.name}: drafter must be one of {NAMES}")
         if self.dtype not in DTYPES:
             raise ValueError(f"preset {self.name}: dtype must be one of {DTYPES}")
         if KINDS[self.drafter].needs_drafter_model and not self.drafter_model:
@@ -69,20 +67,8 @@ class Preset:
 
     @property
     def drafters(self) -> tuple[str, ...]:
-        """Drafter kinds this preset can run: its own, plus prompt lookup (always possible) and early exit."""
-        kinds = [self.drafter]
-        # a Gemma 4 assistant cannot draft on its own (it reads the target's state), and a
-        # drafter with another tokenizer cannot draft target token ids directly
-        if self.drafter_model and self.drafter not in ("gemma4-assistant", "other-tokenizer") and "model" not in kinds:
-            kinds.append("model")
-        if self.drafter_weights:
-            kinds += [k for k in ("mtp", "mtp+lookup") if k not in kinds]
-        if "prompt-lookup" not in kinds:
-            kinds.append("prompt-lookup")
-        # the target's own first layers (not Gemma 4's multimodal target: no plain .model.layers)
-        if self.drafter != "gemma4-assistant" and "early-exit" not in kinds:
-            kinds.append("early-exit")
-        return tuple(kinds)
+        """Drafter kinds this preset can run: its own first (``drafters.registry.offered``)."""
+        return offered(self)
 
 
 @dataclass(frozen=True)
@@ -101,6 +87,7 @@ class Limits:
     trace_cache_entries: int = 128  # finished runs kept for identical requests (playground.serving.trace_cache)
     trace_cache_bytes: int = 64_000_000  # ... and their total size as JSON
     max_batch: int = 32  # runs whose rows one shared target pass carries at most (playground.serving)
+    kv_budget_mb: int = 2_000  # the caches of the runs sharing a model's passes, together (playground.serving)
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,8 @@ from dataclasses import fields
 from typing import Any
 
 from playground.config import load_config
-from playground.decoding.engine import MAX_GAMMA, MAX_TREE_NODES, MODES
 from playground.decoding.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
-from playground.validate import excerpt
+from playground.validate import MAX_GAMMA, MAX_TREE_NODES, MODES, excerpt
 
 
 class TraceImportError(ValueError):
@@ -213,13 +212,18 @@ _STATS_MS = (
     "verify_ms_per_call",
     "single_token_ms",
 )
-# config keys the app reads, and the type each must have when present
+# config keys the app reads (RunSettings' fields), and the type each must have when present;
+# null preset / dtype / draft_stop: a run on models given to the engine directly
 _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
-    "preset": (str,),
+    "preset": (str, type(None)),
     "drafter": (str, type(None)),
     "rule": (str,),
     "mode": (str,),
-    "dtype": (str,),
+    "dtype": (str, type(None)),
+    "draft_stop": (int, float, type(None)),
+    "tree_nodes": (int,),
+    "draft_argmax": (bool,),
+    "top_n": (int,),
     "temperature": (int, float),
     "top_p": (int, float),
     "gamma": (int,),

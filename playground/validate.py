@@ -1,9 +1,12 @@
-"""Checks of user-supplied settings shared by the API, the app, the lab, the bench and the CLI.
+"""Every check of user-supplied settings: one function per rule, one message per mistake.
 
-Each check returns the cleaned value or raises ``ValueError`` with one message per
-mistake, worded the same wherever the value came from.  This module does not know
-where the value came from (form, URL, endpoint, command line) and loads nothing.
-Text from a shared link or a config file is parsed here too (``parse_*``,
+The API, the app (form, link, ``/speculate``), the lab, the bench and the CLI all go through
+here, mostly by building a ``playground.settings.RunSettings`` (``run_settings`` below checks
+every field of one and reports every mistake at once, keyed by field).  Each check returns the
+cleaned value or raises ``ValueError`` worded the same wherever the value came from.  The
+ranges a setting may take are the engine's (``ENGINE``) narrowed by the app's ``limits``.
+This module does not know where the value came from (form, URL, endpoint, command line) and
+loads nothing.  Text from a shared link or a config file is parsed here too (``parse_*``,
 ``clean_prompt``), and ``excerpt`` is how a message quotes a value someone else chose.
 """
 
@@ -11,15 +14,66 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from playground.rules import APP_RULES, RULES
 
 # Below this, logits / T overflows float32 (a logit gap of 1 at T = 1e-40 is e^(1e40)),
 # and the softmax becomes inf / nan.  Anything this cold is greedy in all but name: use 0.
 MIN_TEMPERATURE = 0.01
+MODES = ("speculative", "autoregressive")
+DTYPES = ("float32", "bfloat16")
+MAX_GAMMA = 16  # drafts per step the engine takes (the step view and the traces assume at most this)
+MAX_TREE_NODES = 64  # draft-tree nodes in one verify pass
+MAX_SEED = 2**63 - 1  # torch.Generator.manual_seed's range
+MAX_TOP_N = 50  # candidates recorded per distribution
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """How far a setting may go.  ``playground.config.Limits`` has the same fields (the app's)."""
+
+    max_gamma: int = MAX_GAMMA
+    max_temperature: float = 5.0
+    max_top_k: int = 2**31 - 1
+    max_new_tokens: int = 100_000
+
+
+ENGINE = Bounds()  # what the engine itself accepts (tests, the bench and the lab's own runs)
+
+
+def bounds(limits) -> Bounds:
+    """The engine's bounds narrowed by an app's ``limits`` (``config.Limits``; None: the engine's)."""
+    if limits is None:
+        return ENGINE
+    return Bounds(
+        max_gamma=min(MAX_GAMMA, limits.max_gamma),
+        max_temperature=min(ENGINE.max_temperature, limits.max_temperature),
+        max_top_k=min(ENGINE.max_top_k, limits.max_top_k),
+        max_new_tokens=min(ENGINE.max_new_tokens, limits.max_new_tokens),
+    )
+
+
+class SettingsError(ValueError):
+    """Every mistake in one set of settings: ``errors`` maps a field to its one message."""
+
+    def __init__(self, errors: Mapping[str, str]):
+        self.errors = dict(errors)
+        super().__init__("; ".join(self.errors.values()))
+
+
+# --------------------------------------------------------------------------- one rule each
+
+
+def _finite(value) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def temperature(value, max_temperature: float) -> float:
     """0 (greedy) or a finite number in [MIN_TEMPERATURE, max_temperature]."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not _finite(value):
         raise ValueError(f"temperature must be a finite number, got {value!r}")
     value = float(value)
     if value == 0.0:
@@ -31,39 +85,77 @@ def temperature(value, max_temperature: float) -> float:
     return value
 
 
-# The verification rules a visitor can choose (engine names; ``playground.decoding.engine.RULES`` has
-# every rule, the lab's wrong ones included).  Block verification judges a chain of drafts.
-VERIFICATION_RULES = ("lossless", "block")
+def top_p(value) -> float:
+    """A nucleus mass in (0, 1] (1 = off)."""
+    if not _finite(value):
+        raise ValueError(f"top_p must be a finite number, got {value!r}")
+    if not 0.0 < value <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {value}")
+    return float(value)
 
 
-def verification(rule, tree_nodes: int = 1) -> str:
-    """A rule of ``VERIFICATION_RULES`` that suits the draft shape: block verification needs a chain."""
-    if rule not in VERIFICATION_RULES:
-        raise ValueError(
-            f"verification must be one of {', '.join(VERIFICATION_RULES)}, got {excerpt(rule)!r}"
-            if isinstance(rule, str)
-            else f"verification must be one of {', '.join(VERIFICATION_RULES)}, got {type(rule).__name__}"
-        )
-    if rule == "block" and tree_nodes != 1:
-        raise ValueError(
-            "block verification judges a chain of drafts, not a tree: set the draft tree nodes to 1, "
-            "or choose token verification"
-        )
+def seed(value) -> int:
+    """A whole number the random generator takes: 0 <= seed < 2**63."""
+    value = whole_number("seed", value, -MAX_SEED - 1, MAX_SEED)
+    if value < 0:
+        raise ValueError(f"seed must be >= 0, got {value}")
+    return value
+
+
+def one_of(name: str, value, choices) -> str:
+    """One of ``choices`` (names), quoting at most an excerpt of anything else."""
+    if isinstance(value, str) and value in choices:
+        return value
+    got = repr(excerpt(value)) if isinstance(value, str) else type(value).__name__
+    raise ValueError(f"{name} must be one of {', '.join(choices)}, got {got}")
+
+
+def verification(rule) -> str:
+    """A rule the Playground and ``/speculate`` offer (``playground.rules.APP_RULES``)."""
+    return one_of("verification", rule, APP_RULES)
+
+
+def tree_rule(rule: str, tree_nodes: int) -> str:
+    """A tree of drafts is verified with the lossless rule only (block verification judges a chain)."""
+    if tree_nodes > 1 and rule != "lossless":
+        if RULES[rule].chains_only:
+            raise ValueError(
+                "block verification judges a chain of drafts, not a tree: set the draft tree nodes to 1, "
+                "or choose token verification"
+            )
+        raise ValueError(f"tree drafts are verified with the lossless rule only, not {rule!r}: set tree_nodes to 1")
     return rule
 
 
 def draft_stop(value) -> float:
     """An early-stop threshold for drafters (``playground.decoding.draft_stop``): a number in [0, 1), 0 = off."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not _finite(value):
         raise ValueError(f"draft_stop must be a number in [0, 1) (0 = off), got {excerpt(value)!r}")
     if not 0.0 <= value < 1.0:
         raise ValueError(f"draft_stop must be a number in [0, 1) (0 = off), got {value:g}")
     return float(value)
 
 
+def flag(name: str, value) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"{name} must be true or false, got {type(value).__name__}")
+    return value
+
+
+def prompt(value, max_chars: int) -> str:
+    """A prompt: text, not blank, at most ``max_chars`` characters."""
+    if not isinstance(value, str):
+        raise ValueError("the prompt must be text")
+    if not value.strip():
+        raise ValueError("the prompt is empty: type at least one word")
+    if len(value) > max_chars:
+        raise ValueError(f"the prompt is too long: {len(value)} characters (limit {max_chars})")
+    return value
+
+
 def number(name: str, value, lo: float, hi: float) -> float:
     """A finite number (not a bool) in [lo, hi], as a float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not _finite(value):
         raise ValueError(f"{name} must be a number, got {value!r}")
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be between {lo} and {hi}, got {value}")
@@ -79,6 +171,55 @@ def whole_number(name: str, value, lo: int, hi: int) -> int:
     if not lo <= value <= hi:
         raise ValueError(f"{name} must be between {lo} and {hi}, got {value}")
     return value
+
+
+# --------------------------------------------------------------------------- one run's settings
+
+# field -> its check, given the bounds in force; None values of the optional fields mean
+# "the preset's own" and are resolved before a RunSettings is made (``playground.api``).
+_CHECKS: dict[str, Callable[[Any, Bounds], Any]] = {
+    "mode": lambda v, b: one_of("mode", v, MODES),
+    "gamma": lambda v, b: whole_number("gamma", v, 1, b.max_gamma),
+    "temperature": lambda v, b: temperature(v, b.max_temperature),
+    "top_k": lambda v, b: whole_number("top_k", v, 0, b.max_top_k),
+    "top_p": lambda v, b: top_p(v),
+    "seed": lambda v, b: seed(v),
+    "max_new_tokens": lambda v, b: whole_number("max_new_tokens", v, 1, b.max_new_tokens),
+    "tree_nodes": lambda v, b: whole_number("tree_nodes", v, 1, MAX_TREE_NODES),
+    "rule": lambda v, b: one_of("rule", v, tuple(RULES)),
+    "draft_stop": lambda v, b: None if v is None else draft_stop(v),
+    "dtype": lambda v, b: None if v is None else one_of("dtype", v, DTYPES),
+    "draft_argmax": lambda v, b: flag("draft_argmax", v),
+    "trace": lambda v, b: flag("trace", v),
+    "top_n": lambda v, b: whole_number("top_n", v, 1, MAX_TOP_N),
+}
+
+
+def run_settings(values: Mapping[str, Any], limits=None) -> dict[str, Any]:
+    """The cleaned values of one run's settings (``RunSettings``' fields), or a ``SettingsError``
+    with every mistake.  ``limits``: the app's (``config.Limits``); None: the engine's own."""
+    b = bounds(limits)
+    clean: dict[str, Any] = dict(values)
+    errors: dict[str, str] = {}
+    for name, check in _CHECKS.items():
+        if name in values:
+            try:
+                clean[name] = check(values[name], b)
+            except ValueError as exc:
+                errors[name] = str(exc)
+    if (
+        clean.get("mode") != "autoregressive"
+        and "rule" not in errors
+        and "tree_nodes" not in errors
+        and "tree_nodes" in clean
+    ):
+        try:
+            tree_rule(clean.get("rule", "lossless"), clean["tree_nodes"])
+        except ValueError as exc:
+            errors["rule"] = str(exc)
+    if errors:
+        raise SettingsError(errors)
+    return clean
 
 
 # --------------------------------------------------------------------------- text from others
@@ -135,12 +276,7 @@ def parse_number(name: str, raw, lo: float, hi: float) -> float:
 
 
 def clean_prompt(raw, max_chars: int) -> str:
-    """A prompt from a link or a config file: text, control characters removed (CRLF -> LF), not blank."""
+    """A prompt from a link or a config file: control characters removed (CRLF -> LF), then ``prompt``."""
     if not isinstance(raw, str):
-        raise ValueError("prompt must be text")
-    s = _CONTROL.sub("", raw.replace("\r\n", "\n"))
-    if not s.strip():
-        raise ValueError("prompt is empty")
-    if len(s) > max_chars:
-        raise ValueError(f"prompt is too long: {len(s)} characters (limit {max_chars})")
-    return s
+        return prompt(raw, max_chars)
+    return prompt(_CONTROL.sub("", raw.replace("\r\n", "\n")), max_chars)

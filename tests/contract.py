@@ -27,9 +27,9 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.draft import Drafter, TargetState
 from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs
-from playground.drafters.base import Drafter, TargetState
 from playground.models.tiny import EOS as CHAR_EOS
 from tests.stats import ALPHA, assert_follows, next_token_probs
 
@@ -85,7 +85,8 @@ class CacheSpy:
     def __init__(self, inner, model):
         self.inner, self.model, self.checks = inner, model, 0
         self.name, self.needs_target_hidden = inner.name, inner.needs_target_hidden
-        if hasattr(inner, "propose_tree"):
+        self.capabilities = inner.capabilities  # what the loop reads: the wrapped drafter's declaration
+        if inner.capabilities.branches:
             self.propose_tree = inner.propose_tree
 
     def start(self, state):
@@ -96,10 +97,6 @@ class CacheSpy:
 
     def cache_len(self):
         return self.inner.cache_len()
-
-    @property
-    def shares_target_cache(self):  # early exit with KV reuse: the engine verifies through the drafter
-        return getattr(self.inner, "shares_target_cache", False)
 
     def verify_logits(self, *args):
         return self.inner.verify_logits(*args)
@@ -138,7 +135,7 @@ class DrafterCacheSpy(CacheSpy):
     def accept(self, n, state):
         super().accept(n, state)
         d = self.inner
-        if getattr(d, "shares_target_cache", False) and not d._seen:  # drafted in the target's cache, checked above
+        if d.capabilities.shares_target_cache and not d._seen:  # drafted in the target's cache, checked above
             assert d.cache.get_seq_length() == 0
             self.drafter_checks += 1
             return
@@ -177,7 +174,7 @@ def first_pair_counts(run_seed, n: int, vocab: int) -> torch.Tensor:
 def assert_first_token_distribution(target, tok, prompt, config, make_drafter, n: int, eos_token_ids, alpha=ALPHA):
     """n seeded runs (a fresh drafter each): the first token must follow the target's own
     p(. | prompt) under ``config``'s sampling settings (chi-square).  Returns the runs."""
-    p = next_token_probs(target, prompt, config.sampling)
+    p = next_token_probs(target, prompt, SamplingParams.of(config))
     counts = torch.zeros(p.shape[0])
     runs = []
     for seed in range(n):

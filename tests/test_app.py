@@ -4,6 +4,7 @@ the Run/replay handlers, and the Spaces header in README.md vs spaces_config.yam
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -278,17 +279,17 @@ def test_verification_control_defaults_to_token_verification():
 
 
 def _spy_on_api(monkeypatch):
-    """Record the keyword arguments of every ``playground.api.stream_generate`` call."""
+    """Record the settings of every ``playground.api.stream_run`` call (every run goes through it)."""
     import playground.api
 
     calls = []
-    real = playground.api.stream_generate
+    real = playground.api.stream_run
 
-    def spy(prompt, **kwargs):
-        calls.append(kwargs)
-        return real(prompt, **kwargs)
+    def spy(prompt, settings, **kwargs):
+        calls.append(settings)
+        return real(prompt, settings, **kwargs)
 
-    monkeypatch.setattr(playground.api, "stream_generate", spy)
+    monkeypatch.setattr(playground.api, "stream_run", spy)
     return calls
 
 
@@ -313,8 +314,9 @@ def test_block_verification_run_gives_block_steps_and_the_greedy_output(tiny_def
     assert final["spec"].token_ids == token["spec"].token_ids == final["ar"].token_ids  # point masses: same tokens
     assert final["spec"].config["rule"] == "block" and token["spec"].config["rule"] == "lossless"
     spec_call, ar_call = calls
-    assert spec_call["mode"] == "speculative" and spec_call["rule"] == "block" and spec_call["tree_nodes"] == 1
-    assert ar_call["mode"] == "autoregressive" and "rule" not in ar_call and "tree_nodes" not in ar_call
+    assert spec_call.mode == "speculative" and spec_call.rule == "block" and spec_call.tree_nodes == 1
+    # the race's baseline has no rule (or tree) of its own: the same request whatever the rule
+    assert ar_call.mode == "autoregressive" and ar_call == replace(spec_call, rule="lossless").autoregressive()
     exported = json.loads(Path(outs[-1][9].value["path"]).read_text(encoding="utf-8"))
     assert exported["config"]["rule"] == "block"
     assert "Block verification (Sun et al. 2025)" in outs[-1][7]  # the stats card's note
@@ -388,7 +390,7 @@ def test_a_shared_link_can_preselect_block_verification():
     for bad in ("typical", "<script>", "x" * 200):
         pf = validate_query({"verification": bad, "seed": "5"})
         assert pf.verification is None and pf.values() == {"seed": 5}
-        assert any("verification must be one of: lossless, block" in e for e in pf.errors), pf.errors
+        assert any("verification must be one of lossless, block" in e for e in pf.errors), pf.errors
         assert all(len(e) < 120 for e in pf.errors)  # only an excerpt of the link's text
         ups = dict(zip(LINK_KEYS, tab.link_updates(pf), strict=True))
         assert ups["verification"] == gr.skip() and ups["seed"]["value"] == 5

@@ -130,10 +130,11 @@ def test_bench_restores_the_thread_count():
 
 def test_one_target_forward_per_speculative_step(tiny_pair):
     """No redundant passes: prefill + exactly one target forward per step, counted on the model."""
-    from playground.decoding.engine import GenerationConfig, run
+    from playground.decoding.engine import run
     from playground.drafters.model import ModelDrafter
     from playground.drafters.prompt_lookup import PromptLookupDrafter
     from playground.models.tiny import EOS
+    from playground.settings import RunSettings
 
     target, drafter_model, tok = tiny_pair
     calls = []
@@ -150,7 +151,7 @@ def test_one_target_forward_per_speculative_step(tiny_pair):
             for temperature in (0.0, 1.0):
                 calls.clear()
                 ids = tok("abc abc abc abc")["input_ids"]
-                cfg = GenerationConfig(gamma=4, temperature=temperature, max_new_tokens=24, trace=False)
+                cfg = RunSettings(gamma=4, temperature=temperature, max_new_tokens=24, trace=False)
                 r = run(target, tok, ids, cfg, drafter=drafter, eos_token_ids=(EOS,))
                 assert len(calls) == r.stats.steps + 1 == r.stats.target_calls
                 assert calls[0] == len(ids) - 1  # the prefill
@@ -350,7 +351,8 @@ def test_benchmark_tab_draws_tree_rows_as_their_own_series():
 
 
 def test_greedy_fast_argmax_takes_the_first_of_tied_maxima():
-    from playground.decoding.engine import GenerationConfig, run
+    from playground.decoding.engine import run
+    from playground.settings import RunSettings
     from tests.fakes import BigramLM, ByteTokenizer
 
     V = 40
@@ -359,7 +361,7 @@ def test_greedy_fast_argmax_takes_the_first_of_tied_maxima():
         table[t, (t + 7) % V] = 5.0
         table[t, (t + 3) % V] = 5.0  # a tie: the lower id must win, as torch.argmax
     target = BigramLM(table.bfloat16().float())
-    r = run(target, ByteTokenizer(), [1, 2], GenerationConfig(mode="autoregressive", max_new_tokens=6, trace=False))
+    r = run(target, ByteTokenizer(), [1, 2], RunSettings(mode="autoregressive", max_new_tokens=6, trace=False))
     expect, t = [], 2
     for _ in range(6):
         t = min((t + 7) % V, (t + 3) % V)
@@ -376,13 +378,14 @@ def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind,
     from playground.drafters.model import ModelDrafter
     from playground.drafters.prompt_lookup import PromptLookupDrafter
     from playground.models.tiny import EOS
+    from playground.settings import RunSettings
 
     target, drafter_model, tok = tiny_pair
     ids = tok("abc abc abc abc abd")["input_ids"]
 
     def go():
         d = ModelDrafter(drafter_model, 100) if kind == "model" else PromptLookupDrafter()
-        cfg = engine.GenerationConfig(gamma=4, temperature=temperature, max_new_tokens=20, seed=3, rule=rule)
+        cfg = RunSettings(gamma=4, temperature=temperature, max_new_tokens=20, seed=3, rule=rule)
         r = engine.run(target, tok, ids, cfg, drafter=d, eos_token_ids=(EOS,))
         return [{k: v for k, v in s.to_dict().items() if not k.endswith("_ms")} for s in r.steps], r.token_ids
 

@@ -23,144 +23,26 @@ from __future__ import annotations
 
 import itertools
 import json
-import zlib
-from collections import defaultdict
 from dataclasses import replace
 
 import pytest
 import torch
 
 from playground.decoding import block_verify
-from playground.decoding.engine import GenerationConfig, run, verify
+from playground.decoding.engine import run, verify
 from playground.decoding.rows import PointRows
-from playground.decoding.sampling import SamplingParams, acceptance_prob, logits_to_probs
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
 from playground.models.tiny import EOS as CHAR_EOS
+from playground.settings import RunSettings
 from tests.contract import assert_greedy_equals_target, seeded
 from tests.fakes import TABLE_V, BigramLM, LetterTokenizer, disagreeing_tables
+from tests.laws import V, laws, step_law, target_law, tv
 from tests.stats import assert_does_not_follow, assert_follows
 
-V = 4
 SEEDS = [0, 1, 2, 3, 4]
 EOS = 0  # the EOS cases: token 0 ends the sequence
-
-# ---------------------------------------------------------------- tiny context-dependent laws
-
-
-def _law(seed: int, who: str, prefix: tuple[int, ...]) -> torch.Tensor:
-    """A seeded [V] float64 distribution for this prefix: random logits, sometimes a zero."""
-    g = _gen(seed, who, prefix)
-    probs = torch.softmax(torch.randn(V, generator=g, dtype=torch.float64), -1)
-    if float(torch.rand((), generator=g)) < 0.4:  # a token this model never produces here
-        probs[int(torch.randint(V, (), generator=g))] = 0.0
-    return probs / probs.sum()
-
-
-def _gen(seed: int, who: str, prefix: tuple[int, ...]) -> torch.Generator:
-    return torch.Generator().manual_seed(zlib.crc32(f"{seed}/{who}/{prefix}".encode()))
-
-
-def laws(seed: int):
-    """(target, draft): prefix -> [V].  Per prefix the drafter is exactly the target, almost
-    the target (near-equal rows), a noisy copy of it (zeros kept), or a law of its own."""
-
-    def target(prefix):
-        return _law(seed, "p", prefix)
-
-    def draft(prefix):
-        g = _gen(seed, "kind", prefix)
-        kind, p = float(torch.rand((), generator=g)), target(prefix)
-        if kind < 0.15:
-            return p.clone()
-        if kind < 0.3:
-            near = p + 1e-3 * torch.rand(V, generator=g, dtype=torch.float64)
-            return near / near.sum()
-        if kind < 0.75:
-            return torch.softmax(p.log() + 2.0 * torch.randn(V, generator=g, dtype=torch.float64), -1)
-        return _law(seed, "q", prefix)
-
-    return target, draft
-
-
-# ---------------------------------------------------------------- exact laws
-
-
-def _add_continuation(law, target, prefix, prob, n, eos):
-    """Extend ``prefix`` by the target's own tokens to length n (padded with EOS after an EOS)."""
-    if prob == 0.0:
-        return
-    if len(prefix) >= n or (eos is not None and prefix and prefix[-1] == eos):
-        law[tuple(prefix) + (eos,) * (n - len(prefix))] += prob
-        return
-    p = target(tuple(prefix))
-    for y in range(V):
-        _add_continuation(law, target, prefix + [y], prob * float(p[y]), n, eos)
-
-
-def target_law(target, n, eos=None):
-    law = defaultdict(float)
-    _add_continuation(law, target, [], 1.0, n, eos)
-    return law
-
-
-def draft_blocks(draft, gamma):
-    """Every block d_1..d_γ the drafter can propose, with its probability."""
-    for block in itertools.product(range(V), repeat=gamma):
-        prob = 1.0
-        for i, tok in enumerate(block):
-            prob *= float(draft(block[:i])[tok])
-        if prob > 0.0:
-            yield list(block), prob
-
-
-def verdict_outcomes(rule, drafts, draft_probs, target_probs, eos):
-    """Every verdict of ``verify`` on this block, with its probability.
-
-    Each η_i matters only through η_i < a_i (a_i: h_i for block, min(1, p/q) for lossless),
-    so the 2^k outcomes are realised with η_i = 0 (passes) or η_i = a_i (fails)."""
-
-    def call(etas):
-        it = iter(etas)
-        return verify(drafts, draft_probs, target_probs, rule=rule, eos=eos, uniform=lambda: next(it), draw=lambda d: 0)
-
-    if rule == "lossless":
-        a = [acceptance_prob(float(target_probs[i, t]), float(draft_probs[i, t])) for i, t in enumerate(drafts)]
-    else:
-        a = list(call([0.5] * len(drafts)).accept_probs)
-    for passes in itertools.product([True, False], repeat=len(a)):
-        prob = 1.0
-        for ok, ai in zip(passes, a):
-            prob *= ai if ok else 1.0 - ai
-        if prob > 0.0:
-            yield prob, call([0.0 if ok else ai for ok, ai in zip(passes, a)])
-
-
-def step_law(rule, target, draft, gamma, eos=None):
-    """Exact law of the first γ+1 tokens: one verify step, then the target's continuation;
-    and the expected number of drafts kept."""
-    law = defaultdict(float)
-    kept = 0.0
-    eos_set = frozenset() if eos is None else frozenset([eos])
-    for drafts, q_prob in draft_blocks(draft, gamma):
-        draft_probs = torch.stack([draft(tuple(drafts[:i])) for i in range(gamma)])  # [γ, V]
-        target_probs = torch.stack([target(tuple(drafts[:i])) for i in range(gamma + 1)])  # [γ+1, V]
-        for prob, v in verdict_outcomes(rule, drafts, draft_probs, target_probs, eos_set):
-            w = q_prob * prob
-            emitted = drafts[: v.n_accepted]
-            kept += w * v.n_accepted
-            if v.correction_dist is None:  # an accepted EOS ended the step
-                assert v.eos_accepted and emitted[-1] == eos
-                _add_continuation(law, target, emitted, w, gamma + 1, eos)
-                continue
-            for y in range(V):
-                _add_continuation(law, target, emitted + [y], w * float(v.correction_dist[y]), gamma + 1, eos)
-    return law, kept
-
-
-def tv(law_a, law_b) -> float:
-    """Total variation distance between two laws of token sequences."""
-    return 0.5 * sum(abs(law_a.get(k, 0.0) - law_b.get(k, 0.0)) for k in set(law_a) | set(law_b))
 
 
 # ---------------------------------------------------------------- 1. exactness
@@ -311,7 +193,7 @@ def test_greedy_block_equals_transformers_generate_and_token_verification(tiny_p
 
     for prompt in PROMPTS:
         ids = tok.encode(prompt)
-        cfg = GenerationConfig(gamma=gamma, max_new_tokens=40, rule="block")
+        cfg = RunSettings(gamma=gamma, max_new_tokens=40, rule="block")
         r = assert_greedy_equals_target(target, tok, ids, cfg, drafter(), msg=prompt)
         token = run(target, tok, ids, replace(cfg, rule="lossless"), drafter=drafter(), eos_token_ids=[CHAR_EOS])
         assert [s.n_accepted for s in r.steps] == [s.n_accepted for s in token.steps]
@@ -321,7 +203,7 @@ def _triples(rule, gamma, n, params=SamplingParams(temperature=1.0)):
     """Counts [V^3] of the first three tokens over n seeded runs, and their exact law."""
     target_logits, drafter_logits = disagreeing_tables()
     target, drafter = BigramLM(target_logits), BigramLM(drafter_logits)
-    config = GenerationConfig(gamma=gamma, temperature=params.temperature, max_new_tokens=3, trace=False, rule=rule)
+    config = RunSettings(gamma=gamma, temperature=params.temperature, max_new_tokens=3, trace=False, rule=rule)
     counts = torch.zeros(TABLE_V**3)
     for seed in range(n):
         r = run(target, LetterTokenizer(), [0], config, drafter=ModelDrafter(drafter, TABLE_V), generator=seeded(seed))
@@ -390,7 +272,7 @@ def test_an_eos_draft_ends_the_block_and_the_step():
 def _sampled_block_runs(n=12, gamma=4):
     target_logits, drafter_logits = disagreeing_tables()
     target, drafter = BigramLM(target_logits), BigramLM(drafter_logits)
-    cfg = GenerationConfig(gamma=gamma, temperature=1.0, max_new_tokens=24, rule="block")
+    cfg = RunSettings(gamma=gamma, temperature=1.0, max_new_tokens=24, rule="block")
     for seed in range(n):
         yield run(target, LetterTokenizer(), [0], cfg, drafter=ModelDrafter(drafter, TABLE_V), generator=seeded(seed))
 
@@ -440,9 +322,9 @@ def test_block_traces_round_trip_and_old_traces_still_import():
 
 
 def test_trees_refuse_block_verification():
-    with pytest.raises(ValueError, match="lossless rule only.*chain"):
-        GenerationConfig(tree_nodes=4, rule="block")
-    GenerationConfig(tree_nodes=1, rule="block")  # a chain is fine
+    with pytest.raises(ValueError, match="block verification judges a chain of drafts, not a tree"):
+        RunSettings(tree_nodes=4, rule="block")
+    RunSettings(tree_nodes=1, rule="block")  # a chain is fine
 
 
 def test_bench_takes_lossless_and_block_side_by_side():
@@ -500,7 +382,7 @@ def test_the_step_view_tells_a_block_step_as_one():
     # a token-rule step is told as before
     target_logits, drafter_logits = disagreeing_tables()
     r = run(
-        BigramLM(target_logits), LetterTokenizer(), [0], GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=8),
+        BigramLM(target_logits), LetterTokenizer(), [0], RunSettings(gamma=2, temperature=1.0, max_new_tokens=8),
         drafter=ModelDrafter(BigramLM(drafter_logits), TABLE_V), generator=seeded(0),
     )  # fmt: skip
     assert not any(is_block_step(s) for s in r.steps)
@@ -512,9 +394,9 @@ def test_the_lab_checks_block_as_a_correct_rule():
     step judges 2 drafts jointly): no drift, read as a correct rule."""
     from playground.lab.context import LabContext
     from playground.lab.distribution import DistributionSettings, distribution_check
-    from playground.lab.rules import RULE_INFO, rule_choices
+    from playground.rules import RULES, lab_choices
 
-    assert RULE_INFO["block"].category == "correct" and rule_choices()[1][1] == "block"
+    assert RULES["block"].category == "correct" and lab_choices()[1][1] == "block"
     ctx = LabContext("tiny-random")
     torch.set_num_threads(1)  # load_pair configures all cores; tiny models are fastest on one
     settings = DistributionSettings("Once upon a time", rule="block", n_samples=800, n_tokens=3, temperature=1.0)

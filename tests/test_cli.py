@@ -53,7 +53,7 @@ def test_a_failed_run_is_one_line_and_exit_1(capsys, monkeypatch):
         yield from ()
         raise RuntimeError("crop was called,\nbut the layer does not track past states")
 
-    monkeypatch.setattr(playground.api, "stream_generate", broken)
+    monkeypatch.setattr(playground.api, "stream_run", broken)
     code, _, err = run_cli(capsys, "generate", "--preset", "tiny-random", "--prompt", "hi")
     assert code == 1
     assert err == "error: the run failed: RuntimeError: crop was called, but the layer does not track past states\n"
@@ -65,7 +65,7 @@ def test_debug_env_reraises(capsys, monkeypatch):
     def broken(*_a, **_k):
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(playground.api, "stream_generate", broken)
+    monkeypatch.setattr(playground.api, "stream_run", broken)
     monkeypatch.setenv("SPECPLAY_DEBUG", "1")
     with pytest.raises(RuntimeError, match="boom"):
         cli.main(["generate", "--preset", "tiny-random", "--prompt", "hi"])

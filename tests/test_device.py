@@ -56,9 +56,10 @@ def test_gpu_entry_wraps_only_on_zero_gpu(monkeypatch):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_tiny_pair_on_the_gpu_matches_the_cpu(monkeypatch):
-    from playground.decoding.engine import GenerationConfig, run
+    from playground.decoding.engine import run
     from playground.drafters.model import ModelDrafter
     from playground.models.tiny import EOS, build_tiny_pair
+    from playground.settings import RunSettings
 
     target, drafter_model, tok = build_tiny_pair()
     ids = tok.encode("The capital of France is")
@@ -70,7 +71,7 @@ def test_tiny_pair_on_the_gpu_matches_the_cpu(monkeypatch):
                 t,
                 tok,
                 ids,
-                GenerationConfig(gamma=4, temperature=temperature, max_new_tokens=24),
+                RunSettings(gamma=4, temperature=temperature, max_new_tokens=24),
                 drafter=ModelDrafter(d, 100),
                 eos_token_ids=[EOS],
             )

@@ -11,8 +11,9 @@ that passes a broken sampler proves nothing.
 
 import pytest
 
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.engine import run
 from playground.drafters.model import ModelDrafter
+from playground.settings import RunSettings
 from tests.contract import first_pair_counts, seeded
 from tests.fakes import TABLE_V as V
 from tests.fakes import BigramLM, LetterTokenizer, disagreeing_tables
@@ -24,7 +25,7 @@ N = 4000
 def sample_pairs(params, gamma, rule="lossless", draft_argmax=False, mode="speculative", n=N):
     target_logits, drafter_logits = disagreeing_tables()
     target, drafter = BigramLM(target_logits), BigramLM(drafter_logits)
-    config = GenerationConfig(
+    config = RunSettings(
         mode=mode,
         gamma=gamma,
         temperature=params.temperature,

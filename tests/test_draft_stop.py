@@ -1,7 +1,7 @@
 """Early-stopped chains (``playground.decoding.draft_stop``): fewer drafts, the same output law.
 
 1. Exact enumeration.  The tiny context-dependent laws of the block-verification tests
-   (``tests.test_block_verification.laws``); the drafter samples a chain and stops once
+   (``tests.laws.laws``); the drafter samples a chain and stops once
    its path confidence is below τ (``ChainStop`` + ``draft_confidence``, the code the MTP
    drafter runs), so blocks have 1..γ drafts.  Every block and every verdict is enumerated
    with its probability and the emitted tokens extended by the target's continuation to
@@ -23,15 +23,16 @@ import torch
 
 from playground.decoding import tree_grow
 from playground.decoding.draft_stop import ChainStop, draft_confidence
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams
 from playground.drafters.hybrid import HybridDrafter
 from playground.drafters.mtp import MTPDrafter
 from playground.models.tiny import CharTokenizer
+from playground.settings import RunSettings
 from playground.validate import draft_stop as check_stop_below
 from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
+from tests.laws import V, add_continuation, laws, target_law, tv, verdict_outcomes
 from tests.stats import assert_follows, model_pair_pmf
-from tests.test_block_verification import V, _add_continuation, laws, target_law, tv, verdict_outcomes
 from tests.tiny_models import EOS, char_target_and_head, prefix_state, rand_ids, tiny_head, tiny_target
 
 SEEDS = [0, 1, 2, 3, 4]
@@ -77,7 +78,7 @@ def stopped_law(target, draft, gamma, tau, drop_mutant=False):
             w = q_prob * prob
             emitted = block[: v.n_accepted]
             for y in range(V):
-                _add_continuation(law, target, emitted + [y], w * float(v.correction_dist[y]), gamma + 1, None)
+                add_continuation(law, target, emitted + [y], w * float(v.correction_dist[y]), gamma + 1, None)
     return law, drafted
 
 
@@ -171,7 +172,7 @@ def test_greedy_output_equals_transformers_with_early_stopping(tau):
     ref = hf_greedy(model, prompt, 24, eos=None)
     for gamma in (1, 3, 5):
         drafter = MTPDrafter(model, head, eos_token_ids=[], stop_below=tau)
-        cfg = GenerationConfig(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
+        cfg = RunSettings(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
         assert_greedy_equals_target(model, tok, prompt, cfg, drafter, eos_token_ids=[], expected=ref, msg=gamma)
 
 
@@ -183,7 +184,7 @@ def sampled_first_steps(temperature: float, tau: float, tree_nodes: int = 1, n: 
     model = tiny_target(vocab=vocab, seed=4)
     head = tiny_head(model, n_cand=10, noise=0.3, seed=6)
     prompt = [2, 5, 7, 3]
-    cfg = GenerationConfig(gamma=3, temperature=temperature, max_new_tokens=4, trace=False, tree_nodes=tree_nodes)
+    cfg = RunSettings(gamma=3, temperature=temperature, max_new_tokens=4, trace=False, tree_nodes=tree_nodes)
     sizes = []
 
     def run_seed(seed):
@@ -224,7 +225,7 @@ def test_mtp_tree_greedy_equals_transformers_with_early_stopping(nodes, tau):
     stopped = 0
     for prompt in ("the cat sat on the mat", "abababab", "hello"):
         drafter = MTPDrafter(target, head, eos_token_ids=[EOS], stop_below=tau)
-        cfg = GenerationConfig(gamma=4, max_new_tokens=24, tree_nodes=nodes)
+        cfg = RunSettings(gamma=4, max_new_tokens=24, tree_nodes=nodes)
         r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, drafter, msg=prompt)
         stopped += sum(bool(s.drafter_info.get("stopped_early")) for s in r.steps)
     assert stopped > 0

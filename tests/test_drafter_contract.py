@@ -24,16 +24,17 @@ import pytest
 import torch
 
 from playground.config import load_config
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.draft import TargetState
+from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams
 from playground.drafters import registry
-from playground.drafters.base import TargetState
 from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter
 from playground.drafters.hybrid import HybridDrafter
 from playground.drafters.mtp import MTPDrafter
 from playground.models.loading import load_pair
 from playground.models.tiny import VOCAB as CHAR_VOCAB
 from playground.models.tiny import CharTokenizer
+from playground.settings import RunSettings
 from tests.contract import CacheSpy, assert_checked_every_step, assert_greedy_equals_target, hf_greedy, seeded
 from tests.fakes import LetterTokenizer
 from tests.stats import assert_does_not_follow, assert_follows
@@ -111,7 +112,7 @@ def test_greedy_output_is_the_targets_and_the_cache_holds_only_committed_tokens(
         case.target,
         case.tokenizer,
         case.prompt,
-        GenerationConfig(gamma=gamma, max_new_tokens=20),
+        RunSettings(gamma=gamma, max_new_tokens=20),
         spy,
         eos_token_ids=[],
         expected=expected,
@@ -154,6 +155,7 @@ class _ReportsAFlatterQ:
 
     def __init__(self, inner):
         self.inner, self.name, self.needs_target_hidden = inner, inner.name, inner.needs_target_hidden
+        self.capabilities = inner.capabilities
 
     def start(self, state):
         self.inner.start(state)
@@ -177,10 +179,10 @@ class _RecordingState:
     def __init__(self, inner):
         self.inner, self.name, self.needs_target_hidden = inner, inner.name, inner.needs_target_hidden
         self.proposals: list[tuple[list[int], list[int]]] = []  # (committed, drafted) per proposal
-        if hasattr(inner, "propose_tree"):
+        if inner.capabilities.branches:
             self.propose_tree = inner.propose_tree
 
-    def __getattr__(self, name):  # shares_target_cache, verify_logits, cache_len
+    def __getattr__(self, name):  # capabilities, verify_logits, cache_len
         return getattr(self.inner, name)
 
     def start(self, state):
@@ -205,7 +207,7 @@ def test_after_a_rollback_the_next_draft_is_a_fresh_drafters(kind):
         case.target,
         case.tokenizer,
         case.prompt,
-        GenerationConfig(gamma=3, max_new_tokens=16),
+        RunSettings(gamma=3, max_new_tokens=16),
         drafter=rec,
         eos_token_ids=[],
     )

@@ -16,12 +16,13 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.draft import TargetState
+from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs
-from playground.drafters.base import TargetState
 from playground.drafters.early_exit import NOTHING_REUSED, EarlyExitDrafter, exit_model
 from playground.drafters.model import ModelDrafter
 from playground.models.tiny import EOS, CharTokenizer
+from playground.settings import RunSettings
 from tests.contract import (
     DrafterCacheSpy,
     assert_checked_every_step,
@@ -86,7 +87,7 @@ def test_greedy_equals_transformers_past_the_sliding_window_with_both_caches_che
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
     spy = exit_spy(EarlyExitDrafter(target, k, reuse_kv=reuse), target)
-    r = assert_greedy_equals_target(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), spy)
+    r = assert_greedy_equals_target(target, tok, ids, RunSettings(gamma=gamma, max_new_tokens=30), spy)
     assert_checked_every_step(spy, r, drafter_cache=True)
     assert r.stats.accepted_tokens > 0  # the exit really drafts tokens the target keeps
     assert rejected_drafts(r) > 0  # ... and rollbacks really happened
@@ -114,7 +115,7 @@ def test_the_drafter_cache_check_catches_a_drafter_that_keeps_rejected_drafts():
             target,
             tok,
             tok.encode("sliding windows roll back"),
-            GenerationConfig(gamma=4, max_new_tokens=30),
+            RunSettings(gamma=4, max_new_tokens=30),
             drafter=spy,
             eos_token_ids=[EOS],
         )
@@ -156,7 +157,7 @@ def test_reuse_runs_every_verified_token_through_the_lower_layers_once():
                 target,
                 tok,
                 ids,
-                GenerationConfig(gamma=3, max_new_tokens=24),
+                RunSettings(gamma=3, max_new_tokens=24),
                 drafter=EarlyExitDrafter(target, 2, reuse_kv=reuse),
             )  # no EOS: no draft is cut
         finally:
@@ -193,7 +194,7 @@ def test_layerskip_mutants_are_caught(mutant):
     ids = tok.encode("sliding windows roll back")
     spy = exit_spy(mutant(target, 1), target)
     with pytest.raises(AssertionError):
-        r = run(target, tok, ids, GenerationConfig(gamma=8, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
+        r = run(target, tok, ids, RunSettings(gamma=8, max_new_tokens=30), drafter=spy, eos_token_ids=[EOS])
         assert list(r.token_ids) == hf_greedy(target, ids, 30)
 
 
@@ -202,7 +203,7 @@ def test_greedy_equals_transformers_on_tiny_llama(tiny_pair, gamma):
     target, _, tok = tiny_pair
     for prompt in TINY_PROMPTS:
         spy = exit_spy(EarlyExitDrafter(target, 1), target)
-        cfg = GenerationConfig(gamma=gamma, max_new_tokens=30)
+        cfg = RunSettings(gamma=gamma, max_new_tokens=30)
         assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, spy, msg=prompt)
 
 
@@ -212,7 +213,7 @@ def test_tree_drafts_keep_greedy_equality(nodes):
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")
     spy = exit_spy(EarlyExitDrafter(target, 2), target)
-    cfg = GenerationConfig(gamma=4, tree_nodes=nodes, max_new_tokens=24)
+    cfg = RunSettings(gamma=4, tree_nodes=nodes, max_new_tokens=24)
     r = assert_greedy_equals_target(target, tok, ids, cfg, spy)
     assert spy.drafter_checks > 0 and r.steps[0].drafter_info["exit_layer"] == 2
 
@@ -241,7 +242,7 @@ class _OffByOneQ(EarlyExitDrafter):
 
 
 def _sample_pairs(model, drafter_cls, gamma, params, prompt=(0, 1), n=N):
-    config = GenerationConfig(gamma=gamma, temperature=params.temperature, max_new_tokens=2, trace=False)
+    config = RunSettings(gamma=gamma, temperature=params.temperature, max_new_tokens=2, trace=False)
     return first_pair_counts(
         lambda seed: run(
             model, LetterTokenizer(), list(prompt), config, drafter=drafter_cls(model, 1), generator=seeded(seed)
@@ -363,7 +364,7 @@ def test_step_view_says_which_layers_drafted_and_what_was_reused(reuse):
         target,
         tok,
         tok.encode("sliding windows"),
-        GenerationConfig(gamma=3, max_new_tokens=8),
+        RunSettings(gamma=3, max_new_tokens=8),
         drafter=EarlyExitDrafter(target, 2, reuse_kv=reuse),
         eos_token_ids=[EOS],
     )
@@ -382,7 +383,7 @@ def test_step_view_says_which_layers_drafted_and_what_was_reused(reuse):
         target,
         tok,
         tok.encode("sliding windows"),
-        GenerationConfig(gamma=3, max_new_tokens=8),
+        RunSettings(gamma=3, max_new_tokens=8),
         drafter=ModelDrafter(exit_model(target, 2), 100),
         eos_token_ids=[EOS],
     )
@@ -424,7 +425,7 @@ def test_gemma_greedy_with_the_preset_exit_equals_transformers(all_threads, gemm
         model,
         tok,
         ids,
-        GenerationConfig(gamma=3, max_new_tokens=16),
+        RunSettings(gamma=3, max_new_tokens=16),
         drafter=EarlyExitDrafter(model, layer),
         eos_token_ids=eos,
     )
@@ -468,6 +469,6 @@ def test_drafters_leave_no_hook_on_the_shared_target():
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     for _ in range(3):
-        run(target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=2, max_new_tokens=6),
+        run(target, tok, tok.encode("sliding windows"), RunSettings(gamma=2, max_new_tokens=6),
             drafter=EarlyExitDrafter(target, 2), eos_token_ids=[EOS])  # fmt: skip
     assert all(not layer._forward_hooks for layer in target.model.layers)

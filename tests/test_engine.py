@@ -6,11 +6,12 @@ transformers on the same model (float32).
 
 import pytest
 
-from playground.decoding.engine import GenerationConfig, run, stream
+from playground.decoding.engine import run, stream
 from playground.decoding.records import GenerationResult, StepRecord
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter, find_continuation
 from playground.models.tiny import EOS, CharTokenizer
+from playground.settings import RunSettings
 from tests.contract import (
     CacheSpy,
     assert_checked_every_step,
@@ -38,7 +39,7 @@ def make_drafter(kind, drafter_model):
 def test_greedy_speculative_equals_transformers_generate_tiny(tiny_pair, kind, gamma):
     target, drafter_model, tok = tiny_pair
     for prompt in PROMPTS:
-        cfg = GenerationConfig(gamma=gamma, max_new_tokens=40)
+        cfg = RunSettings(gamma=gamma, max_new_tokens=40)
         drafter = make_drafter(kind, drafter_model)
         r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, drafter, msg=prompt)
     assert r.stats.steps < len(r.token_ids) or kind == "prompt-lookup"  # drafts really were accepted
@@ -47,7 +48,7 @@ def test_greedy_speculative_equals_transformers_generate_tiny(tiny_pair, kind, g
 def test_greedy_autoregressive_equals_transformers_generate(tiny_pair):
     target, _, tok = tiny_pair
     for prompt in PROMPTS:
-        cfg = GenerationConfig(mode="autoregressive", max_new_tokens=30)
+        cfg = RunSettings(mode="autoregressive", max_new_tokens=30)
         r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg)
         assert r.stats.target_calls == len(r.token_ids) + 1  # prefill + one pass per token
 
@@ -59,7 +60,7 @@ def test_greedy_equality_with_sliding_window_rollback(kind, gamma):
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
     spy = CacheSpy(make_drafter(kind, drafter_model), target)
-    r = assert_greedy_equals_target(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), spy)
+    r = assert_greedy_equals_target(target, tok, ids, RunSettings(gamma=gamma, max_new_tokens=30), spy)
     assert_checked_every_step(spy, r)
     if kind == "model":
         assert rejected_drafts(r) > 0  # rollbacks across the window really happened
@@ -73,7 +74,7 @@ def test_autoregressive_runs_past_the_sliding_window(temperature):
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")  # 26 tokens: far past the window of 4
-    cfg = GenerationConfig(mode="autoregressive", temperature=temperature, max_new_tokens=30)
+    cfg = RunSettings(mode="autoregressive", temperature=temperature, max_new_tokens=30)
     r = run(target, tok, ids, cfg, eos_token_ids=[EOS])
     assert len(r.token_ids) > 0
     if temperature == 0.0:
@@ -92,7 +93,7 @@ def test_target_cache_equals_fresh_prefill_after_every_step(tiny_pair, temperatu
         target,
         tok,
         tok.encode("Check the cache"),
-        GenerationConfig(gamma=gamma, temperature=temperature, max_new_tokens=25, seed=3),
+        RunSettings(gamma=gamma, temperature=temperature, max_new_tokens=25, seed=3),
         drafter=spy,
         eos_token_ids=[EOS],
     )
@@ -106,7 +107,7 @@ def test_model_drafter_cache_is_a_prefix_of_committed(tiny_pair):
         target,
         tok,
         tok.encode("prefix"),
-        GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=20),
+        RunSettings(gamma=4, temperature=1.0, max_new_tokens=20),
         drafter=d,
         eos_token_ids=[EOS],
     ):
@@ -119,7 +120,7 @@ def test_model_drafter_cache_is_a_prefix_of_committed(tiny_pair):
 
 def test_same_seed_replays_exactly_and_records_every_u(tiny_pair):
     target, drafter_model, tok = tiny_pair
-    cfg = GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=30, seed=11)
+    cfg = RunSettings(gamma=4, temperature=1.0, max_new_tokens=30, seed=11)
     a = run(target, tok, tok.encode("replay"), cfg, drafter=ModelDrafter(drafter_model, 100), eos_token_ids=[EOS])
     b = run(target, tok, tok.encode("replay"), cfg, drafter=ModelDrafter(drafter_model, 100), eos_token_ids=[EOS])
     assert a.token_ids == b.token_ids
@@ -142,7 +143,7 @@ def test_result_round_trips_through_json(tiny_pair):
         target,
         tok,
         tok.encode("json"),
-        GenerationConfig(gamma=3, temperature=1.0, max_new_tokens=12),
+        RunSettings(gamma=3, temperature=1.0, max_new_tokens=12),
         drafter=ModelDrafter(drafter_model, 100),
         eos_token_ids=[EOS],
     )
@@ -156,7 +157,7 @@ def test_stats_are_consistent(tiny_pair):
         target,
         tok,
         tok.encode("stats"),
-        GenerationConfig(gamma=4, temperature=1.0, max_new_tokens=40, seed=2),
+        RunSettings(gamma=4, temperature=1.0, max_new_tokens=40, seed=2),
         drafter=ModelDrafter(drafter_model, 100),
         eos_token_ids=[EOS],
     )
@@ -184,7 +185,7 @@ def test_eos_inside_a_draft_is_accepted_and_stops_without_bonus():
         target,
         Letters(),
         [4, 5],
-        GenerationConfig(gamma=6, max_new_tokens=20),
+        RunSettings(gamma=6, max_new_tokens=20),
         drafter=ModelDrafter(drafter, V),
         eos_token_ids=[EOS_F],
     )
@@ -201,7 +202,7 @@ def test_eos_as_the_bonus_token():
         target,
         Letters(),
         [5],
-        GenerationConfig(gamma=2, max_new_tokens=20),
+        RunSettings(gamma=2, max_new_tokens=20),
         drafter=ModelDrafter(drafter, V),
         eos_token_ids=[EOS_F],
     )
@@ -216,7 +217,7 @@ def test_eos_from_the_residual_stops_generation():
         target,
         Letters(),
         [5],
-        GenerationConfig(gamma=3, max_new_tokens=20),
+        RunSettings(gamma=3, max_new_tokens=20),
         drafter=ModelDrafter(drafter, V),
         eos_token_ids=[EOS_F],
     )
@@ -231,7 +232,7 @@ def test_never_drafts_past_the_budget(max_new):
         target,
         Letters(),
         [0],
-        GenerationConfig(gamma=8, max_new_tokens=max_new),
+        RunSettings(gamma=8, max_new_tokens=max_new),
         drafter=ModelDrafter(drafter, V),
         eos_token_ids=[],
     )
@@ -244,7 +245,7 @@ def test_never_drafts_past_the_budget(max_new):
 def test_one_token_prompt():
     table = bigram_table({}, V)
     target, drafter = BigramLM(table), BigramLM(table)
-    r = run(target, Letters(), [3], GenerationConfig(gamma=2, max_new_tokens=6), drafter=ModelDrafter(drafter, V))
+    r = run(target, Letters(), [3], RunSettings(gamma=2, max_new_tokens=6), drafter=ModelDrafter(drafter, V))
     assert list(r.token_ids) == [4, 5, 6, 7, 8, 9]
     assert target.calls == [3, 3]  # no prefill; two passes of 1 + 2 drafts
 
@@ -252,7 +253,7 @@ def test_one_token_prompt():
 def test_prompt_lookup_without_match_falls_back_to_plain_steps():
     table = bigram_table({}, V)
     target = BigramLM(table)
-    r = run(target, Letters(), [0, 1, 2], GenerationConfig(gamma=4, max_new_tokens=3), drafter=PromptLookupDrafter())
+    r = run(target, Letters(), [0, 1, 2], RunSettings(gamma=4, max_new_tokens=3), drafter=PromptLookupDrafter())
     assert list(r.token_ids) == [3, 4, 5]
     assert all(len(s.drafted) == 0 and s.correction.kind == "target" for s in r.steps)
     assert r.stats.acceptance_rate is None
@@ -270,7 +271,7 @@ def test_empty_prompt_is_rejected_with_a_clear_message():
     with pytest.raises(ValueError, match="empty"):
         generate("   ", preset="tiny-random")
     with pytest.raises(ValueError, match="empty"):
-        run(BigramLM(bigram_table({}, V)), Letters(), [], GenerationConfig(), drafter=PromptLookupDrafter())
+        run(BigramLM(bigram_table({}, V)), Letters(), [], RunSettings(), drafter=PromptLookupDrafter())
 
 
 @pytest.mark.parametrize(

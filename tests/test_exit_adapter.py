@@ -15,13 +15,14 @@ import pytest
 import torch
 
 from playground.config import Preset
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.early_exit import EarlyExitDrafter, exit_logits, exit_model
 from playground.drafters.exit_adapter import ExitAdapter, adapter_layers, load_adapter, save_adapters
 from playground.drafters.registry import build_drafter
 from playground.models.loading import ModelPair
 from playground.models.tiny import CharTokenizer
+from playground.settings import RunSettings
 from playground.training.exit_train import agreement, collect, train_adapter
 from tests.contract import (
     DrafterCacheSpy,
@@ -73,7 +74,7 @@ def test_trained_exit_keeps_greedy_equality_with_both_caches_checked(k, gamma, r
     ids = tok.encode("sliding windows roll back")
     drafter = EarlyExitDrafter(target, k, reuse_kv=reuse, adapter=random_adapter(32, 0.3))
     spy = _spy(drafter, target)
-    r = assert_greedy_equals_target(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), spy)
+    r = assert_greedy_equals_target(target, tok, ids, RunSettings(gamma=gamma, max_new_tokens=30), spy)
     assert_checked_every_step(spy, r, drafter_cache=True)
     assert r.stats.accepted_tokens > 0
     assert r.steps[0].drafter_info["exit"].startswith("trained")
@@ -97,11 +98,11 @@ def test_an_adapter_leaking_into_verification_is_caught():
     ids = tok.encode("sliding windows roll back")
     drafter = _AdaptsKeptStates(target, 2, reuse_kv=True, adapter=random_adapter(32, 0.3))
     with pytest.raises(AssertionError):
-        assert_greedy_equals_target(target, tok, ids, GenerationConfig(gamma=3, max_new_tokens=30), drafter)
+        assert_greedy_equals_target(target, tok, ids, RunSettings(gamma=3, max_new_tokens=30), drafter)
 
 
 def _pair_counts(model, make_drafter, n: int):
-    config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=2, trace=False)
+    config = RunSettings(gamma=2, temperature=1.0, max_new_tokens=2, trace=False)
     return first_pair_counts(
         lambda seed: run(model, LetterTokenizer(), [0, 1], config, drafter=make_drafter(), generator=seeded(seed)),
         n,
@@ -202,9 +203,7 @@ def test_step_view_says_whether_the_exit_is_trained():
     views = {}
     for name, adapter in (("trained", random_adapter(32, 0.3)), ("untrained", None)):
         drafter = EarlyExitDrafter(target, 2, adapter=adapter)
-        r = run(
-            target, tok, tok.encode("sliding windows"), GenerationConfig(gamma=3, max_new_tokens=6), drafter=drafter
-        )
+        r = run(target, tok, tok.encode("sliding windows"), RunSettings(gamma=3, max_new_tokens=6), drafter=drafter)
         views[name] = tokens.step_view("sliding windows", r.steps, Frame(0, VERIFY))
     assert "trained: a learned linear map A" in views["trained"]
     assert "untrained: the layer\u2019s state goes straight" in views["untrained"]
@@ -241,6 +240,6 @@ def test_gemma_greedy_with_the_trained_exit_preset_equals_transformers(all_threa
     ids = tok("The capital of France is")["input_ids"]
     with torch.inference_mode():
         ref = model.generate(torch.tensor([ids]), max_new_tokens=16, do_sample=False)[0, len(ids) :].tolist()
-    r = run(model, tok, ids, GenerationConfig(gamma=3, max_new_tokens=16), drafter=drafter, eos_token_ids=eos)
+    r = run(model, tok, ids, RunSettings(gamma=3, max_new_tokens=16), drafter=drafter, eos_token_ids=eos)
     assert list(r.token_ids) == ref[: len(r.token_ids)] and len(r.token_ids) == len(ref)
     assert r.stats.accepted_tokens > 0 and r.steps[0].drafter_info["exit"].startswith("trained")

@@ -25,10 +25,11 @@ from transformers import (
     Gemma4ForConditionalGeneration,
 )
 
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.draft import TargetState
+from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs
-from playground.drafters.base import TargetState
 from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter, context_kv, load_gemma4_assistant_drafter
+from playground.settings import RunSettings
 from tests import tiny_models
 from tests.contract import (
     assert_argmax_mode,
@@ -188,7 +189,7 @@ def test_one_token_prompt_and_eos(pair):
     empty = d.propose(state, 3, SamplingParams(), None)
     assert empty.token_ids == [] and empty.info["hidden_from_position"] is None  # nothing to read yet
     r = assert_greedy_equals_target(
-        target, LetterTokenizer(), [5], GenerationConfig(gamma=3, max_new_tokens=12), d, eos_token_ids=[]
+        target, LetterTokenizer(), [5], RunSettings(gamma=3, max_new_tokens=12), d, eos_token_ids=[]
     )
     assert len(r.steps[0].drafted) == 0 and len(r.steps[1].drafted) > 0
     s = prefix_state(target, rand_ids(8, seed=6))
@@ -256,7 +257,7 @@ def test_greedy_equality_through_engine(pair):
     for gamma in (1, 2, 4):
         for seed in range(3):
             prompt = rand_ids(10, seed=seed)
-            cfg = GenerationConfig(gamma=gamma, max_new_tokens=24)
+            cfg = RunSettings(gamma=gamma, max_new_tokens=24)
             res = assert_greedy_equals_target(
                 target, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[], msg=(gamma, seed)
             )
@@ -275,7 +276,7 @@ def test_tree_greedy_equality_through_engine(pair, nodes):
     for gamma in (2, 4):
         for seed in range(2):
             prompt = rand_ids(10, seed=seed)
-            cfg = GenerationConfig(gamma=gamma, max_new_tokens=20, tree_nodes=nodes)
+            cfg = RunSettings(gamma=gamma, max_new_tokens=20, tree_nodes=nodes)
             res = assert_greedy_equals_target(
                 target, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[], msg=(gamma, seed)
             )
@@ -286,7 +287,7 @@ def test_tree_greedy_equality_through_engine(pair, nodes):
 def test_tree_sampling_matches_target_distribution(small_pair):
     target, assistant = small_pair
     params = SamplingParams(temperature=1.0)
-    config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, tree_nodes=6)
+    config = RunSettings(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, tree_nodes=6)
     drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
     counts = first_pair_counts(
         lambda seed: run(
@@ -310,7 +311,7 @@ def test_greedy_equality_through_multimodal_wrapper(pair):
         mm.lm_head.weight.copy_(target.lm_head.weight)
     drafter = load_gemma4_assistant_drafter(mm, assistant, eos_token_ids=[])
     prompt = rand_ids(9, seed=3)
-    cfg = GenerationConfig(gamma=3, max_new_tokens=16)
+    cfg = RunSettings(gamma=3, max_new_tokens=16)
     res = assert_greedy_equals_target(
         mm, LetterTokenizer(), prompt, cfg, drafter, eos_token_ids=[], expected=hf_greedy(target, prompt, 16, eos=None)
     )
@@ -332,7 +333,7 @@ def sample_pairs(models, n, argmax=False, rule="lossless"):
     """The first two tokens of n seeded runs (budget 3: the first step drafts up to 2)."""
     target, assistant = models
     params = SamplingParams(temperature=1.0)
-    config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, rule=rule)
+    config = RunSettings(gamma=2, temperature=1.0, max_new_tokens=3, trace=False, rule=rule)
     drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[], argmax=argmax)
     accepted = rejected = 0
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.draft import Capabilities, Draft, TargetState
+from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs, sample
-from playground.drafters.base import Draft, TargetState
 from playground.drafters.hybrid import HybridDrafter
+from playground.settings import RunSettings
 from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
 from tests.fakes import TABLE_V as V
 from tests.fakes import BigramLM, LetterTokenizer, disagreeing_tables
@@ -24,6 +25,7 @@ class TableDrafter:
 
     name = "table"
     needs_target_hidden = False
+    capabilities = Capabilities()  # chains only
 
     def __init__(self, table: torch.Tensor) -> None:
         self.table = table  # [V, V]
@@ -73,7 +75,7 @@ def test_lookup_first_fallback_otherwise():
 
 def _sample_pairs(params, gamma, rule="lossless", n=3000):
     target_logits, drafter_logits = disagreeing_tables()
-    config = GenerationConfig(
+    config = RunSettings(
         mode="speculative",
         gamma=gamma,
         temperature=params.temperature,
@@ -103,7 +105,7 @@ def test_hybrid_sampling_matches_target_distribution(gamma):
 
 
 def test_hybrid_uses_both_sources_and_a_broken_rule_is_caught():
-    config = GenerationConfig(mode="speculative", gamma=3, temperature=1.0, max_new_tokens=6, trace=True)
+    config = RunSettings(mode="speculative", gamma=3, temperature=1.0, max_new_tokens=6, trace=True)
     target_logits, drafter_logits = disagreeing_tables()
     sources = set()
     for seed in range(30):
@@ -128,7 +130,7 @@ def test_greedy_equality_with_mtp_fallback():
     for gamma in (1, 3, 5):
         drafter = HybridDrafter(MTPDrafter(model, head, eos_token_ids=[]))
         assert drafter.needs_target_hidden
-        cfg = GenerationConfig(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
+        cfg = RunSettings(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
         res = assert_greedy_equals_target(model, tok, prompt, cfg, drafter, eos_token_ids=[], expected=ref, msg=gamma)
         used = {s.drafter_info.get("source") for s in res.steps}
         assert "prompt-lookup" in used and "mtp" in used, used

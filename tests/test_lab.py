@@ -20,7 +20,7 @@ import torch
 from scipy import stats as sps
 
 from playground.config import load_config
-from playground.decoding.engine import MAX_GAMMA, GenerationConfig, run
+from playground.decoding.engine import run
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, RunStats, StepRecord
 from playground.decoding.sampling import predicted_speedup
 from playground.lab.context import LabContext
@@ -43,7 +43,9 @@ from playground.lab.stats import (
     tv_noise_floor,
 )
 from playground.lab.theory import MeasuredPoint, measured_point, theory_curve
+from playground.settings import RunSettings
 from playground.trace_io import TraceImportError, load_trace_file, parse_trace, trace_to_json
+from playground.validate import MAX_GAMMA
 from visual.classroom import classroom_presets
 from visual.share import prefill_from_query, share_query, validate_query
 
@@ -331,7 +333,7 @@ def reference(ctx):
 
 def test_memoised_models_change_nothing(ctx):
     ids = ctx.encode(PROMPT)
-    cfg = GenerationConfig(mode="speculative", gamma=4, temperature=1.0, max_new_tokens=3, trace=False)
+    cfg = RunSettings(mode="speculative", gamma=4, temperature=1.0, max_new_tokens=3, trace=False)
     make_memo, target_memo = ctx.drafter_factory(False, memo=True)
     make_real, target_real = ctx.drafter_factory(False, memo=False)
     for seed in range(40):

@@ -25,7 +25,7 @@ import torch
 
 from playground import trace_io
 from playground.config import load_config
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.engine import run
 from playground.lab.budget import Budget, LabCancelled, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.distribution import DistributionSettings, distribution_check, sample_continuations
@@ -34,6 +34,7 @@ from playground.lab.memo import MemoModel, _owned
 from playground.lab.quiz import question, question_steps, reveal
 from playground.lab.runs import STOPPED_TIME, partial_result
 from playground.lab.theory import measure_run
+from playground.settings import RunSettings
 from playground.trace_io import TraceImportError, parse_trace, trace_to_json
 from tests.markup import start_tags
 
@@ -167,7 +168,7 @@ def test_stop_raises_between_continuations(ctx):
 
 def test_sample_continuations_counts_what_it_drew(ctx):
     ids = ctx.encode(PROMPT)
-    cfg = GenerationConfig(mode="speculative", gamma=4, temperature=1.0, max_new_tokens=2, trace=False)
+    cfg = RunSettings(mode="speculative", gamma=4, temperature=1.0, max_new_tokens=2, trace=False)
     counts, st = sample_continuations(ctx, ids, cfg, 50, 0, budget=Budget(3.5, clock=Ticks(1.0)))
     assert st.n == sum(counts.values()) == 3  # looks at t = 2, 3, 4: continuations 0, 1, 2 and then stop
 
@@ -210,7 +211,7 @@ def test_equality_check_stops_and_compares_what_both_runs_produced(ctx):
 
 def test_partial_result_rebuilds_the_engines_stats(ctx):
     ids = ctx.encode(PROMPT)
-    cfg = GenerationConfig(mode="speculative", gamma=3, temperature=1.0, max_new_tokens=20)
+    cfg = RunSettings(mode="speculative", gamma=3, temperature=1.0, max_new_tokens=20)
     make, target = ctx.drafter_factory(False, memo=False)
     res = run(
         target,
@@ -342,7 +343,7 @@ def _held_bytes(memo: MemoModel) -> int:
 @pytest.mark.parametrize("cap", [0, 60_000, 10**12])
 def test_memo_cache_holds_at_most_its_byte_cap_and_changes_nothing(ctx, cap):
     ids = ctx.encode(PROMPT)
-    cfg = GenerationConfig(mode="speculative", gamma=4, temperature=1.0, max_new_tokens=3, trace=False)
+    cfg = RunSettings(mode="speculative", gamma=4, temperature=1.0, max_new_tokens=3, trace=False)
     make_memo, target_memo = ctx.drafter_factory(False, memo=True, cache_bytes=cap)
     make_real, target_real = ctx.drafter_factory(False, memo=False)
     drafter_memo = make_memo().model

@@ -16,8 +16,8 @@ import pytest
 import torch
 from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig
 
+from playground.decoding.draft import TargetState
 from playground.decoding.sampling import SamplingParams, logits_to_probs
-from playground.drafters.base import TargetState
 from playground.drafters.mtp import MTPDrafter, load_mtp_drafter, target_kv
 from playground.drafters.mtp_head import MTPConfig, MTPHead, apply_rope, rope_cos_sin, unrolled_states
 from playground.drafters.mtp_weights import load_head, save_head
@@ -283,8 +283,8 @@ def test_cost_model_on_gemma3_270m_geometry():
 
 def test_greedy_equality_through_engine():
     """Speculative decoding with the MTP drafter == target greedy generate (float32, eager)."""
-    from playground.decoding.engine import GenerationConfig
     from playground.models.tiny import CharTokenizer
+    from playground.settings import RunSettings
 
     model, head = char_target_and_head()
     tok = CharTokenizer()
@@ -292,5 +292,5 @@ def test_greedy_equality_through_engine():
     prompt = tok.encode("The quick brown fox")
     ref = hf_greedy(model, prompt, 24, eos=None)
     for gamma in (1, 3, 5):
-        cfg = GenerationConfig(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
+        cfg = RunSettings(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
         assert_greedy_equals_target(model, tok, prompt, cfg, drafter, eos_token_ids=[], expected=ref, msg=gamma)

@@ -14,13 +14,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.decoding.engine import GenerationConfig
 from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.mtp import MTPDrafter
+from playground.drafters.mtp_head import cluster_members
 from playground.drafters.mtp_weights import load_head, save_head
 from playground.models.tiny import EOS as CHAR_EOS
 from playground.models.tiny import CharTokenizer
-from playground.training.mtp_clusters import balanced_clusters, cluster_members
+from playground.settings import RunSettings
+from playground.training.mtp_clusters import balanced_clusters
 from tests.contract import assert_first_token_distribution, assert_greedy_equals_target, assert_q_rows
 from tests.tiny_models import VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
 
@@ -181,7 +182,7 @@ def test_greedy_equality_with_clusters(gamma, nodes):
     h = tiny_head(model, n_cand=40, noise=0.2, seed=3, num_clusters=K, clusters_per_step=M)
     tok = CharTokenizer()
     for prompt in ("the cat sat. the cat ran. the c", "abcabcabd abcabx"):
-        cfg = GenerationConfig(gamma=gamma, temperature=0.0, max_new_tokens=20, tree_nodes=nodes)
+        cfg = RunSettings(gamma=gamma, temperature=0.0, max_new_tokens=20, tree_nodes=nodes)
         assert_greedy_equals_target(
             model,
             tok,
@@ -198,7 +199,7 @@ def test_first_sampled_token_matches_the_target_with_clusters(nodes):
     model = tiny_target()
     h = tiny_head(model, n_cand=40, noise=0.3, seed=5, num_clusters=K, clusters_per_step=M)
     prompt = CharTokenizer().encode("the cat sat")
-    cfg = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=nodes)
+    cfg = RunSettings(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=nodes)
     assert_first_token_distribution(
         model, CharTokenizer(), prompt, cfg, lambda: MTPDrafter(model, h, eos_token_ids=[CHAR_EOS]), 1200, [CHAR_EOS]
     )

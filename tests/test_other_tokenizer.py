@@ -19,12 +19,13 @@ import pytest
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.drafters.other_tokenizer import OtherTokenizerDrafter, decode, encode, target_tokens_for
 from playground.models.tiny import BOS as CHAR_BOS
 from playground.models.tiny import CHARS, EOS, CharTokenizer
 from playground.models.tiny_bytes import ByteTokenizer, build_byte_drafter, byte_id_of_char_id
+from playground.settings import RunSettings
 from tests.contract import DrafterCacheSpy, assert_greedy_equals_target, first_pair_counts, seeded
 from tests.prompts import TINY_PROMPTS as PROMPTS
 from tests.stats import assert_does_not_follow, assert_follows, model_pair_pmf
@@ -154,7 +155,7 @@ def test_greedy_equals_transformers_with_both_caches_checked(tiny_pair, make, ga
     cut = 0
     for prompt in PROMPTS:
         spy = spy_on(make(tiny_pair), target)
-        cfg = GenerationConfig(gamma=gamma, max_new_tokens=30)
+        cfg = RunSettings(gamma=gamma, max_new_tokens=30)
         r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, spy, msg=prompt)
         assert spy.drafter_checks == spy.checks > 0
         for s in r.steps:
@@ -174,7 +175,7 @@ def test_merge_drafter_emits_multi_character_tokens(tiny_pair):
         target,
         tok,
         tok.encode("the cat and the hat"),
-        GenerationConfig(gamma=4, max_new_tokens=30),
+        RunSettings(gamma=4, max_new_tokens=30),
         drafter=_merge_drafter(tiny_pair),
         eos_token_ids=[EOS],
     )
@@ -190,7 +191,7 @@ def test_greedy_equality_past_a_sliding_window(tiny_pair, gamma):
     tok = CharTokenizer()
     ids = tok.encode("sliding windows roll back")
     spy = spy_on(_byte_drafter(tiny_pair), target)
-    assert_greedy_equals_target(target, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=30), spy)
+    assert_greedy_equals_target(target, tok, ids, RunSettings(gamma=gamma, max_new_tokens=30), spy)
     assert spy.drafter_checks > 0
 
 
@@ -208,14 +209,14 @@ def test_the_drafter_cache_check_catches_a_drafter_that_never_crops(tiny_pair):
             target,
             tok,
             tok.encode("The capital of France is"),
-            GenerationConfig(gamma=4, max_new_tokens=30),
+            RunSettings(gamma=4, max_new_tokens=30),
             drafter=spy,
             eos_token_ids=[EOS],
         )
 
 
 def test_drafts_do_not_depend_on_the_temperature_or_the_generator(tiny_pair):
-    from playground.drafters.base import TargetState
+    from playground.decoding.draft import TargetState
 
     target, _, tok = tiny_pair
     state = TargetState(committed_ids=tok.encode("The capital of"))
@@ -321,7 +322,7 @@ def letters_pair():
 def _sample_pairs(letters_pair, cls, gamma, n=N):
     target, drafter = letters_pair
     params = SamplingParams(temperature=1.0)
-    config = GenerationConfig(gamma=gamma, temperature=1.0, max_new_tokens=2, trace=False)
+    config = RunSettings(gamma=gamma, temperature=1.0, max_new_tokens=2, trace=False)
 
     def run_seed(seed):
         d = cls(drafter, _ReversedLetters(), _Letters(), [])
@@ -367,7 +368,7 @@ def test_step_view_shows_both_tokenizations(tiny_pair):
         target,
         tok,
         tok.encode("the cat and the hat"),
-        GenerationConfig(gamma=3, max_new_tokens=12),
+        RunSettings(gamma=3, max_new_tokens=12),
         drafter=_merge_drafter(tiny_pair),
         eos_token_ids=[EOS],
     )

@@ -12,11 +12,12 @@ import pytest
 import torch
 from transformers import Gemma3ForCausalLM, Gemma3TextConfig
 
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.engine import run
 from playground.decoding.text import REPLACEMENT, IncrementalText
 from playground.drafters.model import ModelDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
 from playground.models import convert
+from playground.settings import RunSettings
 
 pytestmark = pytest.mark.real_model
 
@@ -67,7 +68,7 @@ def test_gemma_greedy_speculative_equals_transformers(gemma, all_threads, kind, 
         drafter = (
             PromptLookupDrafter() if kind == "prompt-lookup" else ModelDrafter(random_gemma_vocab_drafter(vocab), vocab)
         )
-        r = run(model, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=NEW), drafter=drafter, eos_token_ids=eos)
+        r = run(model, tok, ids, RunSettings(gamma=gamma, max_new_tokens=NEW), drafter=drafter, eos_token_ids=eos)
         assert list(r.token_ids) == ref, (prompt, tok.decode(ref), r.text)
 
 
@@ -85,7 +86,7 @@ def test_gemma_greedy_with_the_shipped_mtp_drafter_equals_transformers(gemma, al
         drafter = load_mtp_drafter(model, eos_token_ids=eos, stop_below=stop)
         if kind == "mtp+lookup":
             drafter = HybridDrafter(drafter)
-        r = run(model, tok, ids, GenerationConfig(gamma=gamma, max_new_tokens=NEW), drafter=drafter, eos_token_ids=eos)
+        r = run(model, tok, ids, RunSettings(gamma=gamma, max_new_tokens=NEW), drafter=drafter, eos_token_ids=eos)
         assert list(r.token_ids) == ref, (prompt, tok.decode(ref), r.text)
         assert r.stats.accepted_tokens > 0  # the trained head really drafts for this target
         stopped += sum(bool(s.drafter_info.get("stopped_early")) for s in r.steps)
@@ -181,7 +182,7 @@ def test_gemma_greedy_with_draft_trees_equals_transformers(gemma, all_threads, k
             model,
             tok,
             ids,
-            GenerationConfig(gamma=5, max_new_tokens=NEW, tree_nodes=nodes),
+            RunSettings(gamma=5, max_new_tokens=NEW, tree_nodes=nodes),
             drafter=drafter,
             eos_token_ids=eos,
         )

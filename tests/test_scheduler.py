@@ -125,3 +125,24 @@ def test_a_run_that_leaves_is_not_waited_for(model):
 @pytest.mark.parametrize(("runs", "cap"), [(1, policy.KNEE_TOKENS), (2, 17), (4, 8), (8, 3), (12, 2), (18, 1), (36, 0)])
 def test_draft_cap_shares_the_knee(runs, cap):
     assert policy.draft_cap(runs, knee_tokens=36) == cap
+
+
+def test_runs_caches_count_against_the_kv_budget(model):
+    """Each joined run holds its cache's bytes (tokens x bytes per token); one that would pass
+    the budget gets Busy with a clear message, and leaving gives the bytes back."""
+    from playground.errors import Busy
+    from playground.serving.scheduler import kv_bytes_per_token
+
+    per_token = kv_bytes_per_token(model)
+    cfg = model.config  # 4 layers, K and V, float32
+    assert per_token == 4 * 2 * cfg.num_key_value_heads * cfg.head_dim * 4
+    scheduler = PassScheduler(model, kv_budget_bytes=100 * per_token)
+    with scheduler.join(60):
+        with pytest.raises(Busy, match="holding 1 runs' caches"):
+            with scheduler.join(41):
+                pass
+        assert scheduler.load == 1
+        with scheduler.join(40):
+            assert scheduler.load == 2
+    with scheduler.join(100):  # all given back
+        assert scheduler.load == 1

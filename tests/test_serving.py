@@ -146,3 +146,27 @@ def test_the_draft_cap_shortens_drafts_under_load_and_greedy_output_stays():
     # Steps far from the token budget, which alone would have drafted 8: the cap shortened them.
     gammas = [s.gamma for r in results for s in r.steps if s.committed_tokens < 20 - 9]
     assert gammas and min(gammas) <= 1
+
+
+def test_kv_shared_layers_are_not_batched_and_runs_stay_exact():
+    """Gemma 4's KV-shared layers read another layer's keys: such a model's runs take the
+    plain path even when several are joined (never a shared pass), and stay exact."""
+    from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter
+    from tests.fakes import LetterTokenizer
+    from tests.tiny_models import gemma4_pair, rand_ids
+
+    target, assistant = gemma4_pair()
+    scheduler = PassScheduler(target)
+    assert not scheduler.batchable
+    tok = LetterTokenizer()
+    jobs = []
+    for i in range(3):
+        ids = rand_ids(6 + 5 * i, seed=i, vocab=64)
+        settings = RunSettings(gamma=3, max_new_tokens=12)
+        drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+        jobs.append((ids, lambda ids=ids, s=settings, d=drafter: run(target, tok, ids, s, drafter=d,
+                                                                      scheduler=scheduler)))  # fmt: skip
+    results = _together([j for _, j in jobs])
+    for (ids, _), r in zip(jobs, results):
+        assert list(r.token_ids) == hf_greedy(target, ids, 12, eos=None)
+    assert scheduler.passes == 0 and all(s.shared_rows == 1 for r in results for s in r.steps)

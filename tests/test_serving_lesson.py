@@ -57,3 +57,34 @@ def test_pass_costs_on_a_tiny_model():
     assert [(c.rows, c.tokens) for c in costs] == [(1, 1), (4, 3)]
     assert all(c.ms > 0 and c.relative > 0 for c in costs)
     assert "4 × 3" in sweep.cost_table(costs)
+
+
+def test_the_batch_sweep_command_writes_its_tables(tmp_path, capsys):
+    from playground import cli
+
+    code = cli.main(["batch-sweep", "--preset", "tiny-random", "--batches", "1,3", "--tokens", "4",
+                     "--ctx", "8", "--out", str(tmp_path)])  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "| B rows × k tokens |" in out and "speculative, capped" in out
+    import json
+
+    data = json.loads((tmp_path / sweep.DATA_FILE).read_text())
+    assert [(r["runs"], r["variant"]) for r in data["class"]] == [(b, v) for b in (1, 3) for v in sweep.VARIANTS]
+    assert all(r["tokens_per_s"] > 0 for r in data["class"])
+    assert max(r["mean_shared_rows"] for r in data["class"] if r["runs"] == 3) > 1
+    assert "batch-sweep --preset tiny-random" in data["about"]["command"]
+
+
+def test_the_status_says_how_many_runs_shared_the_passes():
+    from types import SimpleNamespace as Step
+
+    from visual.playground_run import _shared_note
+
+    alone = [Step(shared_rows=1, mode="speculative", gamma=8)] * 3
+    assert _shared_note(alone) == ""
+    shared = [Step(shared_rows=12, mode="speculative", gamma=0), Step(shared_rows=8, mode="speculative", gamma=2),
+              Step(shared_rows=1, mode="speculative", gamma=8)]  # fmt: skip
+    note = _shared_note(shared)
+    assert "2 of 3 target passes" in note and "10.0 runs on average" in note
+    assert "1 step(s) decoded plainly" in note and "temperature 0 the output is the same" in note

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from playground.decoding.engine import GenerationConfig, stream
+from playground.decoding.engine import stream
 from playground.decoding.records import GenerationResult
 from playground.drafters.prompt_lookup import PromptLookupDrafter
 from playground.lab.runs import partial_result
 from playground.models.tiny import CharTokenizer
+from playground.settings import RunSettings
 from tests.tiny_models import sliding_pair
 
 COUNTS = (
@@ -37,7 +38,7 @@ def test_records_rebuild_the_loops_counts(gamma, nodes):
     tok = CharTokenizer()
     prompt = "abcabcabd abcabx abcab"
     ids = tok.encode(prompt)
-    config = GenerationConfig(gamma=gamma, max_new_tokens=30, tree_nodes=nodes)
+    config = RunSettings(gamma=gamma, max_new_tokens=30, tree_nodes=nodes)
     items = list(stream(target, tok, ids, config, drafter=PromptLookupDrafter()))
     result = items[-1]
     assert isinstance(result, GenerationResult)

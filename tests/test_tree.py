@@ -250,4 +250,4 @@ def test_the_registry_says_which_drafters_branch():
     for name, path in classes.items():
         module, cls = path.rsplit(".", 1)
         drafter = getattr(importlib.import_module(f"playground.drafters.{module}"), cls)
-        assert hasattr(drafter, "propose_tree") == KINDS[name].branches, name
+        assert hasattr(drafter, "propose_tree") == KINDS[name].capabilities.branches, name

@@ -11,14 +11,15 @@ import pytest
 import torch
 
 from playground.decoding import tree_step as tree_step_module
-from playground.decoding.engine import GenerationConfig, run
+from playground.decoding.draft import Capabilities, TreeDraft
+from playground.decoding.engine import run
 from playground.decoding.tree import ROOT, DraftTree
-from playground.drafters.base import TreeDraft
 from playground.drafters.hybrid import HybridDrafter
 from playground.drafters.model import ModelDrafter
 from playground.drafters.mtp import MTPDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter, continuation_tree, find_continuations
 from playground.models.tiny import EOS, CharTokenizer
+from playground.settings import RunSettings
 from tests.contract import (
     CacheSpy,
     DrafterCacheSpy,
@@ -44,7 +45,7 @@ def test_prompt_lookup_tree_greedy_equals_transformers_past_the_window(gamma, no
     tok = CharTokenizer()
     for prompt in PROMPTS:
         spy = CacheSpy(PromptLookupDrafter(), target)
-        cfg = GenerationConfig(gamma=gamma, max_new_tokens=30, tree_nodes=nodes)
+        cfg = RunSettings(gamma=gamma, max_new_tokens=30, tree_nodes=nodes)
         r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, spy, msg=prompt)
         assert_checked_every_step(spy, r)
         if nodes > 1 and "ab" in prompt:
@@ -62,7 +63,7 @@ def test_mtp_tree_greedy_equals_transformers(kind, gamma, nodes):
     for prompt in PROMPTS:
         mtp = MTPDrafter(target, head, eos_token_ids=[EOS])
         drafter = CacheSpy(mtp if kind == "mtp" else HybridDrafter(mtp), target)
-        cfg = GenerationConfig(gamma=gamma, max_new_tokens=24, tree_nodes=nodes)
+        cfg = RunSettings(gamma=gamma, max_new_tokens=24, tree_nodes=nodes)
         r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, drafter, msg=prompt)
         branched += branched_steps(r)
     assert branched > 0  # some steps really had siblings
@@ -79,7 +80,7 @@ def test_model_drafter_tree_greedy_equals_transformers_past_the_window(gamma, no
     branched = 0
     for prompt in PROMPTS:
         spy = DrafterCacheSpy(ModelDrafter(drafter_model, 100), target)
-        cfg = GenerationConfig(gamma=gamma, max_new_tokens=24, tree_nodes=nodes)
+        cfg = RunSettings(gamma=gamma, max_new_tokens=24, tree_nodes=nodes)
         r = assert_greedy_equals_target(target, tok, tok.encode(prompt), cfg, spy, msg=prompt)
         assert_checked_every_step(spy, r)
         branched += branched_steps(r)
@@ -107,7 +108,7 @@ def test_mutant_model_drafter_keeping_its_tree_keys_is_caught():
             target,
             tok,
             tok.encode(PROMPTS[0]),
-            GenerationConfig(gamma=3, max_new_tokens=12, tree_nodes=8),
+            RunSettings(gamma=3, max_new_tokens=12, tree_nodes=8),
             drafter=spy,
             eos_token_ids=[EOS],
         )
@@ -133,6 +134,7 @@ class SampledTreeDrafter:
 
     name = "sampled-tree"
     needs_target_hidden = False
+    capabilities = Capabilities(branches=True)
 
     def __init__(self, table: torch.Tensor, params, branch: int = 2, unconditional: bool = False):
         self.table, self.params, self.branch, self.unconditional = table, params, branch, unconditional
@@ -177,7 +179,7 @@ class SampledTreeDrafter:
 def sample_tree_pairs(params, drafter_factory, n=3000):
     target_logits, drafter_logits = disagreeing_tables()
     target = BigramLM(target_logits)
-    config = GenerationConfig(
+    config = RunSettings(
         gamma=2,
         temperature=params.temperature,
         top_k=params.top_k,
@@ -229,7 +231,7 @@ def test_mutant_no_residual_update_between_siblings_fails(monkeypatch):
 
 def test_trees_refuse_teaching_rules():
     with pytest.raises(ValueError, match="lossless rule only"):
-        GenerationConfig(tree_nodes=4, rule="typical")
+        RunSettings(tree_nodes=4, rule="typical")
 
 
 def test_mtp_sampled_tree_first_token_matches_the_target():
@@ -238,7 +240,7 @@ def test_mtp_sampled_tree_first_token_matches_the_target():
     target = tiny_target()
     head = tiny_head(target)
     prompt = CharTokenizer().encode("the cat sat")
-    config = GenerationConfig(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=6)
+    config = RunSettings(gamma=2, temperature=1.0, max_new_tokens=2, trace=False, tree_nodes=6)
     runs = assert_first_token_distribution(
         target, CharTokenizer(), prompt, config, lambda: MTPDrafter(target, head, eos_token_ids=[EOS]), 1500, [EOS]
     )

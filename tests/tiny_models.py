@@ -15,7 +15,7 @@ from __future__ import annotations
 import torch
 from transformers import DynamicCache, Gemma3ForCausalLM, Gemma3TextConfig, LlamaConfig, LlamaForCausalLM
 
-from playground.drafters.base import TargetState
+from playground.decoding.draft import TargetState
 from playground.drafters.mtp_head import MTPConfig, MTPHead, unrolled_states
 from playground.models.tiny import EOS as CHAR_EOS
 

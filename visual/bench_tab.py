@@ -22,8 +22,8 @@ import gradio as gr
 
 from playground import bench
 from playground.config import AppConfig, Preset, load_config
-from playground.decoding.engine import MAX_TREE_NODES
 from playground.models.loading import ModelUnavailable, availability
+from playground.validate import MAX_TREE_NODES
 from visual import bench as vbench
 
 KIND_CHOICES = [

@@ -15,6 +15,7 @@ from plotly.subplots import make_subplots
 
 from playground.decoding.records import StepRecord
 from playground.decoding.sampling import accepted_length_pmf
+from playground.decoding.tally import Tally
 
 FONT_COLOR = "#6b7280"  # mid grey: readable on white and on Gradio's dark background
 GRID_COLOR = "rgba(128, 128, 128, 0.28)"
@@ -189,21 +190,13 @@ def race_figure(spec: Sequence[StepRecord], ar: Sequence[StepRecord] = (), ar_pe
 
 
 def acceptance_counts(steps: Sequence[StepRecord], gamma: int) -> tuple[list[int], list[int]]:
-    """(judged, accepted) counts by draft position 1..γ."""
-    judged = [0] * gamma
-    accepted = [0] * gamma
-    for s in steps:
-        for d in s.drafted:
-            if d.judged and 1 <= d.position <= gamma:
-                judged[d.position - 1] += 1
-                accepted[d.position - 1] += int(d.accepted)
-    return judged, accepted
+    """(judged, accepted) counts by draft position 1..γ (``Tally``: the one count)."""
+    tally = Tally.of_records(steps, gamma)
+    return tally.judged_at, tally.accepted_at
 
 
 def measured_alpha(steps: Sequence[StepRecord]) -> float | None:
-    judged = sum(1 for s in steps for d in s.drafted if d.judged)
-    accepted = sum(1 for s in steps for d in s.drafted if d.accepted)
-    return accepted / judged if judged else None
+    return Tally.of_records(steps, 0).alpha
 
 
 def acceptance_by_position_figure(steps: Sequence[StepRecord], gamma: int) -> go.Figure:
@@ -245,9 +238,7 @@ def accepted_length_figure(steps: Sequence[StepRecord], gamma: int) -> go.Figure
     full = [s for s in steps if len(s.drafted) == gamma and gamma > 0]
     if not full:
         return empty_figure(title, f"No step with all {gamma} drafts yet.")
-    counts = [0] * (gamma + 1)
-    for s in full:
-        counts[min(s.n_accepted, gamma)] += 1
+    counts = Tally.of_records(full, gamma).hist  # steps by drafts accepted (a full step accepts <= γ)
     n = len(full)
     xs = list(range(gamma + 1))
     fig = go.Figure(

@@ -15,8 +15,7 @@ from dataclasses import dataclass
 from urllib.parse import urlencode
 
 from playground.config import AppConfig, load_config
-from playground.decoding.engine import MAX_GAMMA
-from playground.validate import clean_prompt, parse_number, parse_whole_number
+from playground.validate import bounds, clean_prompt, parse_number, parse_whole_number
 from playground.validate import temperature as check_temperature
 
 
@@ -63,7 +62,7 @@ def classroom_presets(cfg: AppConfig | None = None) -> list[ClassroomPreset]:
                 label=label,
                 preset=preset,
                 prompt=clean_prompt(entry["prompt"], lim.max_prompt_chars),
-                gamma=parse_whole_number("gamma", entry["gamma"], 1, min(lim.max_gamma, MAX_GAMMA)),
+                gamma=parse_whole_number("gamma", entry["gamma"], 1, bounds(lim).max_gamma),
                 temperature=check_temperature(
                     parse_number("temperature", entry["temperature"], 0.0, lim.max_temperature), lim.max_temperature
                 ),

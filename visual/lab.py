@@ -21,9 +21,9 @@ from playground.decoding.records import GenerationResult
 from playground.lab.distribution import DISPLAY_BINS, DistributionCheck, display_bins
 from playground.lab.equality import EqualityCheck
 from playground.lab.quiz import Question, Reveal, Scoreboard
-from playground.lab.rules import DEFAULT_RULE, RULE_INFO
 from playground.lab.stats import format_p
 from playground.lab.theory import MeasuredPoint, TheoryCurve
+from playground.rules import DEFAULT_RULE, RULES
 from visual import replay, tokens
 from visual.charts import COLORS, FONT_COLOR, GRID_COLOR, empty_figure, style
 from visual.classroom import ClassroomPreset
@@ -137,7 +137,7 @@ def distribution_figure(check: DistributionCheck | None, max_bins: int = DISPLAY
 def distribution_html(check: DistributionCheck | None) -> str:
     if check is None:
         return f'<div style="{_BOX}">Choose a rule and press <b>Run check</b>.</div>'
-    info = RULE_INFO[check.rule]
+    info = RULES[check.rule]
     p_ex = check.chi2_exact.p_value if check.chi2_exact is not None else None
     tiles = [
         _tile(num(check.tv), "TV distance", f"noise level ≈ {num(check.tv_noise)}"),
@@ -164,7 +164,7 @@ def distribution_html(check: DistributionCheck | None) -> str:
     return (
         f'<div style="{_BOX}">'
         f'<div style="font-weight:700;color:{CATEGORY_BADGE.get(info.category, ("", FONT_COLOR))[1]}">'
-        f"{esc(info.label)}</div>"
+        f"{esc(info.lab_label)}</div>"
         f"{_partial_banner(check.stopped)}"
         f'<p style="{_SUB}">{esc(info.what)}</p>'
         f"{_tiles(tiles)}"

@@ -1,7 +1,9 @@
 """The Playground's Run: checking its settings, the per-run trace it streams, and the heavy handler.
 
-``make_run_handler`` builds the generator Gradio calls when Run is pressed: it checks the
-settings (``check_params``), streams the engine's StepRecords into a ``RunState`` and yields
+``make_run_handler`` builds the generator Gradio calls when Run is pressed: it turns the form's
+values into one ``RunSettings`` (``form_settings``, through ``api.run_settings``: the form
+re-implements no check; ``check_params`` is the same for the form's validator), streams the
+engine's StepRecords for those settings into a ``RunState`` and yields
 the tab's outputs (a ``RunOutputs``) as they change, throttled so a fast model does not flood
 the page.  The trace it stores in ``gr.State`` is ``RunState.to_trace()``, a plain dict the
 replay handlers read.
@@ -12,7 +14,6 @@ and does not run models itself: generation goes through ``playground.api``.
 
 from __future__ import annotations
 
-import math
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -21,41 +22,42 @@ from typing import Any, NamedTuple
 
 import gradio as gr
 
+from playground import api, validate
 from playground.config import AppConfig
-from playground.decoding.engine import MAX_TREE_NODES
 from playground.decoding.records import StepRecord
 from playground.models.device import on_zero_gpu
 from playground.models.loading import ModelUnavailable
+from playground.rules import APP_RULES, RULES
 from playground.serving.trace_cache import TraceCache, describe_replay
-from playground.validate import VERIFICATION_RULES
-from playground.validate import draft_stop as check_stop_below
-from playground.validate import temperature as check_temperature
-from playground.validate import verification as check_verification
+from playground.settings import RunSettings
 from visual import charts, stats, tables
 from visual.fmt import esc
 from visual.presets import PresetChoice
 
 MODES = {"Speculative": "speculative", "Race": "race"}
 # The Verification control's choices: engine rule -> label (the control's values are the rules)
-VERIFICATION = {
-    "lossless": "Token verification (Leviathan et al.)",
-    "block": "Block verification (Sun et al. 2025)",
-}
-assert tuple(VERIFICATION) == VERIFICATION_RULES
+VERIFICATION = {k: RULES[k].app_label for k in APP_RULES}
 DTYPE_DEFAULT = "preset default"
 CALIBRATION_TOKENS = 8
 CHART_EVERY_S = 1.0  # throttle for live chart updates during generation
 YIELD_EVERY_S = 0.3  # throttle for streaming the trace: fast models would otherwise flood the page
 
 
-# --------------------------------------------------------------------------- validation
+# --------------------------------------------------------------------------- the form's settings
+
+_NAMES = {f.name for f in fields(RunSettings)} | {"verification"}  # messages that begin with a setting's name
 
 
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
+def _for_page(message: str) -> str:
+    """A validator message as a sentence on the page: a capital (unless it begins with a setting's
+    name, which is written as the code spells it) and a full stop."""
+    first = message.split(" ", 1)[0]
+    if first not in _NAMES:
+        message = message[:1].upper() + message[1:]
+    return message if message.endswith((".", "!", "?")) else message + "."
 
 
-def check_params(
+def form_settings(
     cfg: AppConfig,
     choices: list[PresetChoice],
     prompt,
@@ -70,60 +72,42 @@ def check_params(
     tree_nodes=None,
     verification="lossless",
     draft_stop=None,
-) -> dict[str, str]:
-    """Clear messages for bad inputs, keyed by parameter name (empty dict = all good).
+    dtype=None,
+) -> RunSettings:
+    """The form's values as the run's ``RunSettings`` (built by ``api.run_settings``, the one check), or
+    a ``validate.SettingsError`` with every mistake keyed by the form's field names, worded for the page.
 
-    ``tree_nodes`` None: not checked (the preset's own); ``verification`` is an engine rule of
-    ``VERIFICATION`` (block verification judges a chain: it refuses tree_nodes > 1);
-    ``draft_stop`` None: the preset's own."""
-    lim = cfg.limits
-    errs: dict[str, str] = {}
-    if not isinstance(prompt, str) or not prompt.strip():
-        errs["prompt"] = "The prompt is empty: type at least one word."
-    elif len(prompt) > lim.max_prompt_chars:
-        errs["prompt"] = f"The prompt is too long: {len(prompt)} characters (limit {lim.max_prompt_chars})."
-    by_name = {c.preset.name: c for c in choices}
-    if preset not in by_name:
-        errs["preset"] = f"Unknown preset {preset!r}; choose one of: {', '.join(by_name)}."
-    elif not by_name[preset].available:
-        errs["preset"] = f"Preset {preset!r} is unavailable here: {by_name[preset].reason}"
-    elif drafter not in (None, "") and drafter not in by_name[preset].preset.drafters:
-        errs["drafter"] = (
-            f"Preset {preset!r} has no {drafter!r} drafter; choose one of: {', '.join(by_name[preset].preset.drafters)}."
-        )
-
-    def integer(name, v, lo, hi, what=""):
-        if not _finite(v) or float(v) != int(v):
-            errs[name] = f"{name} must be a whole number, got {v!r}."
-        elif not lo <= v <= hi:
-            errs[name] = f"{name} must be between {lo} and {hi}{what}, got {int(v)}."
-
-    if gamma is not None:
-        integer("gamma", gamma, 1, lim.max_gamma)
+    None (or blank) ``gamma`` / ``tree_nodes`` / ``draft_stop`` / ``dtype``: the preset's own."""
+    errors: dict[str, str] = {}
     try:
-        check_temperature(temperature, lim.max_temperature)
+        validate.prompt(prompt, cfg.limits.max_prompt_chars)
     except ValueError as exc:
-        errs["temperature"] = f"{exc}."
-    integer("top_k", top_k, 0, lim.max_top_k, " (0 = off)")
-    if not _finite(top_p):
-        errs["top_p"] = f"top_p must be a finite number, got {top_p!r}."
-    elif not 0 < top_p <= 1:
-        errs["top_p"] = f"top_p must be in (0, 1], got {top_p}."
-    integer("seed", seed, 0, 2**63 - 1)
-    integer("max_new_tokens", max_new_tokens, 1, lim.max_new_tokens)
-    if tree_nodes is not None:
-        integer("tree_nodes", tree_nodes, 1, MAX_TREE_NODES, " (1 = a chain)")
+        errors["prompt"] = str(exc)
+    chosen = next((c for c in choices if c.preset.name == preset), None)
+    if chosen is not None and not chosen.available:
+        errors["preset"] = f"preset {preset!r} is unavailable here: {chosen.reason}"
+    blank = (None, "", DTYPE_DEFAULT)
     try:
-        check_verification(verification, tree_nodes if "tree_nodes" not in errs and tree_nodes is not None else 1)
-    except ValueError as exc:
-        msg = str(exc)
-        errs["verification"] = msg[0].upper() + msg[1:] + "."
-    if draft_stop is not None:
-        try:
-            check_stop_below(draft_stop)
-        except ValueError as exc:
-            errs["draft_stop"] = f"{exc}."
-    return errs
+        settings = api.run_settings(
+            cfg=cfg, preset=preset, drafter=drafter or None, gamma=gamma, temperature=temperature, top_k=top_k,
+            top_p=top_p, seed=seed, max_new_tokens=max_new_tokens,
+            tree_nodes=None if tree_nodes in blank else tree_nodes, verification=verification or "lossless",
+            draft_stop=None if draft_stop in blank else draft_stop, dtype=None if dtype in blank else dtype,
+        )  # fmt: skip
+    except validate.SettingsError as exc:
+        errors.update({k: m for k, m in exc.errors.items() if k not in errors})
+    if errors:
+        raise validate.SettingsError({k: _for_page(m) for k, m in errors.items()})
+    return settings
+
+
+def check_params(cfg: AppConfig, choices: list[PresetChoice], *values) -> dict[str, str]:
+    """``form_settings``' messages keyed by field (empty dict = all good): what the form's validator shows."""
+    try:
+        form_settings(cfg, choices, *values)
+    except validate.SettingsError as exc:
+        return exc.errors
+    return {}
 
 
 # --------------------------------------------------------------------------- records
@@ -140,7 +124,7 @@ class RunState:
     gamma: int = 0
     mode: str = "speculative"
     temperature: float = 0.0
-    rule: str = "lossless"  # the speculative run's verification rule (an engine rule of VERIFICATION)
+    rule: str = "lossless"  # the speculative run's verification rule (one of VERIFICATION)
     spec_steps: tuple[StepRecord, ...] = ()
     spec: Any = None  # GenerationResult of the speculative run
     ar_steps: tuple[StepRecord, ...] = ()
@@ -179,44 +163,6 @@ class RunOutputs(NamedTuple):
     json_dl: Any
     csv_dl: Any
     text: Any
-
-
-@dataclass(frozen=True)
-class _RunRequest:
-    """One press of Run, checked and normalised: what the engine is asked for."""
-
-    prompt: str
-    mode: str  # a MODES value
-    calibrate: bool
-    preset: str
-    drafter: str | None
-    gamma: int
-    temperature: float
-    top_k: int
-    top_p: float
-    seed: int
-    max_new_tokens: int
-    dtype: str | None
-    tree_nodes: int
-    rule: str = "lossless"  # verification of the speculative run (the autoregressive runs verify nothing)
-    draft_stop: float | None = None  # the MTP drafter's stop threshold (None: the preset's)
-
-    def engine_kwargs(self, **overrides) -> dict[str, Any]:
-        """``playground.api`` keyword arguments shared by the speculative, race and calibration runs
-        (the speculative run adds its ``tree_nodes``, ``rule`` and ``draft_stop``: the autoregressive runs have none,
-        and leaving them out keeps their trace-cache key the same whatever the rule)."""
-        kwargs = dict(
-            preset=self.preset,
-            drafter=self.drafter,
-            gamma=self.gamma,
-            temperature=self.temperature,
-            top_k=self.top_k,
-            top_p=self.top_p,
-            seed=self.seed,
-            max_new_tokens=self.max_new_tokens,
-            dtype=self.dtype,
-        )
-        return {**kwargs, **overrides}
 
 
 @dataclass
@@ -266,6 +212,26 @@ def _stats_html(trace: dict) -> str:
     )
 
 
+def _shared_note(steps) -> str:
+    """What sharing target passes with other visitors' runs did to this run (``playground.serving``)."""
+    shared = [st.shared_rows for st in steps if st.shared_rows > 1]
+    if not shared:
+        return ""
+    capped = sum(1 for st in steps if st.mode == "speculative" and st.gamma == 0)
+    note = (
+        f"\n\n**Shared passes:** {len(shared)} of {len(steps)} target passes also carried other visitors' runs: "
+        f"each served {sum(shared) / len(shared):.1f} runs on average, so this run's verify times are its share "
+        "of each pass (the pass's time / the runs it served)."
+    )
+    if capped:
+        note += (
+            f" Under that load {capped} step(s) decoded plainly, without drafts (the server turns speculation "
+            "down when a pass is full): at temperature 0 the output is the same token for token; when sampling "
+            "it is still drawn from the target's distribution."
+        )
+    return note
+
+
 def _status(trace: dict) -> str:
     ph = trace["phase"]
     n = len(trace["spec_steps"])
@@ -289,7 +255,9 @@ def _status(trace: dict) -> str:
         replay = describe_replay(trace["spec"].config.get("replay"))
         return (
             f"**Done.** Speculative: {s.new_tokens} tokens in {s.steps} target passes, {s.wall_ms / 1000:.2f} s "
-            f"(stopped: {s.stopped}).{extra}" + (f"\n\n\u21bb {esc(replay)}" if replay else "")
+            f"(stopped: {s.stopped}).{extra}"
+            + (f"\n\n\u21bb {esc(replay)}" if replay else "")
+            + _shared_note(trace["spec"].steps)
         )
     return ""
 
@@ -335,12 +303,16 @@ def make_shared(cfg: AppConfig) -> TraceCache | None:
 
 @dataclass
 class _Generation:
-    """One Run as it happens: streams into ``state`` and yields the outputs tuple Gradio needs."""
+    """One Run as it happens: streams into ``state`` and yields the outputs tuple Gradio needs.
 
-    request: _RunRequest
+    ``settings`` are the speculative run's; the race's baseline and the calibration run are its
+    ``autoregressive()`` twin (``race`` and ``calibrate`` are the page's, not the engine's)."""
+
+    prompt: str
+    settings: RunSettings
+    race: bool
+    calibrate: bool
     state: RunState
-    generate: Callable
-    stream_generate: Callable
     shared: TraceCache | None
     report: Callable[[float, str], None]
     charts: _Clock = field(default_factory=lambda: _Clock(CHART_EVERY_S), init=False)
@@ -358,14 +330,14 @@ class _Generation:
         state = self.state
         try:
             if warmup is not None:
-                for msg, frac in warmup.wait(self.request.preset):
+                for msg, frac in warmup.wait(self.settings.preset):
                     self.report(frac, msg)
             self.charts.last = time.perf_counter()  # first steps go out fast; charts follow within CHART_EVERY_S
             yield self.outputs()
             yield from self._speculative()
-            if self.request.mode == "race":
+            if self.race:
                 yield from self._autoregressive()
-            elif self.request.calibrate:
+            elif self.calibrate:
                 yield from self._calibrate()
             state.phase = "done"
             state.done = True
@@ -380,16 +352,10 @@ class _Generation:
             raise gr.Error(f"The run failed: {type(exc).__name__}: {exc}") from None
 
     def _speculative(self) -> Iterator[tuple]:
-        req, state = self.request, self.state
+        state = self.state
         state.phase = "speculative"
         steps: list[StepRecord] = []
-        for item in self.stream_generate(
-            req.prompt,
-            mode="speculative",
-            progress=self.report,
-            shared=self.shared,
-            **req.engine_kwargs(tree_nodes=req.tree_nodes, rule=req.rule, draft_stop=req.draft_stop),
-        ):
+        for item in api.stream_run(self.prompt, self.settings, progress=self.report, shared=self.shared):
             if isinstance(item, StepRecord):
                 steps.append(item)
                 state.spec_steps = tuple(steps)
@@ -400,11 +366,11 @@ class _Generation:
 
     def _autoregressive(self) -> Iterator[tuple]:
         """The race's second run: our loop without a drafter, same prompt and models."""
-        req, state = self.request, self.state
+        state = self.state
         state.phase = "autoregressive"
         yield self.outputs(charts_now=True)
         steps: list[StepRecord] = []
-        for item in self.stream_generate(req.prompt, mode="autoregressive", shared=self.shared, **req.engine_kwargs()):
+        for item in api.stream_run(self.prompt, self.settings.autoregressive(), shared=self.shared):
             if isinstance(item, StepRecord):
                 steps.append(item)
                 state.ar_steps = tuple(steps)
@@ -415,84 +381,18 @@ class _Generation:
 
     def _calibrate(self) -> Iterator[tuple]:
         """A short autoregressive run that measures t1 (the race's own run measures it anyway)."""
-        req, state = self.request, self.state
+        state = self.state
         state.phase = "calibrating"
         yield self.outputs()
-        cal = self.generate(
-            req.prompt,
-            mode="autoregressive",
-            trace=False,
-            shared=self.shared,
-            **req.engine_kwargs(max_new_tokens=min(CALIBRATION_TOKENS, req.max_new_tokens)),
-        )
+        short = min(CALIBRATION_TOKENS, self.settings.max_new_tokens)
+        cal = api.run(self.prompt, self.settings.autoregressive(max_new_tokens=short, trace=False), shared=self.shared)
         state.calibration = cal.stats
-
-
-def _request(
-    cfg: AppConfig,
-    choices: list[PresetChoice],
-    prompt,
-    preset,
-    drafter,
-    gamma,
-    temperature,
-    top_k,
-    top_p,
-    seed,
-    max_new_tokens,
-    dtype,
-    mode,
-    calibrate,
-    tree_nodes,
-    verification="lossless",
-    draft_stop=None,
-) -> _RunRequest:
-    """Check the settings (a gr.Error with every message) and normalise them."""
-    tree_nodes = 1 if tree_nodes in (None, "") else tree_nodes
-    verification = verification or "lossless"
-    errs = check_params(
-        cfg,
-        choices,
-        prompt,
-        preset,
-        drafter,
-        gamma,
-        temperature,
-        top_k,
-        top_p,
-        seed,
-        max_new_tokens,
-        tree_nodes,
-        verification,
-        draft_stop,
-    )
-    if errs:
-        raise gr.Error(" ".join(errs.values()))
-    p = next(c.preset for c in choices if c.preset.name == preset)
-    return _RunRequest(
-        prompt=prompt,
-        mode=MODES.get(mode, mode),
-        calibrate=calibrate,
-        preset=preset,
-        drafter=drafter or None,
-        gamma=int(gamma) if gamma is not None else p.gamma,
-        temperature=float(temperature),
-        top_k=int(top_k),
-        top_p=float(top_p),
-        seed=int(seed),
-        max_new_tokens=int(max_new_tokens),
-        dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
-        tree_nodes=int(tree_nodes),
-        rule=verification,
-        draft_stop=None if draft_stop in (None, "") else float(draft_stop),
-    )
 
 
 def make_run_handler(
     cfg: AppConfig, choices: list[PresetChoice], warmup=None, shared: TraceCache | None = None
 ) -> Callable:
-    """The heavy Run handler (a generator)."""
-    from playground.api import generate, stream_generate
+    """The heavy Run handler (a generator): the form's values become one ``RunSettings`` (``form_settings``)."""
 
     def run_generation(
         trace,
@@ -513,32 +413,21 @@ def make_run_handler(
         draft_stop=None,
         progress=gr.Progress(),
     ):
-        req = _request(
-            cfg,
-            choices,
-            prompt,
-            preset,
-            drafter,
-            gamma,
-            temperature,
-            top_k,
-            top_p,
-            seed,
-            max_new_tokens,
-            dtype,
-            mode,
-            calibrate,
-            tree_nodes,
-            verification,
-            draft_stop,
-        )
+        try:
+            settings = form_settings(
+                cfg, choices, prompt, preset, drafter, gamma, temperature, top_k, top_p, seed, max_new_tokens,
+                1 if tree_nodes in (None, "") else tree_nodes, verification, draft_stop, dtype,
+            )  # fmt: skip
+        except validate.SettingsError as exc:
+            raise gr.Error(" ".join(exc.errors.values())) from None
+        race = MODES.get(mode, mode) == "race"
         state = RunState(
             run_id=(trace or {}).get("run_id") or new_run_id(),
             prompt=prompt,
-            gamma=req.gamma,
-            mode=req.mode,
-            temperature=req.temperature,
-            rule=req.rule,
+            gamma=settings.gamma,
+            mode="race" if race else "speculative",
+            temperature=settings.temperature,
+            rule=settings.rule,
             done=False,
             phase="loading",
         )
@@ -549,6 +438,6 @@ def make_run_handler(
             except Exception:
                 pass
 
-        yield from _Generation(req, state, generate, stream_generate, shared, report).run(warmup)
+        yield from _Generation(prompt, settings, race, bool(calibrate), state, shared, report).run(warmup)
 
     return run_generation

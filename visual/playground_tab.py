@@ -20,18 +20,20 @@ Per-user data lives in ``gr.State`` only; the module holds no mutable state.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
 
+from playground import api
 from playground.config import AppConfig, load_config
-from playground.decoding.engine import MAX_TREE_NODES
 from playground.models.device import gpu_entry
 from playground.models.loading import ModelUnavailable
+from playground.rules import app_choices
 from playground.serving.trace_cache import TraceCache
-from playground.validate import verification as verification_rule
+from playground.validate import MAX_TREE_NODES
 from visual import charts, replay, stats, tables, tokens
 from visual.fmt import esc
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
@@ -181,7 +183,7 @@ def on_reset(trace, view, speed_s):
 
 
 def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable:
-    from playground.api import generate
+    """The ``/speculate`` endpoint: its arguments become one ``RunSettings`` (``api.run_settings``)."""
 
     def speculate(
         prompt: str,
@@ -207,30 +209,16 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
         in it is below this (0 = always gamma drafts; default: the preset's).  Bad input raises an
         error with a clear message.
         """
-        if not isinstance(prompt, str):
-            raise gr.Error("prompt must be text")
         try:
-            rule = verification_rule(verification, tree_nodes if tree_nodes is not None else 1)
-            result = generate(
-                prompt,
-                preset=preset or None,
-                drafter=drafter or None,
-                gamma=gamma,
-                temperature=temperature,
-                top_k=top_k,
-                top_p=top_p,
-                seed=seed,
-                max_new_tokens=max_new_tokens,
-                tree_nodes=tree_nodes,
-                rule=rule,
-                shared=shared,
-                draft_stop=draft_stop,
-            )
+            settings = api.run_settings(
+                preset=preset or None, drafter=drafter or None, gamma=gamma, temperature=temperature, top_k=top_k,
+                top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, tree_nodes=tree_nodes,
+                verification=verification, draft_stop=draft_stop,
+            )  # fmt: skip
+            result = api.run(prompt, settings, shared=shared)
         except (ValueError, TypeError, ModelUnavailable) as exc:
             raise gr.Error(str(exc)) from None
         data = tables.clean_json(result.to_dict())
-        import json
-
         size = len(json.dumps(data))
         if size > cfg.limits.max_trace_bytes:
             raise gr.Error(
@@ -337,7 +325,7 @@ def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, 
         elem_id="draft-stop",
     )
     c["verification"] = gr.Radio(
-        [(label, rule) for rule, label in VERIFICATION.items()],
+        app_choices(),
         value="lossless",
         label="Verification",
         info="Token: each draft kept with probability min(1, p/q) until the first rejection. Block: the drafts "

@@ -23,8 +23,7 @@ from urllib.parse import urlencode, urlsplit, urlunsplit
 import gradio as gr
 
 from playground.config import AppConfig, load_config
-from playground.decoding.engine import MAX_GAMMA
-from playground.validate import VERIFICATION_RULES, clean_prompt, excerpt, parse_number, parse_whole_number
+from playground.validate import MAX_SEED, bounds, clean_prompt, excerpt, parse_number, parse_whole_number, verification
 from playground.validate import temperature as check_temperature
 from visual.classroom import classroom_presets, slugify
 
@@ -99,11 +98,11 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
     checks: dict[str, Callable[[Any], Any]] = {
         "preset": lambda r: _check_preset(r, cfg),
         "prompt": lambda r: clean_prompt(r, lim.max_prompt_chars),
-        "gamma": lambda r: parse_whole_number("gamma", r, 1, min(lim.max_gamma, MAX_GAMMA)),
+        "gamma": lambda r: parse_whole_number("gamma", r, 1, bounds(lim).max_gamma),
         "temperature": lambda r: check_temperature(
             parse_number("temperature", r, 0.0, lim.max_temperature), lim.max_temperature
         ),
-        "seed": lambda r: parse_whole_number("seed", r, 0, 2**63 - 1),
+        "seed": lambda r: parse_whole_number("seed", r, 0, MAX_SEED),
         "verification": _check_verification,
     }
     for key, check in checks.items():
@@ -123,10 +122,7 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
 def _check_verification(raw: Any) -> str:
     """``lossless`` or ``block`` (any case; ``token`` is another name for ``lossless``)."""
     name = str(raw).strip().lower()
-    name = "lossless" if name == "token" else name
-    if name not in VERIFICATION_RULES:
-        raise ValueError(f"verification must be one of: {', '.join(VERIFICATION_RULES)}; got {excerpt(raw)!r}")
-    return name
+    return verification("lossless" if name == "token" else name)
 
 
 def _check_preset(raw: Any, cfg: AppConfig) -> str:

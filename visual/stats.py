@@ -22,6 +22,7 @@ from typing import Any
 
 from playground.decoding.records import GenerationResult, RunStats, StepRecord
 from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
+from playground.decoding.tally import Tally
 from visual.fmt import count, esc, ms, num, pct, times
 
 
@@ -40,11 +41,10 @@ def compute_metrics(
     """Numbers for the card (None where not measured)."""
     m: dict[str, Any] = {"gamma": gamma, "steps": len(steps)}
     new = steps[-1].committed_tokens if steps else 0
-    drafted = sum(len(s.drafted) for s in steps)
-    judged = sum(1 for s in steps for d in s.drafted if d.judged)
-    accepted = sum(s.n_accepted for s in steps)
+    tally = Tally.of_records(steps, gamma)  # the one count of acceptance
+    drafted, judged, accepted = tally.drafted, tally.judged, tally.accepted
     m.update(new_tokens=new, drafted=drafted, judged=judged, accepted=accepted)
-    m["alpha"] = accepted / judged if judged else None
+    m["alpha"] = tally.alpha
     m["draft_efficiency"] = accepted / drafted if drafted else None
     m["mean_accepted"] = (accepted / len(steps)) if steps else None
     m["tokens_per_call"] = new / len(steps) if steps else None

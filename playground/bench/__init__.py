@@ -55,7 +55,6 @@ from playground.bench.measure import _CallCounter, _hf_run, _hf_tokenizers, meas
 from playground.bench.options import (
     BRANCHING,
     DEFAULT_PROMPTS,
-    LOSSLESS_RULES,
     METHODS,
     ROW_FIELDS,
     RULES,
@@ -83,7 +82,6 @@ from playground.bench.run import _specs, iter_bench, run_bench
 __all__ = [
     "BRANCHING",
     "DEFAULT_PROMPTS",
-    "LOSSLESS_RULES",
     "METHODS",
     "ROW_FIELDS",
     "RULES",

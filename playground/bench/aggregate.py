@@ -22,8 +22,9 @@ from typing import Any
 
 import torch
 
-from playground.bench.options import LOSSLESS_RULES, METHODS, ROW_FIELDS, Costs, Run, Spec
+from playground.bench.options import METHODS, ROW_FIELDS, Costs, Run, Spec
 from playground.repetition import HIGH_SHARE
+from playground.rules import LOSSLESS_RULES
 
 
 def _mean(xs):

@@ -15,7 +15,10 @@ from typing import Any
 import torch
 
 from playground.bench.options import BenchError, Costs, Spec
-from playground.models.hf_calls import quiet_warnings
+from playground.decoding.engine import run
+from playground.decoding.hf_calls import quiet_warnings
+from playground.decoding.target import Target
+from playground.settings import RunSettings
 
 
 def _reset_peak_rss() -> bool:
@@ -91,8 +94,6 @@ def measure_costs(model, ids: list[int], sizes: Iterable[int], reps: int = 5, hi
     """Median ms of one target pass over n new tokens, for each n in sizes, at the same
     cache length len(ids) - 1 (the cache is cropped back after every pass).  Sizes are
     interleaved so drift hits them alike; one unrecorded warm-up pass per size."""
-    from playground.decoding.target import Target
-
     sizes = sorted({int(n) for n in sizes} | {1})
     if len(ids) < max(sizes) + 1:
         raise ValueError("need more ids than the largest pass")
@@ -233,7 +234,7 @@ def _early_exit_pass(model) -> Callable[[], bool]:
 @contextlib.contextmanager
 def _stop_below(drafter, value: float | None):
     """The drafter's early-stop threshold set to ``value`` for one run (drafters are shared by runs)."""
-    if drafter is None or value is None or getattr(drafter, "stop_below", None) is None:
+    if drafter is None or value is None or not drafter.capabilities.stops_early:
         yield
         return
     before = drafter.stop_below
@@ -244,29 +245,19 @@ def _stop_below(drafter, value: float | None):
         drafter.stop_below = before
 
 
-def _our_run(pair, drafter, ids: list[int], spec: Spec, max_new_tokens: int, temperature: float, seed: int):
-    from playground.decoding.engine import GenerationConfig, run
-
-    cfg = GenerationConfig(
-        mode="speculative" if spec.method == "speculative" else "autoregressive",
-        gamma=spec.gamma if spec.method == "speculative" else 4,
-        temperature=float(temperature),
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        trace=spec.trace,
-        rule=spec.rule,
-        tree_nodes=spec.tree_nodes if spec.method == "speculative" else 1,
-    )
-    gen = torch.Generator().manual_seed(seed)
+def _our_run(pair, drafter, ids: list[int], settings: RunSettings):
+    """Our loop on ``settings`` (``Spec.settings``): (result, wall ms, prefill ms)."""
+    speculative = settings.speculative
+    gen = torch.Generator().manual_seed(settings.seed)
     counter = _CallCounter(pair.target)
-    with counter, _stop_below(drafter if spec.method == "speculative" else None, spec.draft_stop):
+    with counter, _stop_below(drafter if speculative else None, settings.draft_stop):
         t0 = time.perf_counter()
         result = run(
             pair.target,
             pair.tokenizer,
             ids,
-            cfg,
-            drafter=drafter if spec.method == "speculative" else None,
+            settings,
+            drafter=drafter if speculative else None,
             eos_token_ids=pair.eos_token_ids,
             generator=gen,
         )

@@ -7,20 +7,21 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
 from playground.repetition import Repetition
+from playground.rules import RULES as ALL_RULES
+from playground.settings import RunSettings
 
 DEFAULT_PROMPTS = Path(__file__).resolve().parent.parent / "data" / "bench_prompts.json"
 METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
-RULES = ("lossless", "block", "exact-match", "typical")  # verification rules worth timing
-LOSSLESS_RULES = ("lossless", "block", "exact-match")
+RULES = tuple(k for k, r in ALL_RULES.items() if r.category != "wrong")  # rules worth timing: not the mutants
 TRACE_MODES = ("off", "on", "both")
-BRANCHING = tuple(k.name for k in DRAFTER_KINDS.values() if k.branches)  # drafters with propose_tree
-STOPPING = tuple(k.name for k in DRAFTER_KINDS.values() if k.stops)  # drafters with stop_below
+BRANCHING = tuple(k.name for k in DRAFTER_KINDS.values() if k.capabilities.branches)  # drafters with propose_tree
+STOPPING = tuple(k.name for k in DRAFTER_KINDS.values() if k.capabilities.stops_early)  # drafters with stop_below
 
 ROW_FIELDS = (
     "method",
@@ -138,6 +139,21 @@ class Spec:
         if self.trace:
             parts.append("trace")
         return " ".join(parts)
+
+    def settings(self, temperature: float, seed: int, max_new_tokens: int) -> RunSettings:
+        """The run settings of our loop for this spec (the hf_* methods have none)."""
+        speculative = self.method == "speculative"
+        common = RunSettings(temperature=float(temperature), seed=seed, max_new_tokens=max_new_tokens, trace=self.trace)
+        if not speculative:
+            return common.autoregressive()
+        return replace(
+            common,
+            drafter=self.drafter,
+            gamma=self.gamma,
+            rule=self.rule,
+            tree_nodes=self.tree_nodes,
+            draft_stop=self.draft_stop,
+        )
 
 
 @dataclass

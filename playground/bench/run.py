@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from playground import repetition
+from playground import repetition, validate
 from playground.bench.aggregate import aggregate, machine_info
 from playground.bench.measure import (
     _drift,
@@ -38,7 +38,7 @@ from playground.bench.options import (
     Spec,
     load_prompts,
 )
-from playground.validate import temperature as check_temperature
+from playground.config import load_config
 
 
 def _specs(
@@ -88,28 +88,35 @@ def _stops(opts: BenchOptions, kind: str, preset_stop: float) -> tuple[float | N
     return opts.draft_stops if opts.draft_stops is not None else (preset_stop,)
 
 
-def _validate(opts: BenchOptions) -> None:
-    from playground.config import load_config
+_FLAGS = {  # a RunSettings field -> the option that sets it
+    "max_new_tokens": "--max-new-tokens",
+    "gamma": "--gammas",
+    "temperature": "--temperatures",
+    "tree_nodes": "--tree-nodes",
+    "draft_stop": "--draft-stop",
+    "dtype": "--dtypes",
+}
 
-    lim = load_config().limits
-    if not 1 <= opts.max_new_tokens <= lim.max_new_tokens:
-        raise BenchError(f"--max-new-tokens must be between 1 and {lim.max_new_tokens}, got {opts.max_new_tokens}")
-    if not opts.gammas:
-        raise BenchError("--gammas needs at least one value")
-    from playground.decoding.engine import MAX_TREE_NODES
 
-    if not opts.tree_nodes or any(not 1 <= n <= MAX_TREE_NODES for n in opts.tree_nodes):
-        raise BenchError(f"--tree-nodes must be between 1 and {MAX_TREE_NODES}")
-    for g in opts.gammas:
-        if not 1 <= g <= lim.max_gamma:
-            raise BenchError(f"gamma must be between 1 and {lim.max_gamma}, got {g}")
-    if not opts.temperatures:
-        raise BenchError("--temperatures needs at least one value")
-    for t in opts.temperatures:
+def _check(field: str, values, limits) -> None:
+    """Each value of one option, checked as the run setting it becomes (``validate.run_settings``)."""
+    if values is not None and not values:
+        raise BenchError(f"{_FLAGS[field]} needs at least one value")
+    for v in values or ():
         try:
-            check_temperature(t, lim.max_temperature)
-        except ValueError as exc:
-            raise BenchError(str(exc)) from None
+            validate.run_settings({field: v}, limits)
+        except validate.SettingsError as exc:
+            raise BenchError(f"{_FLAGS[field]}: {exc}") from None
+
+
+def _validate(opts: BenchOptions) -> None:
+    lim = load_config().limits
+    _check("max_new_tokens", (opts.max_new_tokens,), lim)
+    _check("gamma", opts.gammas, lim)
+    _check("tree_nodes", opts.tree_nodes, lim)
+    _check("temperature", opts.temperatures, lim)
+    _check("draft_stop", opts.draft_stops, lim)
+    _check("dtype", opts.dtypes, lim)
     if not opts.methods or any(m not in METHODS for m in opts.methods):
         raise BenchError(f"--methods must be a subset of {','.join(METHODS)}")
     if not 1 <= opts.repeats <= 100:
@@ -118,20 +125,6 @@ def _validate(opts: BenchOptions) -> None:
         raise BenchError(f"--trace must be one of {', '.join(TRACE_MODES)}")
     if not opts.rules or any(r not in RULES for r in opts.rules):
         raise BenchError(f"--rules must be a subset of {','.join(RULES)}")
-    if opts.draft_stops is not None:
-        from playground.validate import draft_stop as check_stop_below
-
-        if not opts.draft_stops:
-            raise BenchError("--draft-stop needs at least one value")
-        for s in opts.draft_stops:
-            try:
-                check_stop_below(s)
-            except ValueError as exc:
-                raise BenchError(str(exc).replace("draft_stop", "--draft-stop")) from None
-    if opts.dtypes is not None:
-        for d in opts.dtypes:
-            if d not in ("float32", "bfloat16"):
-                raise BenchError(f"dtype must be float32 or bfloat16, got {d!r}")
 
 
 def _build_drafters(pair, preset, kinds: Iterable[str], notes: list[str]) -> dict[str, Any]:
@@ -386,7 +379,7 @@ def _run_one(pair, drafters: dict, spec: Spec, ids: list[int], max_new: int, tem
             decode_calls=max(calls - 1, 0), peak_rss_mb=_peak_rss_mb(),
         )  # fmt: skip
     drafter = drafters.get(spec.drafter) if spec.method == "speculative" else None
-    result, wall, prefill = _our_run(pair, drafter, ids, spec, max_new, temperature, seed)
+    result, wall, prefill = _our_run(pair, drafter, ids, spec.settings(temperature, seed, max_new))
     s = result.stats
     judged_at = [0] * spec.gamma
     accepted_at = [0] * spec.gamma

@@ -27,12 +27,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import asdict, dataclass
+from contextlib import nullcontext
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from playground.decoding import block_verify as block
+from playground.decoding.draft import Draft, Drafter, TargetState
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.decoding.rows import PointRows
 from playground.decoding.rows import draw_point as _draw_point
@@ -51,68 +53,10 @@ from playground.decoding.tally import Tally
 from playground.decoding.target import Target
 from playground.decoding.text import IncrementalText, TokenTexts
 from playground.decoding.tree_step import tree_step
-from playground.drafters.base import Draft, Drafter, TargetState
-from playground.validate import whole_number
+from playground.settings import RunSettings
 
-MODES = ("speculative", "autoregressive")
-MAX_GAMMA = 16
-MAX_TREE_NODES = 64
-
-# Verification rules.  "lossless" (token verification) and "block" are correct; the others
-# exist so the classroom lab (and the tests, as mutants) can show what real implementations
-# got wrong.  Each entry: (label, is_lossless).
-RULES = {
-    "lossless": ("Lossless speculative sampling (correct)", True),
-    "block": ("Block verification: the drafts judged jointly, longest passing prefix kept (lossless)", True),
-    "softmax-q": ("WRONG: argmax drafts verified against the drafter's softmax q (transformers #32867)", False),
-    "exact-match": ("Exact match: accept iff the draft equals a fresh target sample (lossless, wastes drafts)", True),
-    "target-sample": ("WRONG: after a rejection, emit a plain target sample instead of the residual", False),
-    "bonus-wrong-position": ("WRONG: bonus token drawn from position γ instead of γ+1", False),
-    "typical": ("LOSSY: Medusa typical acceptance, p(x) > min(ε, δ·exp(−H(p)))", False),
-}
 TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold
 TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha
-
-
-@dataclass(frozen=True)
-class GenerationConfig:
-    """Everything that decides a run's output, validated on construction."""
-
-    mode: str = "speculative"
-    gamma: int = 4
-    temperature: float = 0.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    max_new_tokens: int = 64
-    top_n: int = 5  # candidates recorded per distribution in the trace
-    trace: bool = True  # False skips top-k lists and per-token texts (overhead measurement)
-    rule: str = "lossless"  # see RULES; anything else is for teaching only
-    tree_nodes: int = 1  # > 1: drafters that can branch draft a tree of up to this many nodes
-
-    def __post_init__(self) -> None:
-        if self.rule not in RULES:
-            raise ValueError(f"rule must be one of {', '.join(RULES)}, got {self.rule!r}")
-        if self.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        for name, lo, hi in (
-            ("gamma", 1, MAX_GAMMA),
-            ("seed", 0, 2**63 - 1),
-            ("max_new_tokens", 1, 100_000),
-            ("top_n", 1, 50),
-            ("tree_nodes", 1, MAX_TREE_NODES),
-        ):
-            object.__setattr__(self, name, whole_number(name, getattr(self, name), lo, hi))
-        if self.tree_nodes > 1 and self.rule != "lossless":
-            raise ValueError(
-                "tree drafts are verified with the lossless rule only"
-                + (" (block verification judges a chain: set tree_nodes to 1)" if self.rule == "block" else "")
-            )
-        _ = self.sampling  # builds SamplingParams, which validates temperature / top_k / top_p
-
-    @property
-    def sampling(self) -> SamplingParams:
-        return SamplingParams(temperature=self.temperature, top_k=self.top_k, top_p=self.top_p)
 
 
 @dataclass(frozen=True)
@@ -149,7 +93,7 @@ def verify(
     3. Accept d_i iff u_i < min(1, p_i(d_i) / q_i(d_i)), left to right, stopping at the
        first rejection.  4. After a rejection at i, draw from norm(max(0, p_i - q_i));
     after k acceptances, draw the bonus from p_{k+1}.  ``rule`` swaps in the
-    teaching variants listed in RULES (all but "lossless", "block" and "exact-match" are
+    teaching variants of ``playground.rules`` (all but "lossless", "block" and "exact-match" are
     wrong); "block" judges the drafts jointly (``_verify_block``).
     """
     if rule == "block":
@@ -249,7 +193,7 @@ class _Run:
     drafter: Drafter | None
     state: TargetState
     committed: list[int]
-    config: GenerationConfig
+    settings: RunSettings
     params: SamplingParams
     generator: torch.Generator
     texts: TokenTexts | None  # token texts for the trace (None: no trace)
@@ -266,13 +210,13 @@ def _tree_step(run: _Run, k_max: int) -> _Step:
         run.drafter,
         run.state,
         run.committed,
-        run.config.tree_nodes,
+        run.settings.tree_nodes,
         k_max,
         run.params,
         run.generator,
         run.texts,
         run.eos,
-        run.config.top_n,
+        run.settings.top_n,
         run.want_hidden,
     )
     return _Step(
@@ -290,7 +234,7 @@ def _tree_step(run: _Run, k_max: int) -> _Step:
     )
 
 
-def _draft(drafter, state, k_max, config, params, generator, eos, vocab) -> tuple[Draft, list[int], Any, bool, float]:
+def _draft(drafter, state, k_max, settings, params, generator, eos, vocab) -> tuple[Draft, list[int], Any, bool, float]:
     """Step 1: (draft, its tokens cut at EOS, the q rows [k, V] to verify against, whether
     those rows are point masses, ms)."""
     draft = Draft(token_ids=[], draft_probs=None)
@@ -310,7 +254,7 @@ def _draft(drafter, state, k_max, config, params, generator, eos, vocab) -> tupl
         draft_probs = draft.draft_probs[:k].float().cpu()  # [k, V]
     else:
         draft_probs = PointRows(drafts, vocab) if k else None  # one-hot rows, made on demand
-    if config.rule == "softmax-q" and draft.soft_probs is not None and k:
+    if settings.rule == "softmax-q" and draft.soft_probs is not None and k:
         draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
         one_hot_drafts = False
     return draft, drafts, draft_probs, one_hot_drafts, draft_ms
@@ -396,12 +340,12 @@ def _chain_correction(rows: _ChainRows, verdict: Verdict, before: list[int], tex
 
 def _chain_step(run: _Run, k_max: int) -> _Step:
     """Steps 1-4 with a chain (and the autoregressive step: no drafter, k = 0)."""
-    target, committed, config, params, generator = run.target, run.committed, run.config, run.params, run.generator
+    target, committed, settings, params, generator = run.target, run.committed, run.settings, run.params, run.generator
     texts, eos, want_hidden = run.texts, run.eos, run.want_hidden
     # ---- 1. Draft (never past the budget: a step emits up to k+1 tokens) ----
     if run.speculative:
         draft, drafts, draft_probs, one_hot_drafts, draft_ms = _draft(
-            run.drafter, run.state, k_max, config, params, generator, eos, run.vocab
+            run.drafter, run.state, k_max, settings, params, generator, eos, run.vocab
         )
     else:
         draft, drafts, draft_probs, one_hot_drafts, draft_ms = (
@@ -414,7 +358,7 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
     k = len(drafts)
 
     # ---- 2. Verify: one target pass over [x_last, d_1..d_k] ----
-    if run.speculative and getattr(run.drafter, "shares_target_cache", False):  # LayerSkip: the drafter ran layers < k
+    if run.speculative and run.drafter.capabilities.shares_target_cache:  # LayerSkip: the drafter ran layers < k
         out = target.forward_via(run.drafter.verify_logits, [committed[-1]] + drafts, keep=k + 1)
     else:
         out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
@@ -428,16 +372,16 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
         drafts,
         draft_probs,
         target_probs,
-        rule=config.rule,
+        rule=settings.rule,
         eos=eos,
         uniform=lambda: float(torch.rand((), generator=generator)),
         draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
     )
     n_acc = verdict.n_accepted
     rows = _ChainRows(drafts, draft_probs, target_probs, t_points, d_points)
-    decisions = _chain_decisions(rows, verdict, committed, texts, config.top_n)
+    decisions = _chain_decisions(rows, verdict, committed, texts, settings.top_n)
     emitted = drafts[:n_acc]
-    correction = _chain_correction(rows, verdict, committed + emitted, texts, config.top_n)
+    correction = _chain_correction(rows, verdict, committed + emitted, texts, settings.top_n)
     if correction is not None:
         emitted = emitted + [correction.token_id]
 
@@ -462,7 +406,7 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
 def _record(
     step: _Step,
     index: int,
-    config: GenerationConfig,
+    settings: RunSettings,
     drafter: Drafter | None,
     k_max: int,
     text: str,
@@ -471,12 +415,13 @@ def _record(
     committed_tokens: int,
     target_cache_len: int,
     hit_eos: bool,
+    shared_rows: int = 1,
 ) -> StepRecord:
     """The StepRecord of one committed step (what the app, the trace and the lab read)."""
-    speculative = config.mode == "speculative"
+    speculative = settings.mode == "speculative"
     return StepRecord(
         index=index,
-        mode=config.mode,
+        mode=settings.mode,
         drafter=drafter.name if speculative else None,
         gamma=k_max if speculative else 0,
         drafted=tuple(step.decisions),
@@ -493,6 +438,7 @@ def _record(
         drafter_cache_len=drafter.cache_len() if speculative else None,
         eos=hit_eos,
         drafter_info=step.info,
+        shared_rows=shared_rows,
     )
 
 
@@ -500,22 +446,23 @@ def _start(
     model,
     tokenizer,
     prompt_ids: list[int],
-    config: GenerationConfig,
+    settings: RunSettings,
     drafter: Drafter | None,
     eos_token_ids: Iterable[int],
     generator: torch.Generator | None,
+    scheduler=None,
 ) -> tuple[_Run, float]:
     """Check the request, prefill everything but the newest token, start the drafter:
     (what every step reads, the prefill's ms)."""
     if not prompt_ids:
         raise ValueError("the prompt is empty: type at least one character")
-    speculative = config.mode == "speculative"
+    speculative = settings.mode == "speculative"
     if speculative and drafter is None:
         raise ValueError("speculative mode needs a drafter")
     if generator is None:
-        generator = torch.Generator().manual_seed(config.seed)
+        generator = torch.Generator().manual_seed(settings.seed)
     want_hidden = bool(speculative and drafter.needs_target_hidden)
-    target = Target(model, rollback=speculative)
+    target = Target(model, rollback=speculative, scheduler=scheduler)
     committed = list(prompt_ids)
     state = TargetState(committed_ids=committed, target_cache=target.cache)
     prefill_ms = 0.0
@@ -525,10 +472,10 @@ def _start(
         state.hidden = pre.hidden[-1] if want_hidden else None
     if speculative:
         drafter.start(state)
-    texts = TokenTexts(tokenizer) if config.trace else None
+    texts = TokenTexts(tokenizer) if settings.trace else None
     eos = frozenset(int(e) for e in eos_token_ids)
     vocab = model.config.get_text_config().vocab_size
-    run = _Run(target, drafter, state, committed, config, config.sampling, generator, texts, eos, vocab, want_hidden,
+    run = _Run(target, drafter, state, committed, settings, SamplingParams.of(settings), generator, texts, eos, vocab, want_hidden,
                speculative)  # fmt: skip
     return run, prefill_ms
 
@@ -537,32 +484,45 @@ def stream(
     model,
     tokenizer,
     prompt_ids: list[int],
-    config: GenerationConfig,
+    settings: RunSettings,
     drafter: Drafter | None = None,
     eos_token_ids: Iterable[int] = (),
     generator: torch.Generator | None = None,
     prompt: str = "",
+    scheduler=None,
 ) -> Iterator[StepRecord | GenerationResult]:
     """Run one generation, yielding a StepRecord per target pass, then the GenerationResult.
 
     Prefill, then per step: draft + verify + accept + correct (``_chain_step`` or
-    ``_tree_step``), commit the emitted tokens, tell the drafter, record."""
+    ``_tree_step``), commit the emitted tokens, tell the drafter, record.
+
+    ``scheduler`` (``playground.serving.scheduler.PassScheduler``): the run joins it for its
+    lifetime, so its target passes may share one forward pass with other runs', and each
+    step drafts at most the scheduler's ``draft_cap()`` (the load policy)."""
+    tokens = len(prompt_ids) + settings.max_new_tokens + settings.gamma  # the most its cache holds
+    with scheduler.join(tokens) if scheduler is not None else nullcontext():
+        yield from _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt,
+                             scheduler)  # fmt: skip
+
+
+def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt, scheduler):
+    """``stream``'s body, inside the run's membership of its scheduler (if any)."""
     prompt_ids = [int(i) for i in prompt_ids]
     t_start = time.perf_counter()
-    run, prefill_ms = _start(model, tokenizer, prompt_ids, config, drafter, eos_token_ids, generator)
+    run, prefill_ms = _start(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, scheduler)
     target, committed, state, speculative, eos = run.target, run.committed, run.state, run.speculative, run.eos
-    use_tree = bool(speculative and config.tree_nodes > 1 and hasattr(drafter, "propose_tree"))
+    use_tree = bool(speculative and settings.tree_nodes > 1 and drafter.capabilities.branches)
     committed_text = IncrementalText(tokenizer)
 
     steps: list[StepRecord] = []
     new_ids: list[int] = []
-    gamma = config.gamma if speculative else 0
+    gamma = settings.gamma if speculative else 0
     tally = Tally(gamma)
     stopped = "max_new_tokens"
 
-    while len(new_ids) < config.max_new_tokens:
+    while len(new_ids) < settings.max_new_tokens:
         t_step = time.perf_counter()
-        k_max = min(gamma, config.max_new_tokens - len(new_ids) - 1)
+        k_max = min(gamma, settings.max_new_tokens - len(new_ids) - 1, target.draft_cap())
         step = _tree_step(run, k_max) if use_tree and k_max > 0 else _chain_step(run, k_max)
         # ---- Commit, and tell the drafter what survived ----
         committed.extend(step.emitted)
@@ -576,9 +536,9 @@ def stream(
             n_accepted=step.n_accepted, drafter_calls=step.forward_calls, speculative=speculative,
         )  # fmt: skip
         now = time.perf_counter()
-        record = _record(step, len(steps), config, drafter, k_max, committed_text.extend(step.emitted),
+        record = _record(step, len(steps), settings, drafter, k_max, committed_text.extend(step.emitted),
                          (now - t_step) * 1000.0, (now - t_start) * 1000.0, len(new_ids), len(target),
-                         hit_eos)  # fmt: skip
+                         hit_eos, target.last_rows)  # fmt: skip
         steps.append(record)
         yield record
         if hit_eos:
@@ -593,7 +553,7 @@ def stream(
         text=committed_text.text,
         steps=tuple(steps),
         stats=tally.stats(
-            mode=config.mode,
+            mode=settings.mode,
             drafter=drafter.name if speculative else None,
             new_tokens=len(new_ids),
             steps=len(steps),
@@ -604,7 +564,7 @@ def stream(
             single_token_ms=target.single_token_ms,
             stopped=stopped,
         ),
-        config={**asdict(config), "drafter": drafter.name if speculative else None},
+        config={**settings.to_dict(), "drafter": drafter.name if speculative else None},
     )
 
 

@@ -14,12 +14,11 @@ manage caches, or record traces (see ``playground.decoding.engine``).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 
-from playground.validate import temperature as check_temperature
+from playground import validate
 
 
 @dataclass(frozen=True)
@@ -36,13 +35,13 @@ class SamplingParams:
     top_p: float = 1.0
 
     def __post_init__(self) -> None:
-        check_temperature(self.temperature, 5.0)
-        if isinstance(self.top_k, bool) or not isinstance(self.top_k, int) or self.top_k < 0:
-            raise ValueError(f"top_k must be an integer >= 0 (0 = off), got {self.top_k!r}")
-        if not isinstance(self.top_p, (int, float)) or not math.isfinite(self.top_p):
-            raise ValueError(f"top_p must be a finite number, got {self.top_p!r}")
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
+        # the same checks (and messages) as a run's settings: drafters and the lab build these too
+        validate.run_settings({"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p})
+
+    @classmethod
+    def of(cls, settings) -> SamplingParams:
+        """A run's sampling, from its ``RunSettings``."""
+        return cls(settings.temperature, settings.top_k, settings.top_p)
 
     @property
     def greedy(self) -> bool:

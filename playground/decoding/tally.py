@@ -1,9 +1,10 @@
 """Running totals over the steps of one run, and the ``RunStats`` they make.
 
 One home for acceptance counting: the decoding loop adds each step as it decides it, and
-the lab rebuilds the totals of a run it stopped early from that run's step records
-(``Tally.add_record``), so both count acceptance by draft *depth* the same way, chain or
-tree.
+the lab (a run it stopped early), the stats card and the charts (``visual.stats``,
+``visual.charts``: the steps streamed so far) rebuild the totals from step records
+(``Tally.add_record``, ``Tally.of_records``), so all of them count acceptance by draft
+*depth* the same way, chain or tree.
 
 This module does not time anything or decide what a step accepts; it only sums.
 """
@@ -72,6 +73,19 @@ class Tally:
             speculative=speculative,
         )
 
+    @classmethod
+    def of_records(cls, steps: Iterable[StepRecord], gamma: int, speculative: bool = True) -> Tally:
+        """The totals of recorded steps (the lab's stopped runs, the app's streamed steps)."""
+        tally = cls(gamma)
+        for s in steps:
+            tally.add_record(s, speculative)
+        return tally
+
+    @property
+    def alpha(self) -> float | None:
+        """The measured acceptance rate: accepted ÷ judged drafts."""
+        return (self.accepted / self.judged) if self.judged else None
+
     def stats(
         self,
         *,
@@ -99,7 +113,7 @@ class Tally:
             drafted_tokens=self.drafted,
             judged_tokens=self.judged,
             accepted_tokens=self.accepted,
-            acceptance_rate=(self.accepted / self.judged) if self.judged else None,
+            acceptance_rate=self.alpha,
             draft_efficiency=(self.accepted / self.drafted) if self.drafted else None,
             acceptance_by_position=tuple((a / j) if j else None for a, j in zip(self.accepted_at, self.judged_at)),
             accepted_length_hist=tuple(hist),

@@ -28,9 +28,9 @@ import torch
 from transformers import DynamicCache
 
 from playground.decoding.batch_pass import RowPass
+from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.tree import DraftTree, tree_attention_mask, tree_position_ids
 from playground.decoding.tree_pass import tree_forward
-from playground.models.hf_calls import logits_to_keep_arg
 
 # Prompt tokens per shared pass for a run that joins others (see the module docstring).
 PREFILL_CHUNK = 32

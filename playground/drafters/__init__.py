@@ -1,5 +1,2 @@
-"""Drafters: propose tokens for the target to verify (see ``base.Drafter``)."""
-
-from playground.drafters.base import Draft, Drafter, TargetState
-
-__all__ = ["Draft", "Drafter", "TargetState"]
+"""Drafters: each proposes tokens for the target to verify, through the protocol the loop defines
+(``playground.decoding.draft``); ``registry`` holds every fact about each kind."""

@@ -43,17 +43,19 @@ unchanged target).  This module does not train adapters.
 from __future__ import annotations
 
 import copy
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import nn
 
+from playground.decoding.draft import Draft, TargetState, TreeDraft
 from playground.decoding.sampling import SamplingParams
 from playground.decoding.tree import DraftTree
 from playground.decoding.tree_pass import tree_masks, tree_position_ids
-from playground.drafters.base import Draft, TargetState, TreeDraft
 from playground.drafters.exit_adapter import AdaptedNorm, ExitAdapter
 from playground.drafters.model import ModelDrafter
+from playground.drafters.registry import KINDS
 
 NOTHING_REUSED = "nothing: the verify pass recomputes layers below the exit (no LayerSkip KV reuse)"
 TREE_NOTHING_REUSED = "nothing: tree drafts use the drafter's own cache; the verify pass runs every layer"
@@ -150,6 +152,7 @@ class EarlyExitDrafter(ModelDrafter):
     ``verify_logits`` (LayerSkip); trees never do."""
 
     name = "early-exit"
+    capabilities = KINDS["early-exit"].capabilities  # narrowed per drafter without KV reuse (__init__)
     needs_target_hidden = False
 
     def __init__(
@@ -166,6 +169,8 @@ class EarlyExitDrafter(ModelDrafter):
         self.trained = adapter is not None
         self.total_layers = num_layers(target)
         self.reuse_kv = reuse_kv
+        # chain drafts run in the target's own cache only with KV reuse (then verify_logits)
+        self.capabilities = replace(KINDS["early-exit"].capabilities, shares_target_cache=reuse_kv)
         self.upper = upper_model(target, exit_layer) if reuse_kv else None
         self._shared = None  # the target's cache while drafting chains in it
         self._fed: list[int] = []  # tokens this step ran through the shared lower layers, in order
@@ -278,11 +283,6 @@ class EarlyExitDrafter(ModelDrafter):
         )
         self._fed, self._states = [], []
         return out.logits[0, -keep:]
-
-    @property
-    def shares_target_cache(self) -> bool:
-        """True once started with ``reuse_kv``: the engine must verify through ``verify_logits``."""
-        return self._shared is not None
 
     def _drop_lower(self, cache, n: int) -> None:
         for layer in cache.layers[: self.exit_layer]:

@@ -111,10 +111,11 @@ from typing import Any
 
 import torch
 
+from playground.decoding.draft import Draft, TargetState, TreeDraft, token_id_set
 from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.decoding.tree import ROOT, DraftTree
 from playground.decoding.tree_grow import grow_level
-from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
+from playground.drafters.registry import KINDS
 
 NAME = "gemma4-assistant"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -170,6 +171,7 @@ class Gemma4AssistantDrafter:
     driven by the Gemma 4 target's last hidden state and shared K/V."""
 
     name = NAME
+    capabilities = KINDS[NAME].capabilities
     needs_target_hidden = True
 
     def __init__(self, target, assistant, eos_token_ids=(), argmax: bool = False) -> None:
@@ -305,14 +307,8 @@ class Gemma4AssistantDrafter:
                 break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / len(tokens)
-        stacked = torch.stack(rows) if rows else None
-        return Draft(
-            token_ids=tokens,
-            draft_probs=None if deterministic else stacked,
-            info=self._info(n_ctx - 1, shared, len(tokens), n_ctx),
-            forward_calls=len(tokens),
-            soft_probs=stacked if deterministic else None,  # NOT q: for the "softmax-q" lesson only
-        )
+        info = self._info(n_ctx - 1, shared, len(tokens), n_ctx)
+        return Draft.drawn(tokens, rows, deterministic, info=info, forward_calls=len(tokens))
 
     @torch.inference_mode()
     def propose_tree(

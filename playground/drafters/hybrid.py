@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import torch
 
+from playground.decoding.draft import Capabilities, Draft, TargetState, TreeDraft
 from playground.decoding.sampling import SamplingParams
 from playground.decoding.tree import DraftTree
-from playground.drafters.base import Draft, TargetState, TreeDraft
 from playground.drafters.prompt_lookup import PromptLookupDrafter
 
 
@@ -30,19 +30,19 @@ class HybridDrafter:
         self.first = first if first is not None else PromptLookupDrafter(max_ngram=3, min_ngram=2)
         self.fallback = fallback
         self.name = name
-        self.needs_target_hidden = bool(
-            getattr(fallback, "needs_target_hidden", False) or getattr(self.first, "needs_target_hidden", False)
-        )
+        self.needs_target_hidden = bool(fallback.needs_target_hidden or self.first.needs_target_hidden)
+        # a tree always (the fallback's chain as one when it cannot branch); stops when its fallback does
+        self.capabilities = Capabilities(branches=True, stops_early=fallback.capabilities.stops_early)
 
     @property
     def stop_below(self) -> float | None:
         """The fallback's early-stop threshold (``playground.decoding.draft_stop``); None if it has none.
         Prompt lookup's copies are not stopped: they cost nothing to draft."""
-        return getattr(self.fallback, "stop_below", None)
+        return self.fallback.stop_below if self.fallback.capabilities.stops_early else None
 
     @stop_below.setter
     def stop_below(self, value: float) -> None:
-        if getattr(self.fallback, "stop_below", None) is None:
+        if not self.fallback.capabilities.stops_early:
             raise AttributeError(f"{self.fallback.name} does not stop early")
         self.fallback.stop_below = value
 
@@ -71,11 +71,11 @@ class HybridDrafter:
     ) -> TreeDraft:
         """The first drafter's tree if it has one, else the fallback's (a chain if it cannot branch)."""
         result, source = None, self.first
-        if hasattr(self.first, "propose_tree"):
+        if self.first.capabilities.branches:
             result = self.first.propose_tree(state, max_nodes, max_depth, params, generator)
         if result is None or len(result.tree) == 0:
             source = self.fallback
-            if hasattr(self.fallback, "propose_tree"):
+            if self.fallback.capabilities.branches:
                 result = self.fallback.propose_tree(state, max_nodes, max_depth, params, generator)
             else:
                 d = self.fallback.propose(state, max_depth, params, generator)

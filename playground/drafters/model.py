@@ -18,16 +18,18 @@ import math
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.draft import Draft, TargetState, TreeDraft
+from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.decoding.tree import ROOT, DraftTree
 from playground.decoding.tree_grow import grow_level
 from playground.decoding.tree_pass import tree_forward
-from playground.drafters.base import Draft, TargetState, TreeDraft
-from playground.models.hf_calls import logits_to_keep_arg
+from playground.drafters.registry import KINDS
 
 
 class ModelDrafter:
     name = "model"
+    capabilities = KINDS["model"].capabilities
     needs_target_hidden = False
 
     def __init__(self, model, target_vocab_size: int, argmax: bool = False) -> None:
@@ -87,12 +89,7 @@ class ModelDrafter:
             pending = [tok]
         # No crop here: rolling back up to γ tokens in accept() needs the full history
         # since the last crop (sliding-window layers record the past until then).
-        return Draft(
-            token_ids=tokens,
-            draft_probs=None if deterministic else torch.stack(rows),  # [k, V]; None = one-hot
-            forward_calls=gamma,
-            soft_probs=torch.stack(rows) if deterministic and rows else None,
-        )
+        return Draft.drawn(tokens, rows, deterministic, forward_calls=gamma)  # q rows [k, V]; None = one-hot
 
     @torch.inference_mode()
     def propose_tree(

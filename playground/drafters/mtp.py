@@ -50,14 +50,14 @@ from typing import Any
 
 import torch
 
+from playground.decoding.draft import Draft, TargetState, TreeDraft, token_id_set
 from playground.decoding.draft_stop import ChainStop, draft_confidence
 from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.decoding.tree import ROOT, DraftTree
 from playground.decoding.tree_grow import grow_level
-from playground.drafters.base import Draft, TargetState, TreeDraft, token_id_set
-from playground.drafters.mtp_head import MTPHead, text_model
+from playground.drafters.mtp_head import MTPHead, cluster_members, text_model
 from playground.drafters.mtp_weights import DEFAULT_WEIGHTS, load_head, weight_files
-from playground.training.mtp_clusters import cluster_members
+from playground.drafters.registry import KINDS
 from playground.validate import draft_stop as check_stop_below
 
 
@@ -100,6 +100,7 @@ class MTPDrafter:
     """Drafter kind ``"mtp"``: the MTP head driven by the target's hidden state and K/V."""
 
     name = "mtp"
+    capabilities = KINDS["mtp"].capabilities
     needs_target_hidden = True
 
     def __init__(
@@ -275,14 +276,8 @@ class MTPDrafter:
                 break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / len(tokens)
-        stacked = torch.stack(rows) if rows else None
-        return Draft(
-            token_ids=tokens,
-            draft_probs=None if deterministic else stacked,
-            info={**self._info(start.hidden_from, start.n_keys, len(tokens)), **stop.info()},
-            forward_calls=len(tokens),
-            soft_probs=stacked if deterministic else None,  # NOT q: for the "softmax-q" lesson only
-        )
+        info = {**self._info(start.hidden_from, start.n_keys, len(tokens)), **stop.info()}
+        return Draft.drawn(tokens, rows, deterministic, info=info, forward_calls=len(tokens))
 
     @torch.no_grad()
     def propose_tree(
@@ -347,18 +342,10 @@ class MTPDrafter:
                     depth > 0 and self.stop_below > 0.0 and any(n == ROOT or t not in self.eos for n, t, _ in level)
                 )
                 break
-            new_level = []
-            for kid in kids:
-                tok = int(ids[kid.slot, kid.index])
-                new_level.append((len(tokens), tok, kid.score))
-                tokens.append(tok)
-                parents.append(level[kid.slot][0])
-                if kid.row is not None:
-                    rows.append(self._scatter(kid.row.to(ids.device), ids[kid.slot]))
+            level = self._add_children(kids, ids, level, tokens, parents, rows)
             index = torch.tensor([kid.slot for kid in kids], device=dev)
             states = states.index_select(1, index)
             own = [([k.index_select(2, index) for k in ks], [v.index_select(2, index) for v in vs]) for ks, vs in own]
-            level = new_level
             if len(tokens) >= max_nodes:
                 break
         ms = (time.perf_counter() - t0) * 1000.0
@@ -368,6 +355,19 @@ class MTPDrafter:
             info |= {"draft_stop": self.stop_below, "stopped_early": stopped}
         draft_probs = torch.stack(rows).cpu() if sample and rows else None  # [n, V]
         return TreeDraft(tree=DraftTree(tuple(tokens), tuple(parents), draft_probs), info=info, forward_calls=steps)
+
+    def _add_children(self, kids, ids, level, tokens: list[int], parents: list[int], rows: list) -> list:
+        """Append one level's children (``tree_grow.grow_level``'s picks) to the tree's tokens, parents
+        and q rows; returns the next level to expand: (node index, token, path score) per child."""
+        new_level = []
+        for kid in kids:
+            tok = int(ids[kid.slot, kid.index])  # ids [T, C]: each expanded node's candidate ids
+            new_level.append((len(tokens), tok, kid.score))
+            tokens.append(tok)
+            parents.append(level[kid.slot][0])
+            if kid.row is not None:
+                rows.append(self._scatter(kid.row.to(ids.device), ids[kid.slot]))  # [V]
+        return new_level
 
     def _head_inputs(self, state: TargetState, pos: int) -> _HeadInputs:
         """The head's first state and the target's K/V for a draft whose first input sits at ``pos``.

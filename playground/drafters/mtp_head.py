@@ -271,7 +271,7 @@ class MTPHead(nn.Module):
 
     def cluster_tokens(self, states: torch.Tensor, members: torch.Tensor) -> torch.Tensor:
         """Token ids [T, m*S] of the ``clusters_per_step`` best clusters of each state [T, H]
-        (-1 pads short clusters); members: ``mtp_clusters.cluster_members`` of this head."""
+        (-1 pads short clusters); members: ``cluster_members`` of this head."""
         best = self.cluster_proj(states).topk(self.cfg.clusters_per_step, dim=-1).indices  # [T, m]
         return members[best].reshape(states.shape[0], -1)
 
@@ -316,3 +316,18 @@ def text_model(target):
     if hasattr(m, "language_model"):
         m = m.language_model
     return m
+
+
+def cluster_members(token_cluster: torch.Tensor, k: int) -> torch.Tensor:
+    """The token ids of every cluster as [k, S] (S = largest cluster; -1 pads shorter ones)."""
+    tc = token_cluster.long()
+    ids = torch.nonzero(tc >= 0).squeeze(-1)
+    order = torch.argsort(tc[ids], stable=True)
+    ids, cl = ids[order], tc[ids][order]
+    sizes = torch.bincount(cl, minlength=k)
+    S = int(sizes.max()) if sizes.numel() else 0
+    start = torch.cumsum(sizes, 0) - sizes
+    slot = torch.arange(ids.numel()) - start[cl]
+    members = torch.full((k, max(S, 1)), -1, dtype=torch.long)
+    members[cl, slot] = ids
+    return members

@@ -31,9 +31,10 @@ from typing import Any
 import torch
 from transformers import DynamicCache
 
+from playground.decoding.draft import Draft, TargetState, token_id_set
+from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.sampling import SamplingParams
-from playground.drafters.base import Draft, TargetState, token_id_set
-from playground.models.hf_calls import logits_to_keep_arg
+from playground.drafters.registry import KINDS
 
 
 def encode(tokenizer, text: str, specials: bool) -> list[int]:
@@ -71,6 +72,7 @@ def target_tokens_for(
 
 class OtherTokenizerDrafter:
     name = "other-tokenizer"
+    capabilities = KINDS["other-tokenizer"].capabilities
     needs_target_hidden = False
 
     def __init__(self, model, drafter_tokenizer, target_tokenizer, target_eos_ids=(), drafter_eos_ids=None) -> None:

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import torch
 
+from playground.decoding.draft import Draft, TargetState, TreeDraft
 from playground.decoding.sampling import SamplingParams
 from playground.decoding.tree import ROOT, DraftTree
-from playground.drafters.base import Draft, TargetState, TreeDraft
+from playground.drafters.registry import KINDS
 
 
 def find_continuation(ids: list[int], gamma: int, max_ngram: int = 3, min_ngram: int = 1) -> list[int]:
@@ -74,6 +75,7 @@ def continuation_tree(conts: list[list[int]], max_nodes: int) -> DraftTree:
 
 class PromptLookupDrafter:
     name = "prompt-lookup"
+    capabilities = KINDS["prompt-lookup"].capabilities
     needs_target_hidden = False
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:

@@ -5,7 +5,6 @@ the tabs in ``visual/lab_tabs/`` (assembled by ``visual/lab_tab.py``).  One idea
 each importing only the ones listed before it:
 
 * ``budget``: ``Budget`` (time limit and Stop for heavy actions), ``LabCancelled``, ``Progress``.
-* ``rules``: the verification rules as the lab presents them (``RULE_INFO``).
 * ``stats``: total variation, chi-square tests, a plain-words reading.
 * ``memo``: ``MemoModel``, a memoising view of a model under a byte cap.
 * ``context``: ``LabContext``, a preset loaded for lab runs.
@@ -27,17 +26,14 @@ from playground.lab.budget import Budget, LabCancelled
 from playground.lab.distribution import DistributionCheck, distribution_check
 from playground.lab.equality import EqualityCheck, equality_check
 from playground.lab.quiz import Scoreboard, question, reveal
-from playground.lab.rules import DEFAULT_RULE, RULE_INFO
 from playground.lab.theory import measure_run, theory_curve
 from playground.trace_io import TraceImportError, load_trace_file, parse_trace, trace_to_json
 
 __all__ = [
     "Budget",
-    "DEFAULT_RULE",
     "DistributionCheck",
     "EqualityCheck",
     "LabCancelled",
-    "RULE_INFO",
     "Scoreboard",
     "TraceImportError",
     "distribution_check",

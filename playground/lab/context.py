@@ -10,12 +10,12 @@ This module does not run generation or compute any statistic.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from playground.api import encode_prompt, make_drafter, resolve
 from playground.config import load_config
-from playground.drafters.model import ModelDrafter
-from playground.drafters.prompt_lookup import PromptLookupDrafter
+from playground.drafters.registry import KINDS
 from playground.lab.memo import ByteBudget, MemoModel
 from playground.models.loading import load_pair
 
@@ -44,13 +44,9 @@ class LabContext:
 
         The target's and the drafter's memo tables share one cap of ``cache_bytes``
         (default ``limits.lab_cache_bytes``)."""
-        kind = self.drafter_kind
-        use_memo = memo and kind in ("model", "prompt-lookup")
-        cap = ByteBudget(load_config().limits.lab_cache_bytes if cache_bytes is None else cache_bytes)
-        target = MemoModel(self.pair.target, budget=cap) if use_memo else self.pair.target
-        if kind == "model":
-            dm = MemoModel(self.pair.drafter_model, budget=cap) if use_memo else self.pair.drafter_model
-            return (lambda: ModelDrafter(dm, self.vocab, argmax=argmax)), target
-        if kind == "prompt-lookup":
-            return PromptLookupDrafter, target
-        return (lambda: make_drafter(kind, self.pair, self.preset, argmax=argmax)), target
+        kind, pair = self.drafter_kind, self.pair
+        if memo and KINDS[kind].memoisable:  # its drafts read only the tokens (and its own model)
+            cap = ByteBudget(load_config().limits.lab_cache_bytes if cache_bytes is None else cache_bytes)
+            dm = MemoModel(pair.drafter_model, budget=cap) if pair.drafter_model is not None else None
+            pair = replace(pair, target=MemoModel(pair.target, budget=cap), drafter_model=dm)
+        return (lambda: make_drafter(kind, pair, self.preset, argmax=argmax)), pair.target

@@ -24,13 +24,12 @@ from typing import Any
 import torch
 
 from playground.config import load_config
-from playground.decoding.engine import MAX_GAMMA, GenerationConfig
 from playground.decoding.engine import run as engine_run
+from playground.decoding.sampling import SamplingParams
 from playground.decoding.text import token_label
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.exact import exact_probabilities
-from playground.lab.rules import DEFAULT_RULE, RULE_INFO
 from playground.lab.stats import (
     ChiSquare,
     chi_square_goodness_of_fit,
@@ -39,8 +38,11 @@ from playground.lab.stats import (
     total_variation,
     tv_noise_floor,
 )
+from playground.rules import DEFAULT_RULE, RULES
+from playground.settings import RunSettings
+from playground.validate import bounds, one_of, whole_number
+from playground.validate import seed as check_seed
 from playground.validate import temperature as check_temperature
-from playground.validate import whole_number
 
 MAX_SAMPLES = 50_000
 MAX_SAMPLES_SLOW = 500  # presets with real LMs: ~1-7 s per continuation on a 2-core CPU
@@ -142,7 +144,7 @@ def _sample_seed(seed: int, index: int, stream: int) -> int:
 def sample_continuations(
     ctx: LabContext,
     prompt_ids: list[int],
-    config: GenerationConfig,
+    config: RunSettings,
     n: int,
     seed: int,
     *,
@@ -271,8 +273,8 @@ class _Plan:
 
     settings: DistributionSettings  # n_tokens, n_samples, seed, gamma, draft_argmax resolved and checked
     prompt_ids: list[int]
-    spec_cfg: GenerationConfig
-    ar_cfg: GenerationConfig
+    spec_cfg: RunSettings
+    ar_cfg: RunSettings
     notes: tuple[str, ...]
 
     def target_key(self, ctx: LabContext) -> _TargetSampleKey:
@@ -354,10 +356,9 @@ def distribution_check(
 def _check_model_free(s: DistributionSettings) -> DistributionSettings:
     """The checks that need no model (the rule, the length, the seed, a sampling temperature), before
     any model loads; the settings come back with the length and seed as ints."""
-    if s.rule not in RULE_INFO:
-        raise ValueError(f"rule must be one of {', '.join(RULE_INFO)}, got {s.rule!r}")
+    one_of("rule", s.rule, tuple(RULES))
     n_tokens = whole_number("tokens per continuation", s.n_tokens, 1, MAX_CONT_TOKENS)
-    seed = whole_number("seed", s.seed, 0, 2**63 - 1)
+    seed = check_seed(s.seed)
     lim = load_config().limits
     if check_temperature(s.temperature, lim.max_temperature) == 0.0:
         raise ValueError(
@@ -374,9 +375,7 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
     lim = load_config().limits
     cap = MAX_SAMPLES if ctx.fast else MAX_SAMPLES_SLOW
     n_samples = whole_number("N", settings.n_samples, 10, cap)
-    g = whole_number(
-        "gamma", ctx.preset.gamma if settings.gamma is None else settings.gamma, 1, min(MAX_GAMMA, lim.max_gamma)
-    )
+    g = whole_number("gamma", ctx.preset.gamma if settings.gamma is None else settings.gamma, 1, bounds(lim).max_gamma)
     draft_argmax = settings.rule == "softmax-q" if settings.draft_argmax is None else settings.draft_argmax
     s = replace(
         settings,
@@ -398,8 +397,12 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
             "Rule (a) only differs from the correct rule when a model drafter drafts its argmax at T > 0 "
             "(the drafter's softmax is then available to misuse); here it behaves like the correct rule."
         )
-    spec_cfg = GenerationConfig(
+    spec_cfg = RunSettings(
         mode="speculative",
+        preset=ctx.preset.name,
+        drafter=ctx.drafter_kind,
+        dtype=ctx.pair.dtype,
+        draft_argmax=bool(s.draft_argmax),
         gamma=s.gamma,
         temperature=s.temperature,
         top_k=s.top_k,
@@ -409,7 +412,7 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
         trace=False,
         rule=s.rule,
     )
-    ar_cfg = replace(spec_cfg, mode="autoregressive", rule=DEFAULT_RULE)
+    ar_cfg = spec_cfg.autoregressive()
     return _Plan(s, ctx.encode(s.prompt), spec_cfg, ar_cfg, tuple(notes))
 
 
@@ -429,7 +432,7 @@ def _compare(
     probs, table = exact_probabilities(
         ctx,
         plan.prompt_ids,
-        plan.spec_cfg.sampling,
+        SamplingParams.of(plan.spec_cfg),
         outcomes,
         exact=s.exact,
         n_tokens=s.n_tokens,
@@ -446,7 +449,7 @@ def _compare(
         tv_exact = 0.5 * (sum(abs(spec_counts[o] / n - probs[o]) for o in outcomes) + max(0.0, 1.0 - seen))
     if table is not None:
         chi_exact = chi_square_goodness_of_fit(spec_counts, table)
-    info = RULE_INFO[s.rule]
+    info = RULES[s.rule]
     reading = plain_reading(tv, noise, chi.p_value, spec_stats.n, info.category, n_other=tgt_stats.n)
     if stopped:
         reading = f"PARTIAL RESULT — {stopped} " + reading

@@ -15,12 +15,13 @@ from dataclasses import dataclass
 
 import torch
 
+from playground.api import run_settings
+from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.records import GenerationResult
 from playground.decoding.text import TokenTexts, token_label
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.runs import STOPPED_TIME, run_within
-from playground.models.hf_calls import logits_to_keep_arg
 
 
 @dataclass(frozen=True)
@@ -286,22 +287,17 @@ def equality_check(
     budget = budget if budget is not None else Budget(default_wall_s(ctx.preset))
     dtype = ctx.pair.dtype
     ids = ctx.encode(prompt)
-    common = dict(
-        preset=ctx.preset.name,
-        drafter=ctx.drafter_kind,
-        temperature=0.0,
-        seed=0,
-        max_new_tokens=max_new_tokens,
-        dtype=dtype,
-        prompt_ids=ids,
-    )
-    g = ctx.preset.gamma if gamma is None else gamma
+    greedy = run_settings(
+        preset=ctx.preset.name, drafter=ctx.drafter_kind, gamma=gamma, temperature=0.0, seed=0,
+        max_new_tokens=max_new_tokens, dtype=dtype,
+    )  # fmt: skip
+    g = greedy.gamma
     if progress:
         progress(0.1, "target alone (greedy)")
-    ar = run_within(prompt, budget.share(0.5), mode="autoregressive", gamma=g, **common)
+    ar = run_within(prompt, greedy.autoregressive(), budget.share(0.5), prompt_ids=ids)
     if progress:
         progress(0.5, "speculative (greedy)")
-    spec = run_within(prompt, budget, mode="speculative", gamma=g, **common)
+    spec = run_within(prompt, greedy, budget, prompt_ids=ids)
     ar_ids, spec_ids, stopped = _compared_ids(ar, spec, budget, max_new_tokens)
     ar_texts = _token_texts(ar_ids, ctx.tokenizer, ids)
     spec_texts = _token_texts(spec_ids, ctx.tokenizer, ids)

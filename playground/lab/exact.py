@@ -14,10 +14,10 @@ from collections.abc import Iterable, Sequence
 
 import torch
 
+from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.lab.budget import Progress
 from playground.lab.context import LabContext
-from playground.models.hf_calls import logits_to_keep_arg
 
 MAX_PREFIXES = 20_000  # beyond this many prefixes the exact computation is not attempted
 

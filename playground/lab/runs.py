@@ -1,4 +1,4 @@
-"""Runs that may stop early: ``api.stream_generate`` under a ``Budget``, and a result from the steps that ran.
+"""Runs that may stop early: ``api.stream_run`` under a ``Budget``, and a result from the steps that ran.
 
 ``run_within`` stops a generation between target passes once its budget runs out (Stop
 raises ``LabCancelled``); ``partial_result`` rebuilds a ``GenerationResult`` and its
@@ -13,12 +13,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from playground.api import encode_prompt, resolve, stream_generate
+from playground.api import encode_prompt, stream_run
 from playground.config import load_config
 from playground.decoding.records import GenerationResult, StepRecord
 from playground.decoding.tally import Tally
 from playground.lab.budget import Budget
 from playground.models.loading import load_pair
+from playground.settings import RunSettings
 
 STOPPED_TIME = "time limit"  # RunStats.stopped of a run the lab's budget cut short
 
@@ -73,35 +74,33 @@ def partial_result(
     )
 
 
-def run_within(prompt: str, budget: Budget, *, prompt_ids: Sequence[int] | None = None, **kwargs) -> GenerationResult:
-    """``api.generate`` that stops between target passes when ``budget`` runs out.
+def run_within(
+    prompt: str, settings: RunSettings, budget: Budget, *, prompt_ids: Sequence[int] | None = None
+) -> GenerationResult:
+    """``api.run`` of ``settings`` that stops between target passes when ``budget`` runs out.
 
     Returns the finished result, or ``partial_result`` of the steps so far
     (``stats.stopped == STOPPED_TIME``); Stop raises LabCancelled between steps.  The
     generator is closed on the way out, so a stopped run frees what it held at once."""
-    it = stream_generate(prompt, **kwargs)
+    it = stream_run(prompt, settings)
     steps: list[StepRecord] = []
     try:
         for item in it:
             if isinstance(item, GenerationResult):
                 return item
             steps.append(item)
-            last = item.eos or item.committed_tokens >= kwargs.get("max_new_tokens", 64)
+            last = item.eos or item.committed_tokens >= settings.max_new_tokens
             if budget.expired() and not last:  # the last step is in: take the real result instead
                 break
     finally:
         it.close()
     if prompt_ids is None:  # only a stopped run needs them; the pair is loaded by now
         lim = load_config().limits
-        pair = load_pair(resolve(kwargs.get("preset"), kwargs.get("drafter"))[0], kwargs.get("dtype"))
+        pair = load_pair(load_config().preset(settings.preset), settings.dtype)
         prompt_ids = encode_prompt(prompt, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
-    mode = kwargs.get("mode", "speculative")
-    cfg = {
-        k: kwargs[k]
-        for k in ("preset", "drafter", "gamma", "temperature", "seed", "max_new_tokens", "dtype", "rule")
-        if k in kwargs
-    }
-    gamma = kwargs.get("gamma")
-    if gamma is None:
-        gamma = resolve(kwargs.get("preset"), kwargs.get("drafter"))[0].gamma
-    return partial_result(prompt, prompt_ids, steps, mode=mode, gamma=int(gamma), config=cfg)
+    config = {k: v for k, v in settings.to_dict().items() if k in _RECORDED}
+    return partial_result(prompt, prompt_ids, steps, mode=settings.mode, gamma=settings.gamma, config=config)
+
+
+# what a stopped run's result.config says (a finished run's says everything RunSettings holds)
+_RECORDED = ("preset", "drafter", "gamma", "temperature", "seed", "max_new_tokens", "dtype", "rule")

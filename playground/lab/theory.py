@@ -14,12 +14,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from playground.decoding.engine import MAX_GAMMA
+from playground.api import run_settings
 from playground.decoding.records import GenerationResult, RunStats
 from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
 from playground.lab.budget import Budget, Progress
-from playground.lab.rules import DEFAULT_RULE
 from playground.lab.runs import STOPPED_TIME, run_within
+from playground.rules import DEFAULT_RULE
+from playground.validate import MAX_GAMMA
 from playground.validate import number as check_number
 
 
@@ -112,24 +113,19 @@ def measure_run(
     ``budget`` (default ``Budget.for_preset``): each run stops between target passes once its
     share of the time is up; the point is then measured on the steps that ran and says so."""
     budget = budget if budget is not None else Budget.for_preset(preset)
-    kw = dict(
-        preset=preset,
-        drafter=drafter,
-        gamma=gamma,
-        temperature=temperature,
-        seed=seed,
-        max_new_tokens=max_new_tokens,
-        trace=False,
-    )
+    settings = run_settings(
+        preset=preset, drafter=drafter, gamma=gamma, temperature=temperature, seed=seed,
+        max_new_tokens=max_new_tokens, trace=False, rule=rule,
+    )  # fmt: skip
     if progress:
         progress(0.02, "warming up (first passes are slower)")
-    run_within(prompt, budget.share(0.2), mode="speculative", **{**kw, "max_new_tokens": min(4, max_new_tokens)})
+    run_within(prompt, replace(settings, rule=DEFAULT_RULE, max_new_tokens=min(4, max_new_tokens)), budget.share(0.2))
     if progress:
         progress(0.1, "target alone")
-    base = run_within(prompt, budget.share(0.5), mode="autoregressive", **kw)
+    base = run_within(prompt, settings.autoregressive(), budget.share(0.5))
     if progress:
         progress(0.5, "speculative")
-    spec = run_within(prompt, budget, mode="speculative", rule=rule, **kw)
+    spec = run_within(prompt, settings, budget)
     if progress:
         progress(1.0, "done")
     point = measured_point(spec.stats, base.stats)

@@ -25,6 +25,7 @@ from typing import Any
 import torch
 
 from playground.config import Preset, load_config
+from playground.drafters.registry import KINDS
 from playground.errors import ModelUnavailable
 from playground.models.device import pick_device
 from playground.models.pair_cache import BudgetedCache
@@ -117,7 +118,7 @@ def availability(preset: Preset) -> tuple[bool, str]:
                     convert.gguf_path(key)
         except Exception as exc:
             return False, str(exc)
-        if preset.drafter in ("mtp", "mtp+lookup") and preset.drafter_weights and not _weights_dir(preset).exists():
+        if KINDS[preset.drafter].reads_weights and preset.drafter_weights and not _weights_dir(preset).exists():
             return False, f"MTP drafter weights not found at {preset.drafter_weights}"
         return True, ""
     repos = [r for r in (preset.target, preset.drafter_model) if r]
@@ -236,7 +237,7 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
 
         target, drafter_model, tok = build_tiny_pair(dtype=tdtype)
         eos = (tok.eos_token_id,)
-        if preset.drafter == "other-tokenizer":  # the same drafter, spelling UTF-8 bytes
+        if KINDS[preset.drafter].own_tokenizer:  # the same drafter, spelling UTF-8 bytes
             from playground.models.tiny_bytes import ByteTokenizer, build_byte_drafter
 
             drafter_model, drafter_tok = build_byte_drafter(drafter_model), ByteTokenizer()
@@ -247,7 +248,7 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
         eos = tuple(convert.eos_token_ids(target, tok))
         if preset.drafter_model:  # a second packaged model (its own tokenizer: the other-tokenizer drafter)
             drafter_model, drafter_tok = convert.load_packaged(preset.drafter_model, dtype=tdtype, progress=progress)
-            if preset.drafter != "other-tokenizer":
+            if not KINDS[preset.drafter].own_tokenizer:
                 drafter_tok = None
     else:
         if progress:
@@ -256,11 +257,11 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
         if preset.drafter_model:
             if progress:
                 progress(0.6, f"loading drafter {preset.drafter_model}")
-            # a Gemma 4 assistant shares the target's tokenizer (and may ship none)
-            drafter_model, drafter_tok = _load_hub(
-                preset.drafter_model, tdtype, tokenizer=preset.drafter in ("model", "other-tokenizer")
-            )
-            if preset.drafter != "other-tokenizer":
+            # a drafter that reads the target's state (the Gemma 4 assistant) shares its tokenizer
+            # (and may ship none)
+            kind = KINDS[preset.drafter]
+            drafter_model, drafter_tok = _load_hub(preset.drafter_model, tdtype, tokenizer=not kind.reads_target_state)
+            if not kind.own_tokenizer:
                 drafter_tok = None
         eos = _eos_ids(target, tok)
     device = pick_device()

@@ -42,14 +42,15 @@ class ReplayedCaps:
     under load (its records' ``gamma``, step by step): at any temperature, the same seed then
     gives the same tokens (``python -m playground loadtest`` checks every answer this way)."""
 
-    load = 1  # alone: no pass is shared
-
     def __init__(self, caps: list[int]) -> None:
         self._caps = list(caps)
         self._step = 0
 
-    def join(self):
+    def join(self, tokens: int = 0):
         return nullcontext(self)
+
+    def shares_passes(self) -> bool:
+        return False
 
     def draft_cap(self) -> int:
         cap = self._caps[self._step] if self._step < len(self._caps) else 0

@@ -18,10 +18,12 @@ _LOCK = threading.Lock()
 _SCHEDULERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def scheduler_for(model, max_batch: int) -> PassScheduler:
-    """The scheduler of ``model`` (made on first use, with at most ``max_batch`` rows a pass)."""
+def scheduler_for(model, max_batch: int, kv_budget_mb: float | None = None) -> PassScheduler:
+    """The scheduler of ``model`` (made on first use, with at most ``max_batch`` rows a pass and
+    its runs' caches together under ``kv_budget_mb``)."""
     with _LOCK:
         scheduler = _SCHEDULERS.get(model)
         if scheduler is None:
-            scheduler = _SCHEDULERS[model] = PassScheduler(model, max_batch=max_batch)
+            budget = None if kv_budget_mb is None else int(kv_budget_mb * 1_000_000)
+            scheduler = _SCHEDULERS[model] = PassScheduler(model, max_batch=max_batch, kv_budget_bytes=budget)
         return scheduler

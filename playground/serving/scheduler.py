@@ -31,7 +31,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from playground.decoding.batch_pass import RowOut, RowPass, batched_forward
+from playground.decoding.batch_pass import RowOut, RowPass, batched_forward, layer_types
+from playground.errors import Busy
 from playground.serving.policy import KNEE_TOKENS
 from playground.serving.policy import draft_cap as _draft_cap
 
@@ -65,6 +66,7 @@ class PassScheduler:
         long_row: int = 24,
         pad_id: int = 0,
         knee_tokens: int | None = KNEE_TOKENS,
+        kv_budget_bytes: int | None = None,
     ) -> None:
         if max_batch < 1:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
@@ -74,6 +76,11 @@ class PassScheduler:
         self.long_row = long_row
         self.pad_id = pad_id
         self.knee_tokens = knee_tokens  # None: never cap drafts (measurements of the cap itself)
+        self.kv_budget_bytes = kv_budget_bytes  # None: no limit on the runs' caches together
+        self.kv_bytes_per_token = kv_bytes_per_token(model)
+        self._held = 0  # cache bytes the joined runs may grow to
+        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        self.batchable = not getattr(config, "num_kv_shared_layers", 0)
         self._cond = threading.Condition()
         self._pending: list[_Ticket] = []
         self._joined = 0
@@ -92,22 +99,41 @@ class PassScheduler:
 
     # ------------------------------------------------------------------ runs
     @contextmanager
-    def join(self) -> Iterator[PassScheduler]:
-        """Register a run for as long as the block lasts (its passes may then be shared)."""
+    def join(self, tokens: int = 0) -> Iterator[PassScheduler]:
+        """Register a run for as long as the block lasts (its passes may then be shared).
+
+        ``tokens``: the most its cache will hold (prompt + budget + drafts); its bytes count
+        against ``kv_budget_bytes`` while it runs, and a run that would pass it gets ``Busy``."""
+        need = tokens * self.kv_bytes_per_token
         with self._cond:
+            if self.kv_budget_bytes is not None and self._held + need > self.kv_budget_bytes:
+                raise Busy(
+                    f"The server is holding {self._joined} runs' caches ({self._held / 1e6:,.0f} MB of "
+                    f"{self.kv_budget_bytes / 1e6:,.0f} MB); this one needs {need / 1e6:,.0f} MB more. "
+                    "Try again in a few seconds, or ask for fewer tokens.",
+                    retry_after_s=10.0,
+                )
             self._joined += 1
+            self._held += need
             self._cond.notify_all()
         try:
             yield self
         finally:
             with self._cond:
                 self._joined -= 1
+                self._held -= need
                 self._cond.notify_all()  # the worker stops waiting for this run
 
     @property
     def load(self) -> int:
         """Runs currently joined (each contributes a row to most passes)."""
         return self._joined
+
+    def shares_passes(self) -> bool:
+        """Whether a pass now goes to the worker: other runs are joined, and the model's
+        layers each keep their own keys (layers that reuse another layer's K/V, as Gemma 4's
+        KV-shared layers do, are not batched: such runs take the plain path)."""
+        return self.batchable and self._joined > 1
 
     def draft_cap(self) -> int:
         """The most drafts a run may propose per step at the current load (``policy``)."""
@@ -173,3 +199,13 @@ class PassScheduler:
             for t, out in zip(batch, outs):
                 t.out, t.error, t.rows, t.pass_ms = out, error, len(batch), ms
                 t.done.set()
+
+
+def kv_bytes_per_token(model) -> int:
+    """Cache bytes one token costs a run (keys and values of every layer, in the model's dtype).
+    A sliding-window layer holds at most its window; counting it in full errs on the safe side."""
+    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dtype_bytes = next(iter(model.parameters())).element_size()
+    return len(layer_types(config)) * 2 * heads * head_dim * dtype_bytes

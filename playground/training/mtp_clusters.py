@@ -13,7 +13,8 @@ at the median of their first principal component: tokens with similar embeddings
 so similar logits under any state) share a group, and every group costs the same to
 score.  The head learns which groups to score (``MTPHead.cluster_proj``).
 
-This module only builds the assignment; it does not score or train anything.
+This module only builds the assignment; it does not score or train anything (the drafter's
+lookup of each cluster's tokens, ``cluster_members``, lives with the head: ``drafters.mtp_head``).
 """
 
 from __future__ import annotations
@@ -60,18 +61,3 @@ def balanced_clusters(embeddings: torch.Tensor, exclude: torch.Tensor, k: int) -
     for c, g in enumerate(groups):
         out[ids[g]] = c
     return out
-
-
-def cluster_members(token_cluster: torch.Tensor, k: int) -> torch.Tensor:
-    """The token ids of every cluster as [k, S] (S = largest cluster; -1 pads shorter ones)."""
-    tc = token_cluster.long()
-    ids = torch.nonzero(tc >= 0).squeeze(-1)
-    order = torch.argsort(tc[ids], stable=True)
-    ids, cl = ids[order], tc[ids][order]
-    sizes = torch.bincount(cl, minlength=k)
-    S = int(sizes.max()) if sizes.numel() else 0
-    start = torch.cumsum(sizes, 0) - sizes
-    slot = torch.arange(ids.numel()) - start[cl]
-    members = torch.full((k, max(S, 1)), -1, dtype=torch.long)
-    members[cl, slot] = ids
-    return members

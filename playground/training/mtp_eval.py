@@ -135,8 +135,7 @@ def _support(head, states, first, n_idx, in_static, members):
 @torch.no_grad()
 def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, steps: int = 6) -> dict:
     """Acceptance by category and position: {"t0": {cat: {...}}, "t1": {cat: {...}}}."""
-    from playground.drafters.mtp_head import unrolled_states
-    from playground.training.mtp_clusters import cluster_members
+    from playground.drafters.mtp_head import cluster_members, unrolled_states
 
     head = head.float().eval()
     cfg = head.cfg

@@ -115,7 +115,20 @@ def _loss_spec(spec: str) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The command line, one group of options per part of the run (``--help`` lists them so)."""
     p = argparse.ArgumentParser(prog="python -m playground train-drafter", description=__doc__.split("\n\n")[0])
+    _run_arguments(p)
+    _gen_arguments(p)
+    _head_arguments(p)
+    _train_arguments(p)
+    _eval_arguments(p)
+    exit_train.add_arguments(p)
+    return p
+
+
+def _run_arguments(parser: argparse.ArgumentParser) -> None:
+    """What is trained, where it goes, which stages run."""
+    p = parser.add_argument_group("run")
     p.add_argument("--preset", default="gemma3-270m", choices=PRESETS)
     p.add_argument(
         "--drafter",
@@ -129,6 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--work", default=str(DEFAULT_WORK), help="cache for generated text, features, checkpoints")
     p.add_argument("--target-dir", default=None, help="a local HF copy of the target (skips GGUF conversion)")
     p.add_argument("--stages", default="corpus,gen,features,vocab,train,eval,export")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="where the target generates and prefills and the head trains (cpu, cuda); batches are built on the CPU",
+    )
+
+
+def _gen_arguments(parser: argparse.ArgumentParser) -> None:
+    """Stage gen (and corpus): the target writes its training text."""
+    p = parser.add_argument_group("gen")
     p.add_argument("--samples", type=int, default=1, help="sampled continuations per prompt (plus one greedy)")
     p.add_argument("--new-tokens", type=int, default=128)
     p.add_argument("--gen-batch", type=int, default=24, help="gen stage: prompts decoded together (one pass per token)")
@@ -143,35 +166,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--gen-worker", default="0/1", help=argparse.SUPPRESS)
     p.add_argument("--gen-minutes", type=float, default=40.0, help="stop generating after this long (0: no limit)")
     p.add_argument("--holdout", type=float, default=0.1, help="fraction of prompts held out for evaluation")
-    p.add_argument("--topk", type=int, default=20, help="target distribution entries cached per position")
-    p.add_argument("--candidates", type=int, default=8192, help="candidate vocabulary size N")
-    p.add_argument("--steps-ahead", type=int, default=4, help="draft steps trained (1..k)")
-    p.add_argument("--layers", type=int, default=1)
-    p.add_argument("--intermediate", type=int, default=0, help="drafter MLP width (0: the target's)")
-    p.add_argument(
-        "--clusters",
-        type=int,
-        default=1024,
-        help="token clusters covering the non-candidate vocabulary (power of two; 0: none)",
-    )
-    p.add_argument("--clusters-per-step", type=int, default=8, help="clusters scored per draft step")
-    p.add_argument("--int8", type=int, default=1, help="export large matrices as int8 rows (1/0)")
-    p.add_argument("--reg-weight", type=float, default=1.0, help="weight of the hidden-state regression loss")
-    p.add_argument(
-        "--loss",
-        default=DEFAULT_LOSS,
-        type=_loss_spec,
-        help="loss terms and weights, e.g. 'kl-topk:1,tv:1,ce:0.5': kl (top-k renormalised over the candidates), "
-        "ce (target argmax), kl-topk (forward KL over the target's top-k plus a rest bucket), tv (1 - sum min(p, q) "
-        "over the top-k); see playground/mtp_train/dist_loss.py",
-    )
-    p.add_argument(
-        "--loss-temps",
-        default="1",
-        type=_temps,
-        help="temperatures at which kl-topk and tv compare the target with the drafter (averaged), e.g. 1,0.7; "
-        "the features stage caches the target's top-k probabilities at each",
-    )
     p.add_argument(
         "--corpus-prompts",
         type=int,
@@ -186,6 +180,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="gen stage: also this many copy tasks per corpus source (a passage to repeat; the target's "
         "own copies teach the head to draft from its context; always in the training split)",
     )
+
+
+def _head_arguments(parser: argparse.ArgumentParser) -> None:
+    """Stages features / vocab: what is cached per position and the head's shape."""
+    p = parser.add_argument_group("head")
+    p.add_argument("--topk", type=int, default=20, help="target distribution entries cached per position")
+    p.add_argument("--features-batch", type=int, default=8, help="features stage: sequences per prefill pass")
+    p.add_argument("--candidates", type=int, default=8192, help="candidate vocabulary size N")
+    p.add_argument("--steps-ahead", type=int, default=4, help="draft steps trained (1..k)")
+    p.add_argument("--layers", type=int, default=1)
+    p.add_argument("--intermediate", type=int, default=0, help="drafter MLP width (0: the target's)")
+    p.add_argument(
+        "--clusters",
+        type=int,
+        default=1024,
+        help="token clusters covering the non-candidate vocabulary (power of two; 0: none)",
+    )
+    p.add_argument("--clusters-per-step", type=int, default=8, help="clusters scored per draft step")
+    p.add_argument("--int8", type=int, default=1, help="export large matrices as int8 rows (1/0)")
+    p.add_argument("--reg-weight", type=float, default=1.0, help="weight of the hidden-state regression loss")
+
+
+def _train_arguments(parser: argparse.ArgumentParser) -> None:
+    """Stage train: the optimiser, its budget and its starting point."""
+    p = parser.add_argument_group("train")
     p.add_argument(
         "--init-head",
         default=None,
@@ -216,6 +235,32 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--bf16", type=int, default=1, help="bf16 autocast for training matmuls (1/0)")
     p.add_argument(
+        "--loss",
+        default=DEFAULT_LOSS,
+        type=_loss_spec,
+        help="loss terms and weights, e.g. 'kl-topk:1,tv:1,ce:0.5': kl (top-k renormalised over the candidates), "
+        "ce (target argmax), kl-topk (forward KL over the target's top-k plus a rest bucket), tv (1 - sum min(p, q) "
+        "over the top-k); see playground/training/mtp_train/dist_loss.py",
+    )
+    p.add_argument(
+        "--loss-temps",
+        default="1",
+        type=_temps,
+        help="temperatures at which kl-topk and tv compare the target with the drafter (averaged), e.g. 1,0.7; "
+        "the features stage caches the target's top-k probabilities at each",
+    )
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)",
+    )
+
+
+def _eval_arguments(parser: argparse.ArgumentParser) -> None:
+    """Stage eval: held-out acceptance and the bench run."""
+    p = parser.add_argument_group("eval")
+    p.add_argument(
         "--eval-only",
         action="store_true",
         help="only evaluate on playground/data/heldout_prompts.json (acceptance by category, T=0 and T=1)",
@@ -233,20 +278,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--eval-bench-temps", default="0,1", help="temperatures of that bench run (T = 1 is the headline, issue 23)"
     )
     p.add_argument("--eval-bench-prompts", type=int, default=2, help="held-out prompts per category in that bench run")
-    p.add_argument(
-        "--device",
-        default="cpu",
-        help="where the target generates and prefills and the head trains (cpu, cuda); batches are built on the CPU",
-    )
-    p.add_argument("--features-batch", type=int, default=8, help="features stage: sequences per prefill pass")
-    p.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch threads (default 1: on a shared 2-core CPU, 2 threads made small ops ~30x slower)",
-    )
-    exit_train.add_arguments(p)
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

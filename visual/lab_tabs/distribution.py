@@ -22,7 +22,7 @@ from playground.lab.distribution import (
     DistributionSettings,
     distribution_check,
 )
-from playground.lab.rules import DEFAULT_RULE, RULE_INFO, rule_choices
+from playground.rules import DEFAULT_RULE, RULES, lab_choices
 from visual import lab as vlab
 from visual.lab_tabs.common import (
     LIGHT_EVENT,
@@ -125,7 +125,7 @@ def compare_all_rules(
     history = list(history or [])
     report = progress_adapter(progress)
     budget = budget if budget is not None else session_budget(preset, request)
-    rules = list(RULE_INFO)
+    rules = list(RULES)
     done: list[DistributionCheck] = []
     ref = _reference(history)
     base = _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed)
@@ -182,7 +182,7 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c["d_rule"] = gr.Radio(
-                    rule_choices(),
+                    lab_choices(),
                     value=DEFAULT_RULE,
                     label="Verification rule",
                     info="The correct rule is the default; the others are labelled.",

@@ -14,9 +14,9 @@ from typing import Any
 
 import gradio as gr
 
-from playground.decoding.engine import MAX_GAMMA
 from playground.decoding.sampling import predicted_speedup
 from playground.lab.theory import measure_run, measured_point, theory_curve
+from playground.validate import MAX_GAMMA
 from visual import lab as vlab
 from visual.lab_tabs.common import (
     LIGHT_EVENT,

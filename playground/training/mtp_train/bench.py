@@ -12,6 +12,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from playground.decoding import engine
+from playground.drafters.mtp import MTPDrafter
+from playground.settings import RunSettings
 from playground.training.mtp_train.paths import PROMPTS
 
 BENCH_PROMPTS = [
@@ -26,9 +29,6 @@ BENCH_PROMPTS = [
 
 def stage_bench(args, model, tok, out_dir: Path, gammas=(3, 5), new_tokens: int = 112) -> dict:
     """Autoregressive vs speculative (MTP) with the project's loop, bf16, temperature 0."""
-    from playground.decoding import engine
-    from playground.drafters.mtp import MTPDrafter
-
     prompts = json.loads(PROMPTS.read_text())
     assert not set(BENCH_PROMPTS) & set(prompts), "benchmark prompts must not be training prompts"
     drafter = MTPDrafter.from_pretrained(model, out_dir)
@@ -38,12 +38,12 @@ def stage_bench(args, model, tok, out_dir: Path, gammas=(3, 5), new_tokens: int 
     spec = {g: {"tps": [], "acc": [], "len": [], "draft_ms": [], "equal": 0} for g in gammas}
     for text in BENCH_PROMPTS:
         ids = tok(text).input_ids
-        cfg = engine.GenerationConfig(mode="autoregressive", max_new_tokens=new_tokens, trace=False)
+        cfg = RunSettings(mode="autoregressive", max_new_tokens=new_tokens, trace=False)
         ar = engine.run(model, tok, ids, cfg, eos_token_ids=eos)
         ar_tps.append(ar.stats.tokens_per_s)
         ar_ms.append(ar.stats.single_token_ms)
         for g in gammas:
-            cfg = engine.GenerationConfig(mode="speculative", gamma=g, max_new_tokens=new_tokens, trace=False)
+            cfg = RunSettings(mode="speculative", gamma=g, max_new_tokens=new_tokens, trace=False)
             r = engine.run(model, tok, ids, cfg, drafter=drafter, eos_token_ids=eos)
             d = spec[g]
             d["tps"].append(r.stats.tokens_per_s)

@@ -1,5 +1,10 @@
 """The drafter protocol: the only thing the decoding loop knows about drafters.
 
+The loop defines it here (drafters implement it in ``playground.drafters``), so the decoding
+core imports no drafter.  What a drafter can do is *declared* (``Capabilities``; each kind's
+declaration lives in ``playground.drafters.registry``): the loop reads it, never probes the
+object for methods.
+
 A drafter proposes up to γ tokens together with the *exact* distribution each
 was drawn from (``draft_probs``; a one-hot row for a deterministic draft), and
 is told after each verification how many were accepted so it can roll back.
@@ -12,8 +17,8 @@ assistant) get, through ``TargetState``, the target's final hidden state at
 the position *before* the newest committed token (the state whose logits
 produced that token) and read-only access to the target's KV cache.
 
-This module does not implement any drafter (see ``model.py``,
-``prompt_lookup.py``, ``mtp.py``) and does not sample or verify.
+This module does not implement any drafter (``playground.drafters``) and does not sample or
+verify.
 """
 
 from __future__ import annotations
@@ -51,6 +56,15 @@ def token_id_set(ids) -> frozenset[int]:
     return frozenset(int(i) for i in ids)
 
 
+@dataclass(frozen=True)
+class Capabilities:
+    """What a drafter can do, as its kind declares it."""
+
+    branches: bool = False  # has propose_tree: drafts a tree when tree_nodes > 1
+    stops_early: bool = False  # has stop_below: its chains stop when unsure (decoding.draft_stop)
+    shares_target_cache: bool = False  # drafts in the target's own cache; verify through verify_logits
+
+
 @dataclass
 class Draft:
     """A drafter's proposal.
@@ -71,6 +85,29 @@ class Draft:
     # what a buggy verifier would use instead of the one-hot q (rule "softmax-q").
     soft_probs: torch.Tensor | None = None
 
+    @classmethod
+    def drawn(
+        cls,
+        tokens: list[int],
+        rows: list[torch.Tensor],
+        deterministic: bool,
+        *,
+        info: dict[str, Any] | None = None,
+        forward_calls: int = 0,
+    ) -> Draft:
+        """A chain drawn token by token (``sampling.draw_draft_token``): row i came with token i.
+
+        Sampled drafts: the rows are q.  Deterministic drafts: q is a point mass (None here),
+        and the rows, if any, are the drafter's softmax — kept only for the "softmax-q" lesson."""
+        stacked = torch.stack(rows) if rows else None  # [k, V]
+        return cls(
+            token_ids=list(tokens),
+            draft_probs=None if deterministic else stacked,
+            info=dict(info or {}),
+            forward_calls=forward_calls,
+            soft_probs=stacked if deterministic else None,
+        )
+
 
 @dataclass
 class TreeDraft:
@@ -89,6 +126,7 @@ class TreeDraft:
 class Drafter(Protocol):
     name: str  # e.g. "model", "prompt-lookup", "mtp"
     needs_target_hidden: bool  # ask the target for output_hidden_states on every pass
+    capabilities: Capabilities  # what it can do (its kind's declaration in drafters.registry)
 
     def start(self, state: TargetState) -> None:
         """Reset for a new run; state holds the prompt (and, if asked, the prefill hidden state)."""
