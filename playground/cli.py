@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 
+from playground import api
 from playground.config import load_config
+from playground.decoding.records import GenerationResult
 from playground.drafters.registry import NAMES
+from playground.errors import ModelUnavailable
+from playground.models.loading import availability
 
 
 class _Parser(argparse.ArgumentParser):
@@ -28,8 +33,6 @@ def _fail(msg: str, code: int = 2) -> int:
 
 
 def cmd_presets(args) -> int:
-    from playground.models.loading import availability
-
     cfg = load_config()
     rows = []
     for p in cfg.presets:
@@ -80,12 +83,8 @@ def _plain_marks(step) -> str:
 
 
 def cmd_generate(args) -> int:
-    from playground.api import run_settings, stream_run
-    from playground.decoding.records import GenerationResult
-    from playground.errors import ModelUnavailable
-
     try:
-        settings = run_settings(
+        settings = api.run_settings(
             preset=args.preset,
             mode=args.mode,
             drafter=args.drafter,
@@ -98,7 +97,7 @@ def cmd_generate(args) -> int:
             dtype=args.dtype,
             tree_nodes=args.tree_nodes,
         )
-        items = stream_run(args.prompt, settings)
+        items = api.stream_run(args.prompt, settings)
         result = None
         for item in items:
             if isinstance(item, GenerationResult):
@@ -158,8 +157,6 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("\ninterrupted\n")
         return 130
     except Exception as exc:
-        import os
-
         if os.environ.get("SPECPLAY_DEBUG"):
             raise
         sys.stdout.flush()
@@ -169,26 +166,26 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Subcommands with their own parsers, imported when chosen: `presets` and `--help` stay
-    # free of torch and model code.
+    # Subcommands with their own parsers, imported when chosen: each brings its own stack (the
+    # load test's HTTP client, the bench's reports, the training code) only when asked for.
     if argv and argv[0] == "loadtest":
-        from playground.serving import loadtest
+        from playground.serving import loadtest  # its own stack, only when chosen
 
         return loadtest.main(argv[1:])
     if argv and argv[0] == "batch-sweep":
-        from playground.serving import sweep
+        from playground.serving import sweep  # its own stack, only when chosen
 
         return sweep.main(argv[1:])
     if argv and argv[0] == "check-space":
-        from playground import space_check
+        from playground import space_check  # its own stack, only when chosen
 
         return space_check.main(argv[1:])
     if argv and argv[0] == "bench":
-        from playground import bench
+        from playground import bench  # its own stack, only when chosen
 
         return bench.main(argv[1:])
     if argv and argv[0] == "train-drafter":
-        from playground.training import train_drafter
+        from playground.training import train_drafter  # its own stack, only when chosen
 
         return train_drafter.main(argv[1:])
     args = build_parser().parse_args(argv)

@@ -28,11 +28,13 @@ This module pushes nothing, never needs a token, and never imports gradio.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 from dataclasses import dataclass
@@ -205,7 +207,6 @@ def check_resolve(root: Path = ROOT, timeout_s: float = 600) -> list[Finding]:
     if res.returncode != 0:
         tail = " ".join(res.stderr.strip().splitlines()[-3:])
         return [Finding("error", "resolve", f"pip cannot install requirements.txt from binary wheels only: {tail}")]
-    import json
 
     try:
         n = len(json.loads(res.stdout).get("install", []))
@@ -228,7 +229,6 @@ def free_port() -> int:
 
 def hub_labels_unavailable(page_config: dict, config: dict[str, Any]) -> list[str]:
     """Labels of hub presets that the page does NOT list as unavailable (should be [])."""
-    import json
 
     blob = json.dumps(page_config, ensure_ascii=False)
     return [
@@ -241,8 +241,6 @@ def hub_labels_unavailable(page_config: dict, config: dict[str, Any]) -> list[st
 def check_start(root: Path = ROOT, timeout_s: float = 180) -> list[Finding]:
     """Start app.py with the hub unreachable, wait until it serves its page, and check that
     the page lists every hub preset as unavailable."""
-    import json
-    import tempfile
 
     config = yaml.safe_load((root / "spaces_config.yaml").read_text(encoding="utf-8"))
     port = free_port()

@@ -171,3 +171,27 @@ def test_mutant_position_off_by_one(model, monkeypatch):
 def test_mutant_pad_slots_stay_in_the_cache(model, monkeypatch):
     monkeypatch.setattr(batch_pass, "_own_slots", lambda width, slots, k: slice(width, width + slots))
     assert _differs(model)
+
+
+def _softcapped():
+    m = tiny_target(seed=4).float().eval()
+    m.config.final_logit_softcapping = 3.0  # Gemma 2/3's tanh cap on the logits, tight enough to matter
+    return m
+
+
+@pytest.mark.parametrize("which", ["llama-eager", "gemma-softcap"])
+def test_other_models_equal_alone(which):
+    """A Llama with eager attention (additive masks, no sliding layers) and a Gemma whose
+    logits are soft-capped: the decoder + LM-head path equals the model's own forward."""
+    from tests.tiny_models import small_llama
+
+    model = small_llama(vocab=6) if which == "llama-eager" else _softcapped()
+    vocab = model.config.vocab_size
+    rows, refs = [], []
+    for i, (hist_len, k) in enumerate(ROWS):
+        hist, new = rand_ids(hist_len, seed=i, vocab=vocab), rand_ids(k, seed=100 + i, vocab=vocab)
+        refs.append(_alone(model, hist, new))
+        rows.append(RowPass(_cache(model, hist), tuple(new), keep=k, hidden=True))
+    for (logits, hidden, _), out in zip(refs, batched_forward(model, rows)):
+        torch.testing.assert_close(out.logits, logits, atol=ATOL, rtol=0)
+        torch.testing.assert_close(out.hidden, hidden, atol=ATOL, rtol=0)

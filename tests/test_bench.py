@@ -374,7 +374,7 @@ def test_greedy_fast_argmax_takes_the_first_of_tied_maxima():
 @pytest.mark.parametrize("kind", ["model", "prompt-lookup"])
 def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind, temperature, rule):
     """Lazy one-hot rows and the top-k shortcut for point masses change nothing in the trace."""
-    from playground.decoding import engine
+    from playground.decoding import engine, rows
     from playground.drafters.model import ModelDrafter
     from playground.drafters.prompt_lookup import PromptLookupDrafter
     from playground.models.tiny import EOS
@@ -397,6 +397,8 @@ def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind,
     )
     # dense one-hot rows instead of PointRows: the original code path
     monkeypatch.setattr(engine, "PointRows", lambda ids, V: engine.one_hot(torch.tensor(ids, dtype=torch.long), V))
+    # ... for the target's rows too (rows.target_rows, shared by chain and tree steps)
+    monkeypatch.setattr(rows, "PointRows", lambda ids, V: engine.one_hot(torch.tensor(ids, dtype=torch.long), V))
     slow = go()
     assert fast == slow
 

@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import math
 import os
+import platform
 import statistics
 from dataclasses import dataclass
 from typing import Any
 
 import torch
+import transformers
 
 from playground.bench.options import METHODS, ROW_FIELDS, Costs, Run, Spec
+from playground.decoding.sampling import predicted_speedup
 from playground.repetition import HIGH_SHARE
 from playground.rules import LOSSLESS_RULES
 
@@ -268,7 +271,6 @@ def _add_speedups(
 
 def _add_predictions(row: dict[str, Any], ar: dict[str, Any] | None, cst: Costs | None) -> None:
     """Set t1, c, v and the cost model's predicted speedups (and measured over predicted)."""
-    from playground.decoding.sampling import predicted_speedup
 
     # t1: one single-token target pass, from the interleaved autoregressive runs
     # (every decode pass there is one token); the microbenchmark otherwise.
@@ -373,9 +375,6 @@ def _clean(v):
 
 
 def machine_info(threads: int | None = None) -> dict[str, Any]:
-    import platform
-
-    import transformers
 
     cpu = platform.processor() or platform.machine()
     try:

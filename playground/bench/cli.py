@@ -11,9 +11,12 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from tqdm import tqdm
+
 from playground.bench.options import METHODS, TRACE_MODES, BenchError, BenchOptions, Progress, load_prompts
 from playground.bench.report import markdown_table, write_outputs
 from playground.bench.run import _validate, iter_bench
+from playground.models.loading import ModelUnavailable
 
 
 class _RaisingParser(argparse.ArgumentParser):
@@ -150,7 +153,6 @@ def options_from_args(args) -> BenchOptions:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from playground.models.loading import ModelUnavailable
 
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
@@ -166,8 +168,6 @@ def main(argv: list[str] | None = None) -> int:
         for item in iter_bench(opts):
             if isinstance(item, Progress):
                 if bar is None and not args.no_progress:
-                    from tqdm import tqdm
-
                     bar = tqdm(total=item.total, file=sys.stderr, unit="run", dynamic_ncols=True, leave=True)
                 if bar is not None:
                     bar.n = item.done

@@ -6,6 +6,7 @@ This module times single runs; it does not choose what to run (``run``) or summa
 from __future__ import annotations
 
 import contextlib
+import resource
 import statistics
 import threading
 import time
@@ -13,6 +14,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
+from transformers import GenerationConfig, PreTrainedTokenizerBase
 
 from playground.bench.options import BenchError, Costs, Spec
 from playground.decoding.engine import run
@@ -40,8 +42,6 @@ def _peak_rss_mb() -> float | None:
     except OSError:
         pass
     try:
-        import resource
-
         return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     except Exception:  # pragma: no cover - non-Unix
         return None
@@ -113,7 +113,6 @@ def measure_costs(model, ids: list[int], sizes: Iterable[int], reps: int = 5, hi
 
 
 def _hf_generation_config(model, max_new_tokens: int, temperature: float, eos: tuple[int, ...], pad, assisted: dict):
-    from transformers import GenerationConfig
 
     kw: dict[str, Any] = dict(
         max_new_tokens=max_new_tokens,
@@ -197,7 +196,6 @@ def _hf_run(
 
 def _hf_tokenizers(pair) -> bool:
     """Both tokenizers of a pair are transformers tokenizers (what universal assisted generation needs)."""
-    from transformers import PreTrainedTokenizerBase
 
     return all(isinstance(t, PreTrainedTokenizerBase) for t in (pair.tokenizer, pair.drafter_tokenizer))
 

@@ -13,6 +13,7 @@ from typing import Any
 import torch
 
 from playground import repetition, validate
+from playground.api import encode_prompt, make_drafter, resolve
 from playground.bench.aggregate import aggregate, machine_info
 from playground.bench.measure import (
     _drift,
@@ -39,6 +40,7 @@ from playground.bench.options import (
     load_prompts,
 )
 from playground.config import load_config
+from playground.models.loading import load_pair
 
 
 def _specs(
@@ -128,7 +130,6 @@ def _validate(opts: BenchOptions) -> None:
 
 
 def _build_drafters(pair, preset, kinds: Iterable[str], notes: list[str]) -> dict[str, Any]:
-    from playground.api import make_drafter
 
     out = {}
     for kind in kinds:
@@ -185,9 +186,6 @@ def _setup(opts: BenchOptions, load_progress) -> _Setup:
     """Resolve the preset, load one pair per dtype with its drafters, encode the prompts, list the specs.
 
     Also applies ``opts.threads`` (after loading, as before any timing)."""
-    from playground.api import encode_prompt, resolve
-    from playground.config import load_config
-    from playground.models.loading import load_pair
 
     try:
         preset, _ = resolve(opts.preset, None)

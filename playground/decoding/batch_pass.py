@@ -18,9 +18,9 @@ After the pass, the k_b new keys and values of each row are appended to that row
 cache with the layer's ``update`` (sliding layers count and trim as in a plain pass), and
 row b gets the logits (and final hidden states) of its last ``keep`` new tokens.
 
-Right-aligning the new tokens puts every row's last tokens in the last slots, so
-``logits_to_keep = max(keep)`` computes the LM head (262k × 640 for Gemma 3) only where
-some row needs it: a chunk of a newcomer's prompt needs one position, a chain γ+1.
+The decoder runs on its own and the LM head (262k × 640 for Gemma 3, as much work per
+token as the rest of the model) only on the positions a row needs — a chunk of a
+newcomer's prompt one, a chain γ+1 — not on B × the longest row.
 
 This module does not decide which rows share a pass (``playground.serving.scheduler``),
 does not verify or sample, and does not know what a draft is.
@@ -171,26 +171,32 @@ def batched_forward(model, rows: list[RowPass], pad_id: int = 0) -> list[RowOut]
                 _mask(geo, counts, widths[-1], slots, window if sliding else None), attn, dtype, device
             )
     batch_cache = DynamicCache(ddp_cache_data=data)
-    keep = max(r.keep for r in rows)
-    want_hidden = any(r.hidden for r in rows)
-    out = model(
-        input_ids=ids.to(device),
-        attention_mask=masks if len(masks) > 1 else next(iter(masks.values())),
-        position_ids=positions.to(device),
-        cache=batch_cache,
-        use_cache=True,
-        logits_to_keep=keep,
-        output_hidden_states=want_hidden,
-    )
+    attention_mask = masks if len(masks) > 1 else next(iter(masks.values()))
+    hidden = _final_states(model, ids.to(device), attention_mask, positions.to(device), batch_cache)  # [B, K, H]
     for i, layer in enumerate(batch_cache.layers):  # each row keeps its own new keys
         for b, r in enumerate(rows):
             new = _own_slots(widths[i], slots, len(r.ids))
             r.cache.layers[i].update(layer.keys[b : b + 1, :, new], layer.values[b : b + 1, :, new])
-    final = out.hidden_states[-1][:, -keep:] if want_hidden else None  # [B, keep, H]
+    # The LM head only where a row needs it: sum(keep) rows, not B x max(keep).
+    wanted = torch.cat([hidden[b, slots - r.keep :] for b, r in enumerate(rows)])  # [sum keep, H]
+    logits = _lm_head(model, config, wanted).split([r.keep for r in rows])  # [keep_b, V] each
     return [
-        RowOut(
-            logits=out.logits[b, keep - r.keep :],  # [keep_b, V]
-            hidden=final[b, keep - r.keep :] if r.hidden else None,
-        )
-        for b, r in enumerate(rows)
+        RowOut(logits=logits[b], hidden=hidden[b, slots - r.keep :] if r.hidden else None) for b, r in enumerate(rows)
     ]
+
+
+def _final_states(model, ids, attention_mask, positions, cache) -> torch.Tensor:  # [B, K, H]
+    """The decoder's final-norm hidden states (what ``output_hidden_states`` gives as its last)."""
+    out = model.get_decoder()(
+        input_ids=ids, attention_mask=attention_mask, position_ids=positions, cache=cache, use_cache=True
+    )
+    return out.last_hidden_state
+
+
+def _lm_head(model, config, hidden: torch.Tensor) -> torch.Tensor:  # [N, V]
+    """The causal LM's head on ``hidden`` [N, H], with Gemma's final soft-capping where set."""
+    logits = model.get_output_embeddings()(hidden)
+    cap = getattr(config, "final_logit_softcapping", None)
+    if cap is not None:
+        logits = torch.tanh(logits / cap) * cap
+    return logits

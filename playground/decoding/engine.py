@@ -36,7 +36,7 @@ import torch
 from playground.decoding import block_verify as block
 from playground.decoding.draft import Draft, Drafter, TargetState
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
-from playground.decoding.rows import PointRows
+from playground.decoding.rows import PointRows, target_rows
 from playground.decoding.rows import draw_point as _draw_point
 from playground.decoding.rows import row_top as _row_top
 from playground.decoding.rows import top as _top
@@ -44,11 +44,11 @@ from playground.decoding.sampling import (
     SamplingParams,
     acceptance_prob,
     is_accepted,
-    logits_to_probs,
     one_hot,  # noqa: F401  (re-exported: tests build dense rows with engine.one_hot)
     residual_distribution,
     sample,
 )
+from playground.decoding.step import LoopState, Step
 from playground.decoding.tally import Tally
 from playground.decoding.target import Target
 from playground.decoding.text import IncrementalText, TokenTexts
@@ -167,73 +167,6 @@ def _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw) -> Verd
     return Verdict(tau, accepted, tuple(etas), rejected_at, False, kind, row, dist, int(draw(dist)), **shown)
 
 
-@dataclass
-class _Step:
-    """What one loop step decided (steps 1-4), before it is committed and recorded."""
-
-    decisions: list[DraftDecision]
-    correction: Correction | None
-    emitted: list[int]
-    n_accepted: int
-    drafted: int  # draft tokens (tree nodes) proposed
-    judged: list[tuple[int, bool]]  # (depth, accepted) of every judged draft
-    draft_ms: float
-    verify_ms: float
-    forward_calls: int  # drafter forward passes
-    info: dict
-    hidden: torch.Tensor | None  # [H] the target's state that produced the newest token
-
-
-@dataclass
-class _Run:
-    """What every step of one generation reads: the models, the committed tokens (grown by
-    ``stream``), the settings and the random stream."""
-
-    target: Target
-    drafter: Drafter | None
-    state: TargetState
-    committed: list[int]
-    settings: RunSettings
-    params: SamplingParams
-    generator: torch.Generator
-    texts: TokenTexts | None  # token texts for the trace (None: no trace)
-    eos: frozenset[int]
-    vocab: int
-    want_hidden: bool  # the drafter reads the target's hidden state
-    speculative: bool
-
-
-def _tree_step(run: _Run, k_max: int) -> _Step:
-    """Steps 1-4 with a tree: one pass over every node, walk, compact (``playground.decoding.tree_step``)."""
-    ts = tree_step(
-        run.target,
-        run.drafter,
-        run.state,
-        run.committed,
-        run.settings.tree_nodes,
-        k_max,
-        run.params,
-        run.generator,
-        run.texts,
-        run.eos,
-        run.settings.top_n,
-        run.want_hidden,
-    )
-    return _Step(
-        list(ts.decisions),
-        ts.correction,
-        ts.emitted,
-        ts.n_accepted,
-        len(ts.tree),
-        list(ts.judged_depths),
-        ts.draft_ms,
-        ts.verify_ms,
-        ts.forward_calls,
-        ts.info,
-        ts.hidden,
-    )
-
-
 def _draft(drafter, state, k_max, settings, params, generator, eos, vocab) -> tuple[Draft, list[int], Any, bool, float]:
     """Step 1: (draft, its tokens cut at EOS, the q rows [k, V] to verify against, whether
     those rows are point masses, ms)."""
@@ -258,16 +191,6 @@ def _draft(drafter, state, k_max, settings, params, generator, eos, vocab) -> tu
         draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
         one_hot_drafts = False
     return draft, drafts, draft_probs, one_hot_drafts, draft_ms
-
-
-def _target_rows(logits: torch.Tensor, params: SamplingParams):
-    """Step 2's distributions: (target_probs [k+1, V], the argmax per row at T=0 else None)."""
-    if params.greedy:
-        # = logits_to_probs (a point mass on the first maximum), but max() on the raw
-        # logits is 3-4x faster than float().argmax() over a 262k vocabulary here.
-        argmax = logits.max(dim=-1).indices.tolist()  # [k+1]
-        return PointRows(argmax, logits.shape[-1]), argmax
-    return logits_to_probs(logits.cpu(), params), None  # [k+1, V], on the CPU with the generator
 
 
 @dataclass(frozen=True)
@@ -338,7 +261,7 @@ def _chain_correction(rows: _ChainRows, verdict: Verdict, before: list[int], tex
     )
 
 
-def _chain_step(run: _Run, k_max: int) -> _Step:
+def _chain_step(run: LoopState, k_max: int) -> Step:
     """Steps 1-4 with a chain (and the autoregressive step: no drafter, k = 0)."""
     target, committed, settings, params, generator = run.target, run.committed, run.settings, run.params, run.generator
     texts, eos, want_hidden = run.texts, run.eos, run.want_hidden
@@ -362,7 +285,7 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
         out = target.forward_via(run.drafter.verify_logits, [committed[-1]] + drafts, keep=k + 1)
     else:
         out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
-    target_probs, target_argmax = _target_rows(out.logits, params)
+    target_probs, target_argmax = target_rows(out.logits, params)
     # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
     t_points = target_argmax if target_argmax is not None else [None] * (k + 1)
     d_points = drafts if one_hot_drafts else [None] * k
@@ -388,23 +311,23 @@ def _chain_step(run: _Run, k_max: int) -> _Step:
     # ---- Roll back: keep x_last + accepted drafts in the target cache ----
     target.crop(k - n_acc)
     judged = [(j + 1, ok) for j, ok in enumerate(verdict.accepted)]
-    return _Step(
-        decisions,
-        correction,
-        emitted,
-        n_acc,
-        k,
-        judged,
-        draft_ms,
-        out.ms,
-        draft.forward_calls,
-        dict(draft.info),
-        out.hidden[n_acc] if want_hidden else None,
+    return Step(
+        decisions=tuple(decisions),
+        correction=correction,
+        emitted=tuple(emitted),
+        n_accepted=n_acc,
+        drafted=k,
+        judged=tuple(judged),
+        draft_ms=draft_ms,
+        verify_ms=out.ms,
+        forward_calls=draft.forward_calls,
+        info=dict(draft.info),
+        hidden=out.hidden[n_acc] if want_hidden else None,  # [H]
     )
 
 
 def _record(
-    step: _Step,
+    step: Step,
     index: int,
     settings: RunSettings,
     drafter: Drafter | None,
@@ -451,7 +374,7 @@ def _start(
     eos_token_ids: Iterable[int],
     generator: torch.Generator | None,
     scheduler=None,
-) -> tuple[_Run, float]:
+) -> tuple[LoopState, float]:
     """Check the request, prefill everything but the newest token, start the drafter:
     (what every step reads, the prefill's ms)."""
     if not prompt_ids:
@@ -474,10 +397,12 @@ def _start(
         drafter.start(state)
     texts = TokenTexts(tokenizer) if settings.trace else None
     eos = frozenset(int(e) for e in eos_token_ids)
-    vocab = model.config.get_text_config().vocab_size
-    run = _Run(target, drafter, state, committed, settings, SamplingParams.of(settings), generator, texts, eos, vocab, want_hidden,
-               speculative)  # fmt: skip
-    return run, prefill_ms
+    loop = LoopState(
+        target=target, drafter=drafter, state=state, committed=committed, settings=settings,
+        params=SamplingParams.of(settings), generator=generator, texts=texts, eos=eos,
+        vocab=model.config.get_text_config().vocab_size, want_hidden=want_hidden, speculative=speculative,
+    )  # fmt: skip
+    return loop, prefill_ms
 
 
 def stream(
@@ -494,7 +419,8 @@ def stream(
     """Run one generation, yielding a StepRecord per target pass, then the GenerationResult.
 
     Prefill, then per step: draft + verify + accept + correct (``_chain_step`` or
-    ``_tree_step``), commit the emitted tokens, tell the drafter, record.
+    ``tree_step.tree_step``: both read the ``LoopState``, both return a ``Step``), commit the
+    emitted tokens, tell the drafter, record.
 
     ``scheduler`` (``playground.serving.scheduler.PassScheduler``): the run joins it for its
     lifetime, so its target passes may share one forward pass with other runs', and each
@@ -523,7 +449,7 @@ def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, ge
     while len(new_ids) < settings.max_new_tokens:
         t_step = time.perf_counter()
         k_max = min(gamma, settings.max_new_tokens - len(new_ids) - 1, target.draft_cap())
-        step = _tree_step(run, k_max) if use_tree and k_max > 0 else _chain_step(run, k_max)
+        step = tree_step(run, k_max) if use_tree and k_max > 0 else _chain_step(run, k_max)
         # ---- Commit, and tell the drafter what survived ----
         committed.extend(step.emitted)
         new_ids.extend(step.emitted)

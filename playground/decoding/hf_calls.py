@@ -7,6 +7,7 @@ This module holds no state and loads no model.
 from __future__ import annotations
 
 import torch
+from transformers.utils import logging as hf_logging
 
 
 def logits_to_keep_arg(n_tokens: int, keep: int, device=None):
@@ -27,13 +28,11 @@ class quiet_warnings:
     """Silence transformers' warnings (deprecation chatter of assisted generation) for a block."""
 
     def __enter__(self):
-        from transformers.utils import logging as hf_logging
 
         self._level = hf_logging.get_verbosity()
         hf_logging.set_verbosity_error()
         return self
 
     def __exit__(self, *exc):
-        from transformers.utils import logging as hf_logging
 
         hf_logging.set_verbosity(self._level)

@@ -12,7 +12,7 @@ anything about models; it only holds numbers.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 
@@ -197,7 +197,6 @@ def _build(cls, data: dict[str, Any]):
 
 
 def _has_default(cls, name: str) -> bool:
-    from dataclasses import MISSING
 
     f = next(f for f in fields(cls) if f.name == name)
     return f.default is not MISSING or f.default_factory is not MISSING  # type: ignore[misc]

@@ -30,7 +30,7 @@ from transformers import DynamicCache
 from playground.decoding.batch_pass import RowPass
 from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.tree import DraftTree, tree_attention_mask, tree_position_ids
-from playground.decoding.tree_pass import tree_forward
+from playground.decoding.tree_pass import compact_cache, tree_forward
 
 # Prompt tokens per shared pass for a run that joins others (see the module docstring).
 PREFILL_CHUNK = 32
@@ -128,6 +128,11 @@ class Target:
         if len(ids) == 1:
             self.single_token_ms.append(ms)
         return Pass(logits=logits, hidden=None, ms=ms)
+
+    def compact(self, n_new: int, keep: list[int]) -> None:
+        """After a tree pass: of the pass's ``n_new`` cache entries keep only the rows ``keep``
+        (the root and the accepted path), contiguous, as if only they had been fed."""
+        compact_cache(self.cache, n_new, keep)
 
     def crop(self, n_remove: int) -> None:
         """Drop the ``n_remove`` newest tokens from the cache.

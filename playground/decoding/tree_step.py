@@ -1,6 +1,7 @@
 """One speculative step with a draft tree: draft, verify every node in one pass, walk, compact.
 
-The tree counterpart of the chain step in ``playground.decoding.engine.stream``:
+The tree counterpart of the chain step in ``playground.decoding.engine``: it takes the same
+``LoopState`` and returns the same ``Step``.
 
   1. Draft    — the drafter proposes a tree (``propose_tree``) of up to ``tree_nodes`` nodes.
   2. Verify   — ONE target pass over [x_last, every node] with a tree attention mask.
@@ -8,7 +9,7 @@ The tree counterpart of the chain step in ``playground.decoding.engine.stream``:
                 the running residual (``playground.decoding.tree.verify_tree``).
   4. Correct  — a resample from the residual after every child failed, or the bonus
                 from p at a leaf.
-  Then the target cache keeps only x_last and the accepted path (``compact_cache``).
+  Then the target cache keeps only x_last and the accepted path (``Target.compact``).
 
 This module returns what the step decided; the loop commits it and writes the record.
 """
@@ -16,62 +17,28 @@ This module returns what the step decided; the loop commits it and writes the re
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
-from typing import Any
 
 import torch
 
 from playground.decoding.records import Correction, DraftDecision
-from playground.decoding.rows import PointRows, draw_point, row_top, top
-from playground.decoding.sampling import logits_to_probs, sample
+from playground.decoding.rows import PointRows, draw_point, row_top, target_rows, top
+from playground.decoding.sampling import sample
+from playground.decoding.step import LoopState, Step
 from playground.decoding.tree import DraftTree, verify_tree
-from playground.decoding.tree_pass import compact_cache
 
 
-@dataclass
-class TreeOutcome:
-    tree: DraftTree
-    decisions: tuple[DraftDecision, ...]
-    correction: Correction | None
-    emitted: list[int]
-    n_accepted: int
-    hidden: torch.Tensor | None  # [H] the target's state at the last accepted input
-    judged_depths: list[tuple[int, bool]]  # (depth, accepted) per judged node
-    draft_ms: float
-    verify_ms: float
-    forward_calls: int
-    info: dict[str, Any]
-
-
-def tree_step(
-    target,
-    drafter,
-    state,
-    committed: list[int],
-    max_nodes: int,
-    max_depth: int,
-    params,
-    generator,
-    texts,
-    eos: frozenset[int],
-    top_n: int,
-    want_hidden: bool,
-) -> TreeOutcome:
+def tree_step(loop: LoopState, k_max: int) -> Step:
+    """Steps 1-4 with a tree of up to ``settings.tree_nodes`` nodes and depth ``k_max``: one pass
+    over every node, the lossless walk, then the cache keeps the root and the accepted path."""
+    target, params, generator, texts, eos = loop.target, loop.params, loop.generator, loop.texts, loop.eos
+    committed, top_n = loop.committed, loop.settings.top_n
     t0 = time.perf_counter()
-    draft = drafter.propose_tree(state, max_nodes, max_depth, params, generator)
+    draft = loop.drafter.propose_tree(loop.state, loop.settings.tree_nodes, k_max, params, generator)
     draft_ms = (time.perf_counter() - t0) * 1000.0
-    tree = _cut(draft.tree, max_depth, eos)
+    tree = _cut(draft.tree, k_max, eos)
 
-    out = target.forward_tree(committed[-1], tree, hidden=want_hidden)
-    logits, hidden, verify_ms = out.logits, out.hidden, out.ms  # [n+1, V], [n+1, H]
-    vocab = logits.shape[-1]
-    if params.greedy:
-        argmax = logits.max(dim=-1).indices.tolist()
-        target_probs = PointRows(argmax, vocab)
-    else:
-        argmax = None
-        target_probs = logits_to_probs(logits.cpu(), params)  # [n+1, V], on the CPU with the generator
-
+    out = target.forward_tree(committed[-1], tree, hidden=loop.want_hidden)  # logits [n+1, V], hidden [n+1, H]
+    target_probs, argmax = target_rows(out.logits, params)
     verdict = verify_tree(
         tree,
         target_probs if not params.greedy else _dense(target_probs, tree),
@@ -81,26 +48,27 @@ def tree_step(
         keep_residuals=texts is not None,  # the trace shows the residual after each rejected sibling
     )
     path = list(verdict.path)
-    compact_cache(target.cache, len(tree) + 1, [0] + [1 + j for j in path])
+    target.compact(len(tree) + 1, [0] + [1 + j for j in path])
 
+    vocab = out.logits.shape[-1]
     decisions = _decisions(tree, verdict, target_probs, argmax, committed, vocab, texts, top_n)
     emitted = [tree.tokens[j] for j in path]
     correction = _correction(verdict, target_probs, argmax, committed + emitted, len(path), texts, top_n)
     if correction is not None:
         emitted = emitted + [correction.token_id]
     last_row = 0 if not path else 1 + path[-1]
-    return TreeOutcome(
-        tree=tree,
+    return Step(
         decisions=tuple(decisions),
         correction=correction,
-        emitted=emitted,
+        emitted=tuple(emitted),
         n_accepted=len(path),
-        hidden=hidden[last_row] if hidden is not None else None,
-        judged_depths=[(tree.depth(d.node), d.accepted) for d in verdict.decisions],
+        drafted=len(tree),
+        judged=tuple((tree.depth(d.node), d.accepted) for d in verdict.decisions),
         draft_ms=draft_ms,
-        verify_ms=verify_ms,
+        verify_ms=out.ms,
         forward_calls=draft.forward_calls,
         info={**draft.info, "tree_nodes": len(tree), "accepted_path": path},
+        hidden=out.hidden[last_row] if out.hidden is not None else None,
     )
 
 

@@ -25,6 +25,8 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import safe_open
+from safetensors.torch import save_file
 from torch import nn
 
 REPO = Path(__file__).resolve().parent.parent.parent  # presets name their adapter directory relative to it
@@ -62,7 +64,6 @@ def save_adapters(
     adapters: dict[int, ExitAdapter], out_dir: str | Path, target: str, measured: dict | None = None
 ) -> Path:
     """Write every adapter (bf16) and a config naming the target and the layers."""
-    from safetensors.torch import save_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -87,7 +88,6 @@ def load_adapter(weights_dir: str | Path, layer: int, hidden_size: int, dtype: t
     drafter then runs the untrained exit, and says so)."""
     if layer not in adapter_layers(weights_dir):
         return None
-    from safetensors import safe_open
 
     with safe_open(str(Path(weights_dir) / WEIGHTS_FILE), framework="pt") as f:
         weight = f.get_tensor(f"layer_{layer}")

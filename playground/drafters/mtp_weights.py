@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 
 from playground.drafters.mtp_head import MTPConfig, MTPHead
 
@@ -47,7 +48,6 @@ def save_head(
     int8=True stores every matrix of at least ``INT8_MIN_NUMEL`` entries as int8 rows with
     a bf16 scale per row (``NAME.q8`` + ``NAME.scale``), half the bytes of bf16; the drafter
     then runs on the dequantised weights, and its acceptance is measured on those."""
-    from safetensors.torch import save_file
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -97,7 +97,6 @@ def weight_files(path: str | Path, missing_ok: bool = False) -> list[Path]:
 
 
 def load_head(path: str | Path = DEFAULT_WEIGHTS, dtype: torch.dtype = torch.float32) -> MTPHead:
-    from safetensors.torch import load_file
 
     path = Path(path)
     cfg = MTPConfig.from_dict(json.loads((path / "config.json").read_text()))

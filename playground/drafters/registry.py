@@ -23,57 +23,60 @@ if TYPE_CHECKING:  # pragma: no cover - types only
     from playground.decoding.draft import Drafter
     from playground.models.loading import ModelPair
 
-# Builders import their module when called (drafter modules load torch models' code): reading
-# the table stays cheap.
+# Each builder imports its drafter module when called (drafter modules bring the models' code):
+# reading the table loads none of it.
 
 
 def _prompt_lookup(pair, preset, argmax):
-    from playground.drafters.prompt_lookup import PromptLookupDrafter
+    from playground.drafters.prompt_lookup import PromptLookupDrafter  # when built (see above)
 
     return PromptLookupDrafter()
 
 
 def _model(pair, preset, argmax):
-    from playground.drafters.model import ModelDrafter
+    from playground.drafters.model import ModelDrafter  # when built (see above)
 
     return ModelDrafter(pair.drafter_model, pair.target.config.get_text_config().vocab_size, argmax=argmax)
 
 
 def _mtp(pair, preset, argmax):
-    from playground.drafters.mtp import load_mtp_drafter
+    from playground.drafters.mtp import load_mtp_drafter  # when built (see above)
 
     return load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids)
 
 
 def _mtp_lookup(pair, preset, argmax):
-    from playground.drafters.hybrid import HybridDrafter
+    from playground.drafters.hybrid import HybridDrafter  # when built (see above)
 
     return HybridDrafter(_mtp(pair, preset, argmax))
 
 
 def _gemma4_assistant(pair, preset, argmax):
-    from playground.drafters.gemma4_assistant import load_gemma4_assistant_drafter
+    from playground.drafters import gemma4_assistant  # when built (see above)
 
-    return load_gemma4_assistant_drafter(
+    return gemma4_assistant.load_gemma4_assistant_drafter(
         pair.target, pair.drafter_model, argmax=argmax, eos_token_ids=pair.eos_token_ids
     )
 
 
 def _early_exit(pair, preset, argmax):
-    from playground.drafters.early_exit import EarlyExitDrafter, default_exit_layer
-    from playground.drafters.exit_adapter import preset_adapter
+    from playground.drafters import early_exit, exit_adapter  # when built (see above)
 
-    layer = preset.exit_layer if preset.exit_layer is not None else default_exit_layer(pair.target)
-    adapter = preset_adapter(preset, pair.target, layer)  # None (the untrained exit) where it has none
-    return EarlyExitDrafter(pair.target, layer, argmax=argmax, reuse_kv=preset.exit_kv_reuse, adapter=adapter)
+    layer = preset.exit_layer if preset.exit_layer is not None else early_exit.default_exit_layer(pair.target)
+    adapter = exit_adapter.preset_adapter(preset, pair.target, layer)  # None (the untrained exit) where it has none
+    return early_exit.EarlyExitDrafter(
+        pair.target, layer, argmax=argmax, reuse_kv=preset.exit_kv_reuse, adapter=adapter
+    )
 
 
 def _other_tokenizer(pair, preset, argmax):
-    from playground.drafters.other_tokenizer import OtherTokenizerDrafter
+    from playground.drafters import other_tokenizer  # when built (see above)
 
     if pair.drafter_model is None or pair.drafter_tokenizer is None:
         raise ValueError(f"preset {preset.name!r} has no drafter model with its own tokenizer")
-    return OtherTokenizerDrafter(pair.drafter_model, pair.drafter_tokenizer, pair.tokenizer, pair.eos_token_ids)
+    return other_tokenizer.OtherTokenizerDrafter(
+        pair.drafter_model, pair.drafter_tokenizer, pair.tokenizer, pair.eos_token_ids
+    )
 
 
 @dataclass(frozen=True)

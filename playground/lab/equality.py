@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
 
 from playground.api import run_settings
 from playground.decoding.hf_calls import logits_to_keep_arg
@@ -117,7 +118,6 @@ def _replay(model, prompt_ids: Sequence[int], passes: Sequence[tuple[list[int], 
     Returns each pass's logits [n, V] (float32).  The prompt prefill (all but the newest
     prompt token) comes first, as in the engine.
     """
-    from transformers import DynamicCache
 
     cache = DynamicCache(config=model.config)
     cache.activate_past_recording()

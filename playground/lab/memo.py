@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
+from transformers.cache_utils import DynamicLayer
 
 from playground.config import load_config
 
@@ -97,7 +98,6 @@ class MemoModel:
         return getattr(self.model, name)
 
     def _plain_cache(self, cache) -> bool:
-        from transformers.cache_utils import DynamicLayer
 
         layers = getattr(cache, "layers", None)
         return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)

@@ -70,7 +70,7 @@ class ChiSquare:
 
 
 def _chi2_sf(stat: float, dof: int) -> float:
-    from scipy.stats import chi2
+    from scipy.stats import chi2  # scipy is slow to import; only the chi-square test needs it
 
     if dof <= 0:
         return 1.0

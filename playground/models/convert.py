@@ -311,10 +311,10 @@ def _quiet_transformers(on_tensor: Callable[[int, int], None] | None = None) -> 
     The GGUF dequantisation loop uses a raw ``tqdm``; it is swapped for a silent
     iterator that reports ``(done, total)`` to ``on_tensor``.
     """
-    from transformers.utils import logging as hf_logging
+    from transformers.utils import logging as hf_logging  # conversion only (once per model)
 
     try:
-        import transformers.modeling_gguf_pytorch_utils as gguf_utils
+        import transformers.modeling_gguf_pytorch_utils as gguf_utils  # needs the optional gguf package
     except Exception:  # pragma: no cover - transformers without GGUF support
         gguf_utils = None
 
@@ -442,7 +442,7 @@ def _clean_stale(root: Path, key: str) -> None:
 
 
 def _convert(model_info: PackagedModel, report: Progress) -> None:
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # conversion / loading only
 
     key = model_info.key
     report(0.0, f"Locating the {model_info.display_name} GGUF file")
@@ -502,7 +502,7 @@ def _convert(model_info: PackagedModel, report: Progress) -> None:
 
 def _unquantised(gguf_model, tokenizer):
     """A float32 model with the GGUF model's (dequantised) tensors and a generation config listing every EOS id."""
-    from transformers import AutoModelForCausalLM, GenerationConfig
+    from transformers import AutoModelForCausalLM, GenerationConfig  # conversion only
 
     config = copy.deepcopy(gguf_model.config)
     if "quantization_config" in config.__dict__:
@@ -536,7 +536,7 @@ def _unquantised(gguf_model, tokenizer):
 
 
 def _transformers_version() -> str:
-    import transformers
+    import transformers  # its version, for the cache key
 
     return transformers.__version__
 
@@ -575,7 +575,7 @@ def load_packaged(
     The model is in eval mode, uses ``ATTN_IMPLEMENTATION`` attention and has
     ``generation_config.eos_token_id = eos_token_ids(model, tokenizer)``.
     """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # conversion / loading only
 
     dtype = _as_dtype(dtype)
     model_info = _model(key)

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -29,6 +30,8 @@ from playground.drafters.registry import KINDS
 from playground.errors import ModelUnavailable
 from playground.models.device import pick_device
 from playground.models.pair_cache import BudgetedCache
+from playground.models.tiny import build_tiny_pair
+from playground.models.tiny_bytes import ByteTokenizer, build_byte_drafter
 from playground.progress import Progress as _Progress
 
 Progress = _Progress | None  # playground.progress: progress(fraction, message)
@@ -84,7 +87,7 @@ def hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
             ok, reason = False, "offline mode (HF_HUB_OFFLINE / SPECPLAY_OFFLINE is set)"
         else:
             try:
-                import httpx
+                import httpx  # hub presets only
 
                 r = httpx.head("https://huggingface.co/api/models/HuggingFaceTB/SmolLM2-135M-Instruct", timeout=timeout)
                 ok = r.status_code < 500
@@ -97,7 +100,7 @@ def hub_reachable(timeout: float = 3.0) -> tuple[bool, str]:
 
 def _hub_cached(repo: str) -> bool:
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache  # hub presets only
 
         path = try_to_load_from_cache(repo, "config.json")
         return isinstance(path, str)
@@ -129,7 +132,6 @@ def availability(preset: Preset) -> tuple[bool, str]:
 
 
 def _weights_dir(preset: Preset):
-    from pathlib import Path
 
     return Path(__file__).resolve().parents[2] / (preset.drafter_weights or "")
 
@@ -137,7 +139,7 @@ def _weights_dir(preset: Preset):
 def _load_hub(repo: str, dtype: torch.dtype, tokenizer: bool = True):
     """(model, tokenizer or None).  AutoModelForCausalLM gives Gemma4ForConditionalGeneration
     for a Gemma 4 repo and Gemma4AssistantForCausalLM for its "-assistant" repo."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers import AutoModelForCausalLM, AutoTokenizer  # hub presets only
 
     if repo not in load_config().hub_allowlist:
         raise ModelUnavailable(f"{repo} is not in the hub allowlist")
@@ -233,16 +235,12 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
     tdtype = torch_dtype(dtype)
     drafter_model = drafter_tok = None
     if preset.source == "builtin":
-        from playground.models.tiny import build_tiny_pair
-
         target, drafter_model, tok = build_tiny_pair(dtype=tdtype)
         eos = (tok.eos_token_id,)
         if KINDS[preset.drafter].own_tokenizer:  # the same drafter, spelling UTF-8 bytes
-            from playground.models.tiny_bytes import ByteTokenizer, build_byte_drafter
-
             drafter_model, drafter_tok = build_byte_drafter(drafter_model), ByteTokenizer()
     elif preset.source == "packaged":
-        from playground.models import convert
+        from playground.models import convert  # the GGUF reader: packaged presets only
 
         target, tok = convert.load_packaged(preset.target, dtype=tdtype, progress=progress)
         eos = tuple(convert.eos_token_ids(target, tok))

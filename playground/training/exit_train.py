@@ -36,6 +36,7 @@ import torch
 
 from playground.drafters.early_exit import _decoder, exit_logits, num_layers
 from playground.drafters.exit_adapter import ExitAdapter, save_adapters
+from playground.training import mtp_eval
 
 TOPK = 32  # target probabilities kept per position (the rest of the mass is < 1% on average)
 MAX_LEN = 512  # tokens per row
@@ -153,7 +154,6 @@ def _training_rows(rows: list[dict], hold_prompts: set[int], n: int, seed: int) 
 
 def run(args, model, tok, rows: list[dict], hold_prompts: set[int]) -> int:
     """Stages 1-4 for every layer of ``--exit-layers``; stats into ``--work``/exit/stats.json."""
-    from playground.training import mtp_eval
 
     layers = sorted({int(x) for x in str(args.exit_layers).split(",") if x.strip()})
     n_layers = num_layers(model)

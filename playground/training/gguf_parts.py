@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.src:
             src = Path(args.src)
         else:
-            from playground.models.convert import gguf_path
+            from playground.models.convert import gguf_path  # split only: join runs before transformers is set up
 
             src = gguf_path("gemma3-270m")
         for part in split(src, Path(args.out_dir), args.part_mib):

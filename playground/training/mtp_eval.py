@@ -34,6 +34,10 @@ from pathlib import Path
 import torch
 
 from playground import repetition
+from playground.drafters.mtp_head import MTPConfig, cluster_members, unrolled_states
+from playground.drafters.mtp_weights import load_head
+from playground.training.mtp_train.features import prefill_features
+from playground.training.mtp_train.gen import sample_batch
 
 NON_REPETITIVE = "non-repetitive outputs"
 REPETITIVE = "repetitive outputs"
@@ -50,7 +54,6 @@ def heldout_prompts(path: Path = HELDOUT) -> list[tuple[str, str]]:
 def heldout_rows(model, tok, work: Path, seed: int = 0) -> list[dict]:
     """Greedy (variant 0) and T=1 sampled (variant 1) continuations of every held-out prompt,
     cached in ``work/heldout`` under a hash of the prompts."""
-    from playground.training.mtp_train.gen import sample_batch
 
     items = heldout_prompts()
     key = hashlib.sha256(json.dumps([items, NEW_TOKENS, seed]).encode()).hexdigest()[:12]
@@ -85,8 +88,6 @@ def heldout_rows(model, tok, work: Path, seed: int = 0) -> list[dict]:
 
 
 def heldout_features(args, model, rows: list[dict], work: Path) -> dict:
-    from playground.drafters.mtp_head import MTPConfig
-    from playground.training.mtp_train.features import prefill_features
 
     key = hashlib.sha256(json.dumps([[r["ids"] for r in rows], args.topk]).encode()).hexdigest()[:12]
     path = work / "heldout" / f"features_{key}.pt"
@@ -135,7 +136,6 @@ def _support(head, states, first, n_idx, in_static, members):
 @torch.no_grad()
 def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, steps: int = 6) -> dict:
     """Acceptance by category and position: {"t0": {cat: {...}}, "t1": {cat: {...}}}."""
-    from playground.drafters.mtp_head import cluster_members, unrolled_states
 
     head = head.float().eval()
     cfg = head.cfg
@@ -384,7 +384,6 @@ def write_bench_prompts(path: Path, per_category: int = 2) -> Path:
 
 def run_eval(args, model, tok, weights: list[str], embed_weight, scale) -> dict:
     """Evaluate each weights directory on the held-out set; print and return the results."""
-    from playground.drafters.mtp_weights import load_head
 
     work = Path(args.work)
     t0 = time.perf_counter()

@@ -43,7 +43,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer
 
+from playground.drafters.mtp_head import text_model
+from playground.drafters.mtp_weights import load_head, save_head, weight_files
+from playground.models.convert import load_packaged
 from playground.training import exit_train, mtp_corpus
 from playground.training.mtp_train.bench import stage_bench
 from playground.training.mtp_train.card import write_model_card
@@ -64,9 +68,6 @@ from playground.training.mtp_train.vocab import stage_clusters, stage_vocab
 
 def load_target(preset: str, dtype: torch.dtype, target_dir: str | None = None):
     """(model, tokenizer) for the preset; a local HF dir wins if given (skips conversion)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from playground.models.convert import load_packaged
 
     if target_dir:
         tok = AutoTokenizer.from_pretrained(target_dir)
@@ -294,7 +295,6 @@ def main(argv: list[str] | None = None) -> int:
     t_all = time.perf_counter()
     model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
     model.to(args.device)  # gen, features (and the held-out text) run there; so does training
-    from playground.drafters.mtp_head import text_model
 
     base = text_model(model)
     embed_weight = base.embed_tokens.weight.detach().cpu()  # training batches are built on the CPU
@@ -364,7 +364,6 @@ class TrainData:
 
 def prepare_data(args, model, tok, rows: list[dict], listed_prompts: list[str], embed_weight, stats: dict) -> TrainData:
     """The features, vocab and clusters stages, and the train / held-out split by prompt."""
-    from playground.drafters.mtp_weights import load_head
 
     eos = tok.eos_token_id
     vocab_size = model.config.get_text_config().vocab_size
@@ -399,7 +398,6 @@ def train_and_export(
 ) -> None:
     """The train, eval and export stages (each only if asked for); stats.json is written
     before the export so the model card reads this run's figures."""
-    from playground.drafters.mtp_weights import save_head, weight_files
 
     head = None
     if "train" in stages:

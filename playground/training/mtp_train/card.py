@@ -12,6 +12,12 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from safetensors import safe_open
+
+from playground.training.mtp_eval import format_profile
+from playground.training.mtp_train.dist_loss import DEFAULT_LOSS
+from playground.training.mtp_train.gen import DEFAULT_GEN_TEMPS, parse_gen_temps
+
 
 def _acceptance_table(ev: dict) -> list[str]:
     """Markdown rows: conditional and cumulative acceptance by draft position."""
@@ -64,7 +70,6 @@ def _target_table(ev: dict) -> list[str]:
     """The target alone on the held-out text (``mtp_eval.target_profile``): what no drafter
     with this support can beat.  It depends on the head's candidates, so heads with different
     ones get a table each; heads that share them, one."""
-    from playground.training.mtp_eval import format_profile
 
     profiles = {w: res["target"] for w, res in ev.items() if "target" in res}
     if not profiles:
@@ -111,7 +116,6 @@ def write_model_card(out: Path, stats: dict, args) -> None:
 
 def _stored_int8(out: Path) -> bool:
     """Whether the weight files hold int8 rows (``mtp_weights.save_head(int8=True)``)."""
-    from safetensors import safe_open
 
     for f in out.glob("model*.safetensors"):
         with safe_open(str(f), "pt") as st:
@@ -254,8 +258,6 @@ def _training(stats: dict, args) -> list[str]:
 
 def _sampling_words(args) -> str:
     """How the sampled continuations were drawn, in words ("at T=0.8, top-k 64 each")."""
-    from playground.training.mtp_train.gen import DEFAULT_GEN_TEMPS, parse_gen_temps
-
     settings = parse_gen_temps(getattr(args, "gen_temps", DEFAULT_GEN_TEMPS))
     words = [f"T={st.temperature:g}" + (f", top-k {st.top_k}" if st.top_k else " (full vocabulary)") for st in settings]
     return "at " + " and at ".join(words) + (" each" if len(words) > 1 else "")
@@ -263,9 +265,6 @@ def _sampling_words(args) -> str:
 
 def _new_flags(args, gen_only: bool = False) -> str:
     """The settings added by issue 23, where they differ from what trained the shipped head."""
-    from playground.training.mtp_train.dist_loss import DEFAULT_LOSS
-    from playground.training.mtp_train.gen import DEFAULT_GEN_TEMPS
-
     out = ""
     if getattr(args, "gen_temps", DEFAULT_GEN_TEMPS) != DEFAULT_GEN_TEMPS:
         out += f" --gen-temps {args.gen_temps}"

@@ -11,11 +11,14 @@ This module does not train or export weights.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from pathlib import Path
 
 import torch
 
+from playground.drafters.mtp_head import unrolled_states
+from playground.training import mtp_eval
 from playground.training.mtp_train.batches import FeatureBatches, batch_candidates, shift
 from playground.training.mtp_train.card import write_model_card
 from playground.training.mtp_train.paths import PLAYGROUND
@@ -30,7 +33,6 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
     the target's argmax at position n+j-1; it goes on to draft j+1 only if the text's next
     token is that argmax too (always for greedy text; where it happens for sampled text),
     so every judged draft sees exactly the inputs it would see in the decoding loop."""
-    from playground.drafters.mtp_head import unrolled_states
 
     head.eval()
     dev = head.start_state.device  # batches are built on the CPU and scored where the head is
@@ -95,9 +97,6 @@ def eval_only(args, model, tok, embed_weight, scale) -> int:
     weights directory, then (``--eval-bench``) one bench run of the shipped preset on the
     same prompts: our autoregressive loop vs the MTP drafter, bf16, at ``--eval-bench-temps``
     (default 0 and 1: the rows split repetitive from non-repetitive outputs)."""
-    import subprocess
-
-    from playground.training import mtp_eval
 
     weights = (args.eval_weights or args.out).split(",")
     results = mtp_eval.run_eval(args, model, tok, weights, embed_weight, scale)

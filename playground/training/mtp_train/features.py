@@ -16,6 +16,10 @@ import time
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
+from transformers import DynamicCache
+
+from playground.drafters.mtp_head import MTPConfig, text_model
 
 
 def stage_features(args, model, rows: list[dict]) -> dict:
@@ -23,9 +27,6 @@ def stage_features(args, model, rows: list[dict]) -> dict:
 
     Cached per generation shard under ``work/features/`` (a rerun after more generation only
     prefills the new shards), then concatenated in row order."""
-    from tqdm import tqdm
-
-    from playground.drafters.mtp_head import MTPConfig
 
     fdir = Path(args.work) / "features"
     fdir.mkdir(parents=True, exist_ok=True)
@@ -114,9 +115,6 @@ def add_temps(part: dict, E: torch.Tensor, temps: list[float], chunk: int = 256)
 
 @torch.inference_mode()
 def prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
-    from transformers import DynamicCache
-
-    from playground.drafters.mtp_head import text_model
 
     base = text_model(model)
     E = output_head(model)  # [V, H] (Gemma: the tied embedding)

@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import json
 import random
+import subprocess
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
+from transformers import DynamicCache
 
 SAMPLE_TEMPERATURE = 0.8
 SAMPLE_TOP_K = 64
@@ -126,7 +129,6 @@ def sample_batch(
 
     A lean loop instead of ``model.generate``: on this CPU generate's full-vocabulary
     top-p sort dominated a batched step.  Returns [B, new_tokens] on the CPU (pad after an EOS)."""
-    from transformers import DynamicCache
 
     dev = model.device
     ids, mask = ids.to(dev), mask.to(dev)
@@ -176,7 +178,6 @@ def trim(new: list[int], eos_set: set, pad: int) -> list[int]:
 
 
 def stage_gen(args, model, tok, prompts: list[str]) -> list[dict]:
-    from tqdm import tqdm
 
     gen_dir = Path(args.work) / "gen"
     gen_dir.mkdir(parents=True, exist_ok=True)
@@ -246,7 +247,6 @@ def gen_parallel(args, argv: list[str], model, tok, prompts: list[str]) -> list[
 
     Batched decoding on one thread is dominated by small ops that do not scale to a
     second thread, so two processes generate ~2x the text of one two-thread process."""
-    import subprocess
 
     n = args.gen_procs
     base = [sys.executable, "-m", "playground.training.train_drafter", *argv]

@@ -21,6 +21,7 @@ import torch
 
 from playground.training.mtp_train.gen import left_pad, row_generators, sample_batch, trim
 from playground.training.mtp_train.paths import PROMPTS
+from playground.training.train_drafter import load_target
 
 
 def measure(model, tok, prompts: list[str], batch: int, new_tokens: int, greedy: bool) -> dict:
@@ -46,8 +47,6 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--device", default="cpu")
     p.add_argument("--target-dir", default=None)
     args = p.parse_args(argv)
-    from playground.training.train_drafter import load_target
-
     torch.set_num_threads(args.threads)
     model, tok = load_target("gemma3-270m", torch.bfloat16, args.target_dir)
     model.to(args.device)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import torch
 
+from playground.drafters.mtp_head import unrolled_states
 from playground.training.mtp_train.batches import shift
 from playground.training.mtp_train.dist_loss import DEFAULT_LOSS, kl_topk_rest, parse_loss, tv_topk
 
@@ -35,7 +36,6 @@ def drafter_loss(
     (teacher-forced chains).  ``kl-topk`` / ``tv`` average over ``temps``; the target's
     top-k probabilities at T come from ``batch["tp_at"][T]`` (T = 1: ``batch["tp"]``)."""
     terms = parse_loss(DEFAULT_LOSS) if terms is None else terms
-    from playground.drafters.mtp_head import unrolled_states
 
     B, T = batch["tok"].shape
     nkv, D = kv_shape

@@ -20,7 +20,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
+from playground.drafters.mtp_head import MTPConfig, MTPHead
+from playground.drafters.mtp_weights import load_head
 from playground.training.mtp_train.batches import FeatureBatches, batch_candidates, pick_batch
 from playground.training.mtp_train.dist_loss import DEFAULT_LOSS, parse_loss
 from playground.training.mtp_train.loss import drafter_loss
@@ -66,7 +69,6 @@ class StepInputs:
 def build_head(args, cand, target_cfg, init_from=None, token_cluster=None, init_head=None):
     """A fresh head (seeded by ``--seed``) for the target's geometry, optionally warm-started,
     holding the candidate vocabulary and clusters.  Returns (head, config)."""
-    from playground.drafters.mtp_head import MTPConfig, MTPHead
 
     mcfg = MTPConfig.from_target(
         target_cfg,
@@ -82,8 +84,6 @@ def build_head(args, cand, target_cfg, init_from=None, token_cluster=None, init_
     if init_from is not None:
         head.init_from_target(init_from)
     if init_head:
-        from playground.drafters.mtp_weights import load_head
-
         start = {k: v for k, v in load_head(init_head).state_dict().items() if k not in ("candidates", "token_cluster")}
         missing, unexpected = head.load_state_dict(start, strict=False)
         if unexpected:
@@ -249,7 +249,6 @@ def stage_train(
 ):
     """Train a head on the training sequences (resuming a matching checkpoint); returns
     (head in eval mode, {"steps", "planned_steps", "train_seconds", "history", "tag"})."""
-    from tqdm import tqdm
 
     head, mcfg = build_head(args, cand, target_cfg, init_from, token_cluster, init_head)
     device = torch.device(getattr(args, "device", "cpu"))

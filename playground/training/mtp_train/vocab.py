@@ -15,6 +15,8 @@ from pathlib import Path
 
 import torch
 
+from playground.training.mtp_clusters import balanced_clusters
+
 
 def stage_vocab(args, feats: dict, train_seqs: list[int], hold_seqs: list[int], vocab_size: int, eos: int) -> dict:
     offs = feats["offsets"]
@@ -56,7 +58,6 @@ def stage_clusters(args, cand: torch.Tensor, embed_weight: torch.Tensor) -> torc
     """Cluster id per token (``playground.training.mtp_clusters``), cached in the work dir; None without clusters."""
     if not args.clusters:
         return None
-    from playground.training.mtp_clusters import balanced_clusters
 
     path = Path(args.work) / f"clusters_{args.clusters}_{int(cand.numel())}.pt"
     if path.exists():
