@@ -25,6 +25,7 @@ from visual.bench_tab import build_benchmark_tab
 from visual.lab_tab import build_lab_tabs
 from visual.playground_tab import LINK_KEYS, build_playground_tab
 from visual.share import prefill_from_query
+from visual.theme import app_theme
 from visual.warmup import Warmup
 
 INTRO = (
@@ -84,7 +85,7 @@ def launch_kwargs(port: int | None = None) -> dict:
         server_name=os.environ.get("GRADIO_SERVER_NAME", "0.0.0.0"),
         server_port=int(port if port is not None else os.environ.get("PORT", cfg.app.get("port", 7860))),
         css_paths=[CSS_PATH],
-        theme=gr.themes.Soft(primary_hue="blue", secondary_hue="orange"),
+        theme=app_theme(),
         footer_links=["api", "gradio"],
         max_file_size=cfg.limits.max_upload_bytes,  # gradio refuses larger uploads before they reach a handler
     )

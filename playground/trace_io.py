@@ -400,7 +400,9 @@ def _check_drafts(drafted: Sequence[DraftDecision], w: str, tree: bool) -> list[
             _need(d.position == depth[j], wd, "position", f"must be {depth[j]} (the draft's depth)", d.position)
         else:
             _need(d.position == j + 1, wd, "position", f"must be {j + 1} (drafts are numbered from 1)", d.position)
-        if not all(_prob(x) for x in (d.draft_prob, d.target_prob, d.accept_prob, d.u, d.weight)):
+        if not all(
+            _prob(x) for x in (d.draft_prob, d.target_prob, d.accept_prob, d.u, d.weight, d.target_conf, d.draft_conf)
+        ):
             raise TraceImportError(f"{wd}: a probability is outside [0, 1]")
         _need(0 <= d.token_id <= MAX_TOKEN_ID, wd, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", d.token_id)
         _need(_in_range(d.ratio, 0.0, math.inf), wd, "ratio", "must be >= 0 (p/q) or null", d.ratio)
@@ -416,7 +418,7 @@ def _check_correction(c: Correction, wc: str, last: int) -> None:
         raise TraceImportError(f"{wc}: kind {excerpt(c.kind)!r} is unknown (resample, bonus or target)")
     _need(1 <= c.position <= last + 1, wc, "position", f"must be between 1 and {last + 1}", c.position)
     _need(0 <= c.token_id <= MAX_TOKEN_ID, wc, "token_id", f"must be between 0 and {MAX_TOKEN_ID:,}", c.token_id)
-    if not (_prob(c.prob) and _prob(c.target_prob)):
+    if not (_prob(c.prob) and _prob(c.target_prob) and _prob(c.target_conf)):
         raise TraceImportError(f"{wc}: a probability is outside [0, 1]")
     for name in ("distribution_top", "target_top", "draft_top"):
         _check_candidates(getattr(c, name), wc, name)

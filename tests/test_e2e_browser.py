@@ -112,3 +112,101 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     )
     assert not errors, errors
     page.close()
+
+
+# Everything in the step view must end inside the viewport, except what lies inside a box
+# that scrolls or clips on its own (the tree view, the KV strip): those boxes are checked.
+OVERFLOW_JS = """() => {
+  const vw = document.documentElement.clientWidth;
+  const bad = [];
+  for (const el of document.querySelectorAll('#step-view *')) {
+    let inBox = false;
+    for (let a = el.parentElement; a && a.id !== 'step-view'; a = a.parentElement) {
+      if (['auto', 'scroll', 'hidden'].includes(getComputedStyle(a).overflowX)) { inBox = true; break; }
+    }
+    const r = el.getBoundingClientRect();
+    if (!inBox && r.width > 0 && r.right > vw + 0.5) bad.push(`${el.tagName}.${el.className} ends at ${Math.round(r.right)}`);
+  }
+  return bad;
+}"""
+
+
+def _run_and_show_a_verified_step(page, steps: int = 2) -> None:
+    page.click("#run-btn")
+    page.wait_for_selector("#status:has-text('Done.')", timeout=300_000)
+    page.click("#reset-btn")
+    page.wait_for_selector("#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
+    for _ in range(steps):
+        page.click("#step-btn")
+        page.wait_for_timeout(300)
+    page.wait_for_selector("#step-view .sd-step:has-text('verified')", timeout=30_000)
+    page.wait_for_timeout(800)  # the flip animation
+
+
+@pytest.mark.parametrize("width,height", [(360, 740), (390, 844)])
+def test_phone_run_first_and_nothing_wider_than_the_screen(browser, server, width, height):
+    ARTIFACTS.mkdir(exist_ok=True)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    page.goto(server + "/", wait_until="load", timeout=120_000)
+    page.wait_for_selector("#run-btn", timeout=60_000)
+    page.wait_for_selector("#settings > button.label-wrap:not(.open)", timeout=30_000)  # settings start closed
+    for sel in ("#run-btn", "#step-btn", "#back-btn", "#play-btn"):  # in view, without scrolling
+        box = page.locator(sel).bounding_box()
+        assert box and box["y"] >= 0 and box["y"] + box["height"] <= height, (sel, box)
+        assert box["x"] >= 0 and box["x"] + box["width"] <= width, (sel, box)
+        assert box["height"] >= 44, (sel, box)  # a thumb's target
+    prompt, settings = page.locator("#prompt").bounding_box(), page.locator("#settings").bounding_box()
+    assert prompt["y"] < settings["y"]  # prompt first, settings below
+    _run_and_show_a_verified_step(page)
+    assert page.locator("#step-view .steptable tr").count() >= 2  # the drafts, one card each
+    assert page.evaluate(OVERFLOW_JS) == []
+    assert page.evaluate("document.documentElement.scrollWidth") <= width
+    page.screenshot(path=str(ARTIFACTS / f"e2e_phone_{width}.png"), full_page=False)
+    page.close()
+
+
+def _serious(axe, page) -> list[str]:
+    found = axe.run(page).response["violations"]
+    return [
+        f"{v['id']} ({v['impact']}): {v['help']} at {[n['target'] for n in v['nodes'][:3]]}"
+        for v in found
+        if v["impact"] in ("serious", "critical")
+    ]
+
+
+def test_axe_and_keyboard(browser, server):
+    sync_axe = pytest.importorskip("axe_playwright_python.sync_playwright", reason="pip install axe-playwright-python")
+    axe = sync_axe.Axe()
+    page = browser.new_page(viewport={"width": 1440, "height": 1000})
+    page.goto(server + "/", wait_until="load", timeout=120_000)
+    page.wait_for_selector("#run-btn", timeout=60_000)
+    _run_and_show_a_verified_step(page)
+
+    # Keyboard: with the step view focused, → steps, ← goes back, space plays; the focus ring shows.
+    view = page.locator("#step-view [aria-keyshortcuts]")
+    page.keyboard.press("Shift")  # a keyboard user: :focus-visible applies
+    view.focus()
+    assert view.evaluate("el => getComputedStyle(el).outlineStyle") != "none"
+    head = page.locator("#step-view .sd-step")
+    before = head.inner_text()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("t => document.querySelector('#step-view .sd-step').innerText !== t", arg=before)
+    page.keyboard.press("ArrowLeft")
+    page.wait_for_function("t => document.querySelector('#step-view .sd-step').innerText === t", arg=before)
+    page.keyboard.press(" ")
+    page.wait_for_selector("#play-btn:has-text('Pause')", timeout=10_000)
+    page.keyboard.press(" ")
+    page.wait_for_selector("#play-btn:has-text('Play')", timeout=10_000)
+
+    problems = {}
+    for theme in ("light", "dark"):
+        if theme == "dark":
+            page.evaluate("document.body.classList.add('dark')")
+        for tab in ("Playground", "Classroom lab", "Benchmark"):
+            page.get_by_role("tab", name=tab).first.click()
+            page.wait_for_timeout(600)
+            bad = _serious(axe, page)
+            if bad:
+                problems[f"{theme} / {tab}"] = bad
+    assert not problems, problems
+    page.close()

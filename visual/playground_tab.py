@@ -13,28 +13,25 @@ Two kinds of events, kept apart so a slow animation never holds a model:
   only read the stored trace and render one frame (``visual.replay``).  They
   write only the ``view`` state, never the trace, and have no concurrency limit.
 
-This module lays out the tab, wires its events and holds the replay handlers and
-``/speculate``; it does not check settings or stream a run (``visual.playground_run``).
+This module lays out the tab, wires its events (``/speculate`` among them) and holds the replay
+handlers; it does not check settings or stream a run (``visual.playground_run``) or run the
+endpoint itself (``visual.speculate``).
 Per-user data lives in ``gr.State`` only; the module holds no mutable state.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
 
-from playground import api
 from playground.config import AppConfig, load_config
 from playground.models.device import gpu_entry
-from playground.models.loading import ModelUnavailable
 from playground.rules import app_choices
 from playground.serving.trace_cache import TraceCache
 from playground.validate import MAX_TREE_NODES
-from visual import charts, replay, stats, tables, tokens
+from visual import charts, page_js, provenance, replay, stats, tables, tokens
 from visual.fmt import esc
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
     CALIBRATION_TOKENS,
@@ -51,6 +48,7 @@ from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use 
 )
 from visual.presets import PresetChoice, default_preset, preset_choices, preset_info  # noqa: F401  (tests use them from here)
 from visual.share import PREFILL_KEYS, Prefill, prefill_updates
+from visual.speculate import make_speculate
 
 WAIT_POLL_S = 0.25  # replay timer interval while no step has arrived yet
 
@@ -179,56 +177,6 @@ def on_reset(trace, view, speed_s):
     return _move(trace, view, speed_s, None)
 
 
-# --------------------------------------------------------------------------- the /speculate endpoint
-
-
-def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable:
-    """The ``/speculate`` endpoint: its arguments become one ``RunSettings`` (``api.run_settings``)."""
-
-    def speculate(
-        prompt: str,
-        preset: str | None = None,
-        drafter: str | None = None,
-        gamma: int | None = None,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        max_new_tokens: int = 64,
-        tree_nodes: int | None = None,
-        verification: str = "lossless",
-        draft_stop: float | None = None,
-    ) -> dict:
-        """Run lossless speculative decoding and return the trace as JSON.
-
-        Returns {"text", "token_ids", "steps", "stats", "prompt", "prompt_ids", "config"}: the generated text,
-        the new token ids, one record per target verification pass (drafts with q, p, u and verdict; the
-        resampled/bonus token) and the run's statistics.  tree_nodes > 1 drafts a tree (each draft then has
-        a ``parent`` index).  verification: "lossless" (token verification) or "block" (block
-        verification, chains only).  draft_stop: MTP drafters stop a chain once the head's confidence
-        in it is below this (0 = always gamma drafts; default: the preset's).  Bad input raises an
-        error with a clear message.
-        """
-        try:
-            settings = api.run_settings(
-                preset=preset or None, drafter=drafter or None, gamma=gamma, temperature=temperature, top_k=top_k,
-                top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, tree_nodes=tree_nodes,
-                verification=verification, draft_stop=draft_stop,
-            )  # fmt: skip
-            result = api.run(prompt, settings, shared=shared)
-        except (ValueError, TypeError, ModelUnavailable) as exc:
-            raise gr.Error(str(exc)) from None
-        data = tables.clean_json(result.to_dict())
-        size = len(json.dumps(data))
-        if size > cfg.limits.max_trace_bytes:
-            raise gr.Error(
-                f"the trace is too large ({size} bytes, limit {cfg.limits.max_trace_bytes}); ask for fewer tokens"
-            )
-        return data
-
-    return speculate
-
-
 # --------------------------------------------------------------------------- the tab
 
 
@@ -264,10 +212,13 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     c: dict[str, Any] = {}
     parts = _Parts(c, gr.State(empty_trace()), gr.State(empty_view()), gr.Timer(value=1.0, active=False))
 
-    with gr.Row(equal_height=False):
+    # On a phone (style.css, below 700 px) the main column's prompt, examples and buttons come
+    # first, then these settings (closed: visual.page_js), then the step view and the rest.
+    with gr.Row(equal_height=False, elem_classes=["sd-layout"]):
         with gr.Column(scale=1, min_width=290, elem_classes=["sd-sidebar"]):
-            _controls(cfg, choices, by_name[start], c)
-        with gr.Column(scale=3, min_width=420):
+            with gr.Accordion("Settings", open=True, elem_id="settings"):
+                _controls(cfg, choices, by_name[start], c)
+        with gr.Column(scale=3, min_width=420, elem_classes=["sd-main"]):
             _main_column(cfg, p0.gamma, c)
 
     _wire_preset(c, by_name)
@@ -369,6 +320,7 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
             example_labels=[e.get("label", e["prompt"][:30]) for e in cfg.examples],
             cache_examples=False,
             label="Classroom examples",
+            elem_id="examples",
         )
     with gr.Row(elem_classes=["sd-buttons"]):
         c["run"] = gr.Button("Run \u25b8", variant="primary", elem_id="run-btn")
@@ -378,10 +330,14 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
         c["reset"] = gr.Button("\u21ba Reset", elem_id="reset-btn")
     c["status"] = gr.Markdown("", elem_id="status", elem_classes=["sd-status"])
     c["view"] = gr.HTML(
-        tokens.step_view("", (), replay.Frame(-1, replay.START)), elem_id="step-view", js_on_load=None, padding=False
+        tokens.step_view("", (), replay.Frame(-1, replay.START)),
+        elem_id="step-view",
+        js_on_load=page_js.STEP_VIEW_JS,
+        padding=False,
     )
     c["legend"] = gr.HTML(tokens.legend_html(), elem_id="legend", js_on_load=None)
     c["stats"] = gr.HTML(stats.stats_card({}), elem_id="stats", js_on_load=None)
+    c["provenance"] = gr.HTML(provenance.provenance_html("", ()), elem_id="provenance", js_on_load=None)
     _plots(gamma, c)
     with gr.Accordion("Per-token table, text and downloads", open=False):
         c["table"] = gr.Dataframe(
@@ -394,15 +350,18 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
         with gr.Row():
             c["json_dl"] = gr.DownloadButton("\u2b07 Trace (JSON)", interactive=False, size="sm")
             c["csv_dl"] = gr.DownloadButton("\u2b07 Token table (CSV)", interactive=False, size="sm")
+            c["prov_dl"] = gr.DownloadButton(
+                "\u2b07 Text coloured by source (HTML)", interactive=False, size="sm", elem_id="prov-dl"
+            )
         c["text"] = gr.Textbox(label="Generated text", lines=4, interactive=False, buttons=["copy"])
 
 
 def _plots(gamma: int, c: dict[str, Any]) -> None:
     """The five live charts, empty until a run streams into them."""
-    with gr.Row():
+    with gr.Row(elem_classes=["sd-charts"]):
         c["race_plot"] = gr.Plot(charts.race_figure((), ()), label="Race", show_label=False, elem_id="race-plot")
         c["tpc_plot"] = gr.Plot(charts.tokens_per_call_figure(()), show_label=False, elem_id="tpc-plot")
-    with gr.Row():
+    with gr.Row(elem_classes=["sd-charts"]):
         c["acc_plot"] = gr.Plot(charts.acceptance_by_position_figure((), gamma), show_label=False, elem_id="acc-plot")
         c["len_plot"] = gr.Plot(charts.accepted_length_figure((), gamma), show_label=False, elem_id="len-plot")
     c["time_plot"] = gr.Plot(charts.timeline_figure(()), show_label=False, elem_id="time-plot")
@@ -523,23 +482,53 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
         trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"], c["verification"], c["draft_stop"]
     ]  # fmt: skip
     heavy_outputs = [trace_state if name == "trace" else c[name] for name in RunOutputs._fields]
+    run_event = (
+        c["run"]
+        .click(
+            prepare,
+            [*checked, c["speed"]],
+            [trace_state, view_state, c["view"], parts.timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
+            validator=validator,
+            show_progress="hidden",
+            api_visibility="private",
+        )
+        .success(
+            run_handler,
+            heavy_inputs,
+            heavy_outputs,
+            concurrency_id="run",
+            concurrency_limit=run_limit,
+            show_progress="minimal",
+            api_visibility="private",
+        )
+    )
+    _wire_provenance(c, trace_state, run_event)
+    return shared, run_limit
+
+
+def on_provenance(trace: dict) -> tuple[str, Any]:
+    """The finished run's text coloured by source, and its HTML file for the download button."""
+    trace = trace or empty_trace()
+    spec = trace.get("spec")
+    if spec is None:
+        return provenance.provenance_html("", ()), gr.DownloadButton(interactive=False)
+    path = tables.new_export_dir(prefix="provenance-") / "speculative_text_by_source.html"
+    path.write_text(provenance.provenance_document(spec.prompt, spec.steps), encoding="utf-8")
+    return provenance.provenance_html(spec.prompt, spec.steps), gr.DownloadButton(value=str(path), interactive=True)
+
+
+def _wire_provenance(c: dict[str, Any], trace_state, run_event) -> None:
+    """Run clears the coloured text; it comes back once the run has finished (one render, not per step)."""
+    outputs = [c["provenance"], c["prov_dl"]]
     c["run"].click(
-        prepare,
-        [*checked, c["speed"]],
-        [trace_state, view_state, c["view"], parts.timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
-        validator=validator,
+        lambda: (provenance.provenance_html("", ()), gr.DownloadButton(interactive=False)),
+        None,
+        outputs,
+        queue=False,
         show_progress="hidden",
         api_visibility="private",
-    ).success(
-        run_handler,
-        heavy_inputs,
-        heavy_outputs,
-        concurrency_id="run",
-        concurrency_limit=run_limit,
-        show_progress="minimal",
-        api_visibility="private",
     )
-    return shared, run_limit
+    run_event.then(on_provenance, trace_state, outputs, show_progress="hidden", api_visibility="private")
 
 
 def _wire_warmup(c: dict[str, Any], warmup) -> None:

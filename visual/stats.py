@@ -20,6 +20,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from playground import repetition
 from playground.decoding.records import GenerationResult, RunStats, StepRecord
 from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
 from playground.decoding.tally import Tally
@@ -84,6 +85,9 @@ def compute_metrics(
         m["predicted_speedup"] = None
 
     m["mtp"] = _mtp_metrics(steps, m)
+    # how much of the output repeats earlier text (the benchmark's measure); needs the prompt's ids
+    m["repetition"] = repetition.measure(result.prompt_ids, result.token_ids) if result is not None else None
+    m["drafter"] = next((s.drafter for s in steps if s.drafter), None)
 
     m["measured_speedup"] = None
     m["ar_tokens_per_s"] = None
@@ -241,16 +245,50 @@ def stats_card(
         ),
     ]
     tiles.append(_speedup_tile(m, race))
+    rep = m.get("repetition")
+    if rep is not None:
+        tiles.append(
+            _tile(
+                pct(rep.share),
+                "output that repeats earlier text",
+                f"output tokens completing a 4-gram already in prompt + earlier output ({rep.repeated} / "
+                f"{rep.tokens}); distinct-2 {num(rep.distinct2, 2)} (share of the output's word pairs that are new)",
+                "repetition",
+            )
+        )
     if m.get("mtp"):
         tiles.extend(_mtp_tiles(m["mtp"], m.get("t1_ms")))
     pred = _prediction(m)
     same = _same_output_note(m, temperature)
     state = ' <span class="stats__live">live\u2026</span>' if running else ""
     block = _block_note() if rule == "block" else ""
+    loop = _repetition_note(rep, m.get("drafter")) if rep is not None else ""
     return (
         f'<div class="stats"><h3>Run statistics{state}</h3><div class="tiles">{"".join(tiles)}</div>'
-        f"{block}{pred}{same}</div>"
+        f"{loop}{block}{pred}{same}</div>"
     )
+
+
+LOOKUP_DRAFTERS = ("prompt-lookup", "mtp+lookup")
+
+
+def _repetition_note(rep: repetition.Repetition, drafter: str | None) -> str:
+    """Why it was fast, when most of the output repeats earlier text (empty otherwise)."""
+    if not rep.high:
+        return ""
+    share = pct(rep.share)
+    if drafter in LOOKUP_DRAFTERS:
+        why = (
+            f"{share} of this output repeats text that came before (the model is looping). Prompt lookup copies "
+            "repeated text for free, so the speedup here comes from the repetition more than from the drafter "
+            "predicting new text. Try a prompt whose answer does not repeat itself to see the drafter alone."
+        )
+    else:
+        why = (
+            f"{share} of this output repeats text that came before (the model is looping). Repeated text is easy "
+            "to predict, so acceptance here says more about the loop than about the drafter."
+        )
+    return f'<p class="stats__loop" role="note">{esc(why)}</p>'
 
 
 def _block_note() -> str:

@@ -35,7 +35,7 @@ from playground.decoding.records import Correction, DraftDecision, StepRecord
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
 from visual.bars import bars as _bars
 from visual.drafter_info import drafter_panel
-from visual.fmt import esc, ms, num, quoted, token_html, token_plain
+from visual.fmt import esc, ms, num, pct, quoted, token_html, token_plain
 from visual.replay import DRAFT, START, VERIFY, Frame
 from visual.tree_view import is_tree_step, tree_narration, tree_panel
 
@@ -58,6 +58,11 @@ LEGEND = (
     ("bonus", "bonus", "all drafts accepted: one more token drawn from p at position \u03b3+1"),
     ("target", "target only", "no draft this step: the target produced the token"),
 )
+SURE_NAME = "bar under a token"
+SURE_DESC = (
+    "how sure the target was of its own top choice there (softmax at temperature 1; full width = certain). "
+    "Hover or focus a token for the drafter's own probability of it."
+)
 DRAFTER_NAMES = {k.name: k.label for k in DRAFTER_KINDS.values()}
 CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
 PROMPT_TAIL_CHARS = 600
@@ -76,22 +81,45 @@ def is_block_step(step: StepRecord) -> bool:
 # --------------------------------------------------------------------------- chips
 
 
-def chip(text: str, state: str, tip: Sequence[str] = (), anim: str | None = None, order: int = 0) -> str:
-    """One token chip.  ``tip`` lines become the tooltip and the aria label."""
+def chip(
+    text: str, state: str, tip: Sequence[str] = (), anim: str | None = None, order: int = 0, sure: float | None = None
+) -> str:
+    """One token chip.  ``tip`` lines become the tooltip and the aria label.
+
+    sure: the target's own probability of its top choice at this position
+    (``playground.decoding.confidence``); drawn as a bar along the chip's foot, full width = certain."""
     if state not in STATES:
         raise ValueError(f"unknown chip state {state!r}")
     label = f"{state} token {quoted(text)}" + ("; " + "; ".join(tip) if tip else "")
     classes = f"chip chip--{state}" + (f" anim-{anim}" if anim else "")
     tip_text = "\n".join([f"{state}: {quoted(text)}", *tip])
+    bar = ""
+    if sure is not None and sure == sure:
+        bar = f'<span class="chip__sure" style="width:{100 * max(0.0, min(1.0, sure)):.0f}%" aria-hidden="true"></span>'
     out = (
         f'<span class="{classes}" style="--i:{int(order)}" tabindex="0" role="listitem" '
         f'aria-label="{esc(label)}" data-tip="{esc(tip_text)}">'
         f'<span class="chip__icon" aria-hidden="true">{ICONS[state]}</span>'
-        f'<span class="chip__text">{token_html(text)}</span></span>'
+        f'<span class="chip__text">{token_html(text)}</span>{bar}</span>'
     )
     if "\n" in text:  # keep the text's line breaks
         out += '<span class="br" aria-hidden="true"></span>'
     return out
+
+
+def sure_lines(target_conf: float | None, draft_conf: float | None = None, drafted: bool = False) -> list[str]:
+    """How sure each model was, in words (tooltip and aria label): the target's own top-choice
+    probability here and, for a draft, the drafter's own probability of it."""
+    lines = []
+    if target_conf is not None:
+        lines.append(f"target's own top choice here: {pct(target_conf)} sure")
+    if drafted:
+        lines.append(
+            f"drafter's own probability of it: {pct(draft_conf)}"
+            if draft_conf is not None
+            else "drafter: a copy, no probability of its own"
+        )
+    return lines
 
 
 def _draft_tip(d: DraftDecision, judged_view: bool) -> list[str]:
@@ -110,7 +138,7 @@ def _draft_tip(d: DraftDecision, judged_view: bool) -> list[str]:
             lines.append("never judged: an earlier draft was rejected")
     else:
         lines.append("waiting for the target's verify pass")
-    return lines
+    return lines + sure_lines(d.target_conf if judged_view else None, d.draft_conf, drafted=True)
 
 
 def _block_why(d: DraftDecision) -> str:
@@ -137,7 +165,7 @@ def _correction_tip(c: Correction) -> list[str]:
         lines.append(f"drawn from p at position {c.position} (\u03b3+1): p = {num(c.prob)}")
     else:
         lines.append(f"drawn from p: p = {num(c.prob)}")
-    return lines
+    return lines + sure_lines(c.target_conf)
 
 
 def _ratio(d: DraftDecision) -> float | None:
@@ -152,11 +180,16 @@ def committed_chips(steps: Sequence[StepRecord]) -> list[str]:
     for s in steps:
         for d in s.drafted:  # the accepted drafts (a chain's first n_accepted, a tree's path)
             if d.accepted:
-                out.append(chip(d.text, "accepted", [f"step {s.index + 1}", *_draft_tip(d, True)]))
+                out.append(chip(d.text, "accepted", [f"step {s.index + 1}", *_draft_tip(d, True)], sure=d.target_conf))
         if s.correction is not None:
             c = s.correction
             out.append(
-                chip(c.text, CORRECTION_STATE.get(c.kind, "target"), [f"step {s.index + 1}", *_correction_tip(c)])
+                chip(
+                    c.text,
+                    CORRECTION_STATE.get(c.kind, "target"),
+                    [f"step {s.index + 1}", *_correction_tip(c)],
+                    sure=c.target_conf,
+                )
             )
     return out
 
@@ -169,12 +202,11 @@ def current_chips(step: StepRecord, phase: str) -> list[str]:
             return out
         path = [d for d in step.drafted if d.accepted]
         for i, d in enumerate(path):
-            out.append(chip(d.text, "accepted", _draft_tip(d, True), anim="flip", order=i))
+            out.append(chip(d.text, "accepted", _draft_tip(d, True), anim="flip", order=i, sure=d.target_conf))
         if step.correction is not None:
             c = step.correction
-            out.append(
-                chip(c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(path))
-            )
+            state = CORRECTION_STATE.get(c.kind, "target")
+            out.append(chip(c.text, state, _correction_tip(c), anim="flip", order=len(path), sure=c.target_conf))
         return out
     if phase == DRAFT:
         for i, d in enumerate(step.drafted):
@@ -182,14 +214,11 @@ def current_chips(step: StepRecord, phase: str) -> list[str]:
         return out
     for i, d in enumerate(step.drafted):
         state = "accepted" if d.accepted else ("rejected" if d.judged else "discarded")
-        out.append(chip(d.text, state, _draft_tip(d, True), anim="flip", order=i))
+        out.append(chip(d.text, state, _draft_tip(d, True), anim="flip", order=i, sure=d.target_conf))
     if step.correction is not None:
         c = step.correction
-        out.append(
-            chip(
-                c.text, CORRECTION_STATE.get(c.kind, "target"), _correction_tip(c), anim="flip", order=len(step.drafted)
-            )
-        )
+        state = CORRECTION_STATE.get(c.kind, "target")
+        out.append(chip(c.text, state, _correction_tip(c), anim="flip", order=len(step.drafted), sure=c.target_conf))
     return out
 
 
@@ -210,7 +239,12 @@ def legend_html() -> str:
         f'<span class="legend__name">{esc(name)}</span><span class="legend__desc">{esc(desc)}</span></li>'
         for key, name, desc in LEGEND
     )
-    return f'<ul class="legend" aria-label="Legend of token states">{items}</ul>'
+    sure = (
+        '<li class="legend__item legend__item--sure"><span class="swatch swatch--sure" aria-hidden="true">'
+        '<span class="chip__text">Aa</span><span class="chip__sure" style="width:60%"></span></span>'
+        f'<span class="legend__name">{esc(SURE_NAME)}</span><span class="legend__sure">{esc(SURE_DESC)}</span></li>'
+    )
+    return f'<ul class="legend" aria-label="Legend of token states">{items}{sure}</ul>'
 
 
 # --------------------------------------------------------------------------- per-step table
@@ -280,20 +314,18 @@ def step_table(step: StepRecord, phase: str) -> str:
         return ""
     judged_view = phase == VERIFY
     block = is_block_step(step)
-    head = (
-        "<tr><th scope=col>#</th><th scope=col>draft token</th><th scope=col>q(x) drafter</th>"
-        "<th scope=col>p(x) target</th><th scope=col>p/q</th>"
-        f"<th scope=col>{'h (weight w)' if block else 'min(1, p/q)'}</th>"
-        "<th scope=col>u on [0, 1)</th><th scope=col>verdict</th></tr>"
-    )
+    names = ("#", "draft token", "q(x) drafter", "p(x) target", "p/q", "h (weight w)" if block else "min(1, p/q)")
+    names += ("u on [0, 1)", "verdict")
+    head = "<tr>" + "".join(f"<th scope=col>{esc(n)}</th>" for n in names) + "</tr>"
+    lab = [f' data-label="{esc(n)}"' for n in names]  # a phone shows each row as a card, each value labelled
     rows = []
     for d in step.drafted:
         tok = f'<code class="tok">{token_html(d.text)}</code>'
         if judged_view:
             h = num(d.accept_prob) + (f" <small>(w {num(d.weight)})</small>" if d.weight is not None else "")
             cells = (
-                f"<td>{num(d.target_prob)}</td><td>{num(_ratio(d), 2)}</td><td>{h}</td>"
-                f"<td>{number_line(d)}</td><td>{verdict(d)}</td>"
+                f"<td{lab[3]}>{num(d.target_prob)}</td><td{lab[4]}>{num(_ratio(d), 2)}</td><td{lab[5]}>{h}</td>"
+                f'<td{lab[6]} class="cell--u">{number_line(d)}</td><td{lab[7]} class="cell--verdict">{verdict(d)}</td>'
             )
             rclass = "accepted" if d.accepted else ("rejected" if d.judged else "discarded")
         else:
@@ -301,7 +333,8 @@ def step_table(step: StepRecord, phase: str) -> str:
             rclass = "drafted"
         rows.append(
             f'<tr class="row--{rclass}" title="{esc(draft_sentence(d) if judged_view else "")}">'
-            f"<td>{d.position}</td><td>{tok}</td><td>{num(d.draft_prob)}</td>{cells}</tr>"
+            f'<td{lab[0]} class="cell--pos">{d.position}</td><td{lab[1]} class="cell--tok">{tok}</td>'
+            f"<td{lab[2]}>{num(d.draft_prob)}</td>{cells}</tr>"
         )
     if not judged_view:
         caption = "The drafter proposed these tokens; q(x) is the probability it drew each one with."

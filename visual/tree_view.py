@@ -64,6 +64,14 @@ def _resample_node(step: StepRecord) -> tuple[int | None, Correction | None]:
     return (path[-1] if path else -1), c
 
 
+def _sure_bar(d: DraftDecision) -> str:
+    """The target's confidence bar under a judged node (as under the text's chips)."""
+    if d.target_conf is None:
+        return ""
+    width = 100 * max(0.0, min(1.0, d.target_conf))
+    return f'<span class="chip__sure" style="width:{width:.0f}%" aria-hidden="true"></span>'
+
+
 def tree_panel(step: StepRecord, phase: str) -> str:
     drafted = step.drafted
     kids = _children(drafted)
@@ -80,7 +88,8 @@ def tree_panel(step: StepRecord, phase: str) -> str:
             sub = branch(i, greyed or (phase != DRAFT and not d.accepted))
             items.append(
                 f'<li class="{"tree__item--grey" if greyed else ""}">'
-                f'<span class="{cls}" tabindex="0"><span class="chip__text">{token_html(d.text)}</span></span> '
+                f'<span class="{cls}" tabindex="0"><span class="chip__text">{token_html(d.text)}</span>'
+                f"{_sure_bar(d) if phase != DRAFT else ''}</span> "
                 f'<small class="tree__facts">{esc(_facts(d, phase, tried))}</small>{sub}</li>'
             )
             if d.judged:
@@ -105,7 +114,7 @@ def tree_panel(step: StepRecord, phase: str) -> str:
             "highlighted; subtrees under rejected nodes are never judged."
         )
     return (
-        f'<div class="sd-tree" aria-label="Draft tree of step {step.index + 1}">'
+        f'<div class="sd-tree" role="group" tabindex="0" aria-label="Draft tree of step {step.index + 1}">'
         f'<p class="sd-tree__caption">{esc(caption)}</p>'
         f'<div class="tree__root"><span class="tree__rootlabel">last committed token</span>{branch(-1, False)}</div>'
         f"{'' if phase == DRAFT else kv_strip(step)}</div>"

@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from playground.decoding import block_verify as block
+from playground.decoding.confidence import with_chain_confidence
 from playground.decoding.draft import Draft, Drafter, TargetState
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.decoding.rows import PointRows, target_rows
@@ -76,6 +77,14 @@ class Verdict:
     # and the weight w_i carried along the block.
     accept_probs: tuple[float, ...] | None = None
     weights: tuple[float, ...] | None = None
+
+    @classmethod
+    def eos_kept(cls, n: int, accepted: tuple[bool, ...], us: tuple, **shown) -> Verdict:
+        """An accepted EOS draft ended the step: nothing is added after it."""
+        return cls(
+            n_accepted=n, accepted=accepted, us=us, rejected_at=None, eos_accepted=True, correction_kind=None,
+            correction_row=None, correction_dist=None, correction_token=None, **shown,
+        )  # fmt: skip
 
 
 def verify(
@@ -123,7 +132,7 @@ def verify(
             break
         if tok in eos:
             n = len(accepted)
-            return Verdict(n, tuple(accepted), tuple(us), None, True, None, None, None, None)
+            return Verdict.eos_kept(n, tuple(accepted), tuple(us))
     n_acc = sum(accepted)
     if rejected_at is not None:
         row, kind = rejected_at, "resample"
@@ -142,7 +151,10 @@ def verify(
             row = k - 1  # WRONG: reuses the last draft's position
         dist = target_probs[row]  # [V]
         token = draw(dist)
-    return Verdict(n_acc, tuple(accepted), tuple(us), rejected_at, False, kind, row, dist, int(token))
+    return Verdict(
+        n_accepted=n_acc, accepted=tuple(accepted), us=tuple(us), rejected_at=rejected_at, eos_accepted=False,
+        correction_kind=kind, correction_row=row, correction_dist=dist, correction_token=int(token),
+    )  # fmt: skip
 
 
 def _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw) -> Verdict:
@@ -161,10 +173,13 @@ def _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw) -> Verd
     accepted = tuple(i < tau for i in range(cut))
     shown = dict(accept_probs=terms.accept_probs, weights=terms.weights[1:])
     if tau and drafts[tau - 1] in eos:
-        return Verdict(tau, accepted, tuple(etas), None, True, None, None, None, None, **shown)
+        return Verdict.eos_kept(tau, accepted, tuple(etas), **shown)
     row, kind, dist = block.block_correction(target_probs, draft_probs, tau, terms.weights)
     rejected_at = tau if tau < cut else None
-    return Verdict(tau, accepted, tuple(etas), rejected_at, False, kind, row, dist, int(draw(dist)), **shown)
+    return Verdict(
+        n_accepted=tau, accepted=accepted, us=tuple(etas), rejected_at=rejected_at, eos_accepted=False,
+        correction_kind=kind, correction_row=row, correction_dist=dist, correction_token=int(draw(dist)), **shown,
+    )  # fmt: skip
 
 
 def _draft(drafter, state, k_max, settings, params, generator, eos, vocab) -> tuple[Draft, list[int], Any, bool, float]:
@@ -301,10 +316,16 @@ def _chain_step(run: LoopState, k_max: int) -> Step:
         draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
     )
     n_acc = verdict.n_accepted
-    rows = _ChainRows(drafts, draft_probs, target_probs, t_points, d_points)
+    rows = _ChainRows(
+        drafts=drafts, draft_probs=draft_probs, target_probs=target_probs, t_points=t_points, d_points=d_points
+    )
     decisions = _chain_decisions(rows, verdict, committed, texts, settings.top_n)
     emitted = drafts[:n_acc]
     correction = _chain_correction(rows, verdict, committed + emitted, texts, settings.top_n)
+    if texts is not None:  # a traced run: how sure the target and the drafter were (the chips' bars)
+        decisions, correction = with_chain_confidence(
+            decisions, correction, out.logits, verdict.correction_row, draft.soft_probs if one_hot_drafts else None
+        )
     if correction is not None:
         emitted = emitted + [correction.token_id]
 

@@ -62,6 +62,12 @@ class DraftDecision:
     # Block verification only: the weight w_i = min(1, w_{i-1}·p/q) carried along the block
     # (``playground.decoding.block_verify``).  None for every other rule, and in older traces.
     weight: float | None = None
+    # The target's own probability of its top choice where this draft was judged (softmax at
+    # temperature 1 of the raw logits, ``playground.decoding.confidence``), and the drafter's own
+    # probability of this draft (its softmax for an argmax draft, q for a sampled one; None
+    # for a copy).  None for unjudged drafts and in traces written before they were recorded.
+    target_conf: float | None = None
+    draft_conf: float | None = None
 
 
 @dataclass(frozen=True)
@@ -83,6 +89,7 @@ class Correction:
     distribution_top: tuple[Candidate, ...]  # top of residual (resample) or of p (bonus/target)
     target_top: tuple[Candidate, ...]
     draft_top: tuple[Candidate, ...]  # drafter's top at the rejected position (resample only)
+    target_conf: float | None = None  # the target's own top-choice probability there (see DraftDecision)
 
 
 @dataclass(frozen=True)

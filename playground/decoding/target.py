@@ -61,7 +61,7 @@ class Target:
         self.single_token_ms: list[float] = []
 
     def _shared(self) -> bool:
-        return self.scheduler is not None and self.scheduler.load > 1
+        return self.scheduler is not None and self.scheduler.shares_passes()
 
     def _shared_pass(self, row: RowPass) -> Pass:
         """One row in the scheduler's next pass; the time recorded is this run's share."""

@@ -20,6 +20,7 @@ import time
 
 import torch
 
+from playground.decoding.confidence import with_tree_confidence
 from playground.decoding.records import Correction, DraftDecision
 from playground.decoding.rows import PointRows, draw_point, row_top, target_rows, top
 from playground.decoding.sampling import sample
@@ -54,6 +55,9 @@ def tree_step(loop: LoopState, k_max: int) -> Step:
     decisions = _decisions(tree, verdict, target_probs, argmax, committed, vocab, texts, top_n)
     emitted = [tree.tokens[j] for j in path]
     correction = _correction(verdict, target_probs, argmax, committed + emitted, len(path), texts, top_n)
+    if texts is not None:  # a traced run: how sure the target was (the chips' bars)
+        row = verdict.correction_node + 1 if correction is not None else None
+        decisions, correction = with_tree_confidence(decisions, correction, out.logits, row)
     if correction is not None:
         emitted = emitted + [correction.token_id]
     last_row = 0 if not path else 1 + path[-1]

@@ -175,7 +175,7 @@ def test_step_table_hides_the_targets_numbers_until_verify():
     assert verified.count('class="row--accepted"') == 1
     assert verified.count('class="row--rejected"') == 1
     assert verified.count('class="row--discarded"') == 1
-    assert "<td>1.5</td>" in verified  # p/q of “ Paris” = 0.6 / 0.4
+    assert '<td data-label="p/q">1.5</td>' in verified  # p/q of “ Paris” = 0.6 / 0.4, in the p/q column
 
 
 def test_distribution_panel_at_rejection_shows_p_q_and_residual_with_the_pick():
