@@ -20,7 +20,7 @@ import torch
 
 # The shared helper modules assert on behalf of the tests: rewrite their asserts as pytest
 # does a test module's, so that a failure says what differed.
-pytest.register_assert_rewrite("tests.contract", "tests.stats", "tests.fakes", "tests.tiny_models")
+pytest.register_assert_rewrite("tests.contract", "tests.stats", "tests.fakes", "tests.tiny_models", "tests.laws")
 
 torch.set_num_threads(1)
 os.environ.setdefault("SPECPLAY_THREADS", "1")  # load_pair() would otherwise use every core

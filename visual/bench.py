@@ -16,6 +16,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from playground.bench import build_figures, table_columns
+from playground.repetition import HIGH_SHARE
 from visual.charts import style
 
 TITLES = {
@@ -32,7 +33,12 @@ METRIC_HELP = (
     "**c** = drafter ms per drafted token ÷ one single-token target pass · "
     "**v_γ** = one target pass over γ+1 tokens ÷ one over 1 token, timed back to back at the same cache length · "
     "**predicted** = E(α, γ) / (γ·c + v_γ) with E = (1 − α^(γ+1)) / (1 − α) and the measured α · "
-    "**quality** = token-identical to `transformers` `generate()` for greedy rows."
+    "**quality** = token-identical to `transformers` `generate()` for greedy rows · "
+    "**repeated 4-grams** = share of output tokens that complete a 4-gram already in the prompt or earlier in the "
+    "output · **distinct-2** = distinct bigrams / bigrams of the output · a run is **repetitive** when at least "
+    f"{HIGH_SHARE:.0%} of its tokens repeat · **speedup, non-repetitive / repetitive** = our autoregressive loop's "
+    "ms/token on the same prompts ÷ this row's, over those runs only (a base model loops when greedy, and copying "
+    "a loop is nearly free, so judge a drafter on the non-repetitive column)."
 )
 
 
@@ -103,6 +109,16 @@ def summary_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None
             + (f"; acceptance {best['acceptance_rate']:.0%}" if best.get("acceptance_rate") is not None else "")
             + (f"; predicted {best['predicted_speedup']:.2f}×" if best.get("predicted_speedup") else "")
             + "."
+        )
+    plain = [r for r in rows if r["method"] == "speculative" and r.get("speedup_non_repetitive")]
+    if plain:
+        best = max(plain, key=lambda r: r["speedup_non_repetitive"])
+        rep = best.get("speedup_repetitive")
+        lines.append(
+            f"On non-repetitive outputs the fastest is **{best['drafter']} at γ={best['gamma']}** "
+            f"(T={best['temperature']:g}): **{best['speedup_non_repetitive']:.2f}×** our autoregressive loop"
+            + (f", against {rep:.2f}× on its repetitive outputs" if rep else "")
+            + f" ({best['repetitive_runs']} of {best['n_runs']} runs repetitive)."
         )
     ar = [r for r in rows if r["method"] == "autoregressive" and r.get("speedup_vs_hf_generate")]
     for r in ar:

@@ -13,24 +13,21 @@ Two kinds of events, kept apart so a slow animation never holds a model:
   only read the stored trace and render one frame (``visual.replay``).  They
   write only the ``view`` state, never the trace, and have no concurrency limit.
 
-This module lays out the tab, wires its events and holds the replay handlers and
-``/speculate``; it does not check settings or stream a run (``visual.playground_run``).
+This module lays out the tab, wires its events (``/speculate`` among them) and holds the replay
+handlers; it does not check settings or stream a run (``visual.playground_run``) or run the
+endpoint itself (``visual.speculate``).
 Per-user data lives in ``gr.State`` only; the module holds no mutable state.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 import gradio as gr
 
-from playground import api
 from playground.config import AppConfig, load_config
 from playground.models.device import gpu_entry
-from playground.models.loading import ModelUnavailable
 from playground.rules import app_choices
 from playground.serving.trace_cache import TraceCache
 from playground.validate import MAX_TREE_NODES
@@ -52,6 +49,7 @@ from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use 
 )
 from visual.presets import PresetChoice, default_preset, preset_choices, preset_info  # noqa: F401  (tests use them from here)
 from visual.share import PREFILL_KEYS, Prefill, prefill_updates
+from visual.speculate import make_speculate
 
 WAIT_POLL_S = 0.25  # replay timer interval while no step has arrived yet
 
@@ -179,56 +177,6 @@ def on_back(trace, view, speed_s):
 
 def on_reset(trace, view, speed_s):
     return _move(trace, view, speed_s, None)
-
-
-# --------------------------------------------------------------------------- the /speculate endpoint
-
-
-def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable:
-    """The ``/speculate`` endpoint: its arguments become one ``RunSettings`` (``api.run_settings``)."""
-
-    def speculate(
-        prompt: str,
-        preset: str | None = None,
-        drafter: str | None = None,
-        gamma: int | None = None,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        max_new_tokens: int = 64,
-        tree_nodes: int | None = None,
-        verification: str = "lossless",
-        draft_stop: float | None = None,
-    ) -> dict:
-        """Run lossless speculative decoding and return the trace as JSON.
-
-        Returns {"text", "token_ids", "steps", "stats", "prompt", "prompt_ids", "config"}: the generated text,
-        the new token ids, one record per target verification pass (drafts with q, p, u and verdict; the
-        resampled/bonus token) and the run's statistics.  tree_nodes > 1 drafts a tree (each draft then has
-        a ``parent`` index).  verification: "lossless" (token verification) or "block" (block
-        verification, chains only).  draft_stop: MTP drafters stop a chain once the head's confidence
-        in it is below this (0 = always gamma drafts; default: the preset's).  Bad input raises an
-        error with a clear message.
-        """
-        try:
-            settings = api.run_settings(
-                preset=preset or None, drafter=drafter or None, gamma=gamma, temperature=temperature, top_k=top_k,
-                top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, tree_nodes=tree_nodes,
-                verification=verification, draft_stop=draft_stop,
-            )  # fmt: skip
-            result = api.run(prompt, settings, shared=shared)
-        except (ValueError, TypeError, ModelUnavailable) as exc:
-            raise gr.Error(str(exc)) from None
-        data = tables.clean_json(result.to_dict())
-        size = len(json.dumps(data))
-        if size > cfg.limits.max_trace_bytes:
-            raise gr.Error(
-                f"the trace is too large ({size} bytes, limit {cfg.limits.max_trace_bytes}); ask for fewer tokens"
-            )
-        return data
-
-    return speculate
 
 
 # --------------------------------------------------------------------------- the tab

@@ -29,6 +29,7 @@ min(1, p/q), and a draft can be kept with u >= h because a later draft passed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from playground.decoding.records import Correction, DraftDecision, StepRecord
@@ -532,8 +533,6 @@ def step_view(
 
 def count_states(html_text: str) -> dict[str, int]:
     """How many chips of each state an HTML fragment holds (legend chips excluded)."""
-    import re
-
     counts = {s: 0 for s in STATES}
     for m in re.finditer(r'class="chip chip--(\w+)', html_text):
         if m.group(1) in counts:

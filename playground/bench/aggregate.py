@@ -1,4 +1,13 @@
-"""Rows from runs: speedups against both baselines, acceptance, costs, predictions, quality.
+"""Rows from runs: speedups against both baselines, acceptance, costs, predictions, quality,
+and how much the outputs repeat (``playground.repetition``), with the speedup over our
+autoregressive loop split into repetitive and non-repetitive outputs.
+
+An output is *repetitive* when at least ``repetition.HIGH_SHARE`` (0.5) of its tokens
+complete a 4-gram already in the prompt or earlier in the output (DESIGN §8: Gemma 3 270M
+loops when greedy, and prompt lookup copies loops for free).  Each run is classed by its
+own output; ``speedup_repetitive`` / ``speedup_non_repetitive`` = the mean, over the runs of
+that class, of our autoregressive loop's ms/token on the same prompt (its median over
+repetitions) ÷ the mean of those runs' ms/token: the same prompts on both sides.
 
 This module computes; it does not run models (``run``) or render (``report``).
 """
@@ -17,6 +26,7 @@ import transformers
 
 from playground.bench.options import METHODS, ROW_FIELDS, Costs, Run, Spec
 from playground.decoding.sampling import predicted_speedup
+from playground.repetition import HIGH_SHARE
 from playground.rules import LOSSLESS_RULES
 
 
@@ -35,10 +45,12 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
     for r in runs:
         groups.setdefault((r.dtype, r.kind, r.temperature, r.spec), []).append(r)
     refs = _references(runs)
+    ar_ms = _autoregressive_ms(runs)
     rows: list[dict[str, Any]] = []
     base: dict[tuple, dict[str, Any]] = {}
     for (dtype, kind, temperature, spec), rs in groups.items():
         row = _group_row(dtype, kind, temperature, spec, rs, refs)
+        row.update(repetition_columns(rs, ar_ms))
         rows.append(row)
         if spec.method == "autoregressive":
             base[(dtype, kind, temperature, spec.trace)] = row
@@ -67,6 +79,48 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
         del row["_steps"], row["_drafted"], row["_t1"], row["_verify"]
     rows.sort(key=_sort_key)
     return [{k: _clean(row.get(k)) for k in ROW_FIELDS} for row in rows]
+
+
+def _ms_per_token(r: Run) -> float:
+    return r.wall_ms / max(r.new_tokens, 1)
+
+
+def _autoregressive_ms(runs: list[Run]) -> dict[tuple, float]:
+    """Our autoregressive loop's ms/token per (dtype, temperature, trace, prompt id): the
+    median over repetitions (an untraced run stands in when no traced one exists)."""
+    per: dict[tuple, list[float]] = {}
+    for r in runs:
+        if r.spec.method == "autoregressive":
+            per.setdefault((r.dtype, r.temperature, r.spec.trace, r.prompt_id), []).append(_ms_per_token(r))
+    return {k: statistics.median(v) for k, v in per.items()}
+
+
+def is_repetitive(r: Run) -> bool | None:
+    """The run's output is mostly repetition (None: not measured)."""
+    rep = r.repetition
+    return None if rep is None else (rep.tokens > 0 and rep.share >= HIGH_SHARE)
+
+
+def repetition_columns(rs: list[Run], ar_ms: dict[tuple, float]) -> dict[str, Any]:
+    """The repetition columns of one row: token-weighted repeated-4-gram share, mean distinct-2,
+    how many runs were repetitive, and the speedup over our autoregressive loop on each class."""
+    measured = [r for r in rs if r.repetition is not None]
+    tokens = sum(r.repetition.tokens for r in measured)
+    out: dict[str, Any] = {
+        "repeated_4gram_share": (sum(r.repetition.repeated for r in measured) / tokens) if tokens else None,
+        "distinct_2": _mean([r.repetition.distinct2 for r in measured if r.repetition.tokens]),
+        "repetitive_runs": sum(bool(is_repetitive(r)) for r in measured) if measured else None,
+    }
+    for name, cls in (("speedup_non_repetitive", False), ("speedup_repetitive", True)):
+        pairs = [
+            (ar_ms.get((r.dtype, r.temperature, r.spec.trace, r.prompt_id))
+             or ar_ms.get((r.dtype, r.temperature, False, r.prompt_id)), _ms_per_token(r))
+            for r in measured
+            if is_repetitive(r) is cls
+        ]  # fmt: skip
+        pairs = [(a, m) for a, m in pairs if a is not None]
+        out[name] = _ratio(_mean([a for a, _ in pairs]), _mean([m for _, m in pairs])) if pairs else None
+    return out
 
 
 def _by_prompt(rs: list[Run], fn) -> list[float]:

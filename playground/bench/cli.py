@@ -91,6 +91,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: every core)")
     p.add_argument("--no-warmup", action="store_true")
     p.add_argument(
+        "--wall-s",
+        type=float,
+        default=None,
+        help="stop measuring after this many seconds; rows then cover the complete prompt rounds run so far",
+    )
+    p.add_argument(
         "--exit-layer", type=int, default=None, help="early exit: exit after this layer (default: the preset's)"
     )
     p.add_argument(
@@ -139,6 +145,7 @@ def options_from_args(args) -> BenchOptions:
         cost_reps=args.cost_reps,
         warmup=not args.no_warmup,
         threads=args.threads,
+        wall_s=args.wall_s,
         exit_layer=args.exit_layer,
         exit_kv_reuse=not args.no_kv_reuse,
         exit_trained=not args.untrained_exit,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
+from playground.repetition import Repetition
 from playground.rules import RULES as ALL_RULES
 from playground.settings import RunSettings
 
@@ -65,6 +66,11 @@ ROW_FIELDS = (
     "first_divergence",
     "drift_tv",
     "quality",
+    "repeated_4gram_share",
+    "distinct_2",
+    "repetitive_runs",
+    "speedup_non_repetitive",
+    "speedup_repetitive",
     "peak_rss_mb",
 )
 
@@ -176,6 +182,7 @@ class Run:
     hist: list[int] = field(default_factory=list)
     drift_sum: float | None = None
     peak_rss_mb: float | None = None
+    repetition: Repetition | None = None  # of the output, after the prompt (playground.repetition)
 
     @property
     def new_tokens(self) -> int:

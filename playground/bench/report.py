@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.bench.options import ROW_FIELDS, BenchReport
+from playground.repetition import HIGH_SHARE
 
 TABLE_COLUMNS = (
     ("method", "method"),
@@ -32,6 +33,11 @@ TABLE_COLUMNS = (
     ("predicted_speedup", "predicted"),
     ("predicted_speedup_steps", "predicted (step mix)"),
     ("mean_accepted_length", "mean accepted"),
+    ("repeated_4gram_share", "repeated 4-grams"),
+    ("distinct_2", "distinct-2"),
+    ("repetitive_runs", "repetitive runs"),
+    ("speedup_non_repetitive", "speedup, non-repetitive"),
+    ("speedup_repetitive", "speedup, repetitive"),
     ("quality", "quality"),
 )
 
@@ -65,7 +71,16 @@ def _fmt(v, key: str) -> str:
         if (
             key.startswith("speedup")
             or key.startswith("predicted")
-            or key in ("v", "v_measured", "tokens_per_target_call", "nodes_per_pass", "mean_accepted_length")
+            or key
+            in (
+                "v",
+                "v_measured",
+                "tokens_per_target_call",
+                "nodes_per_pass",
+                "mean_accepted_length",
+                "repeated_4gram_share",
+                "distinct_2",
+            )
         ):
             return f"{v:.2f}×" if key.startswith(("speedup", "predicted")) else f"{v:.2f}"
         return f"{v:.3f}"
@@ -82,6 +97,7 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
             f"Preset `{meta.get('preset')}` ({meta.get('target')}), {meta.get('max_new_tokens')} new tokens, "
             f"{meta.get('repeats')} interleaved repetitions; {m.get('cpu')}, {m.get('cores')} cores, "
             f"{'GPU' if m.get('gpu') else 'no GPU'}, torch {m.get('torch')}, transformers {m.get('transformers')}."
+            + (f" Partial: {meta['partial']}; the rows use those rounds only." if meta.get("partial") else "")
         )
         out.append("")
     groups: dict[tuple, list[dict[str, Any]]] = {}
@@ -105,7 +121,13 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
         "c = draft ms per drafted token / one single-token target pass; v_γ = target pass over γ+1 tokens / "
         "over 1 token (same cache length; for a tree, over 1 + nodes per pass tokens); "
         "predicted = E(α,γ)/(γc+v_γ) from the measured α (token-verified chains only); predicted (step mix) = tokens per target "
-        "call / (k̄c + v(1+k̄)) with k̄ the mean drafted tokens per step."
+        "call / (k̄c + v(1+k̄)) with k̄ the mean drafted tokens per step. "
+        "Repeated 4-grams = share of output tokens that complete a 4-gram already in the prompt or earlier "
+        "in the output; distinct-2 = distinct bigrams / bigrams of the output; a run is repetitive when its "
+        f"repeated share is at least {HIGH_SHARE:g} (playground/repetition.py), and speedup, (non-)repetitive = "
+        "our autoregressive loop's ms/token on the same prompts / this row's, over its (non-)repetitive runs only "
+        "(repetitive runs count n_runs of them): a speedup on looping output says more about the loop than about "
+        "the drafter."
         + (
             " Tree rows: nodes / pass = drafted nodes per verify pass; speedup vs chain = the chain row of the same "
             "drafter, γ and stop threshold over this one; v in runs = mean verify pass of these runs (tree mask included) / one "

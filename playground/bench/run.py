@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from playground import validate
+from playground import repetition, validate
 from playground.api import encode_prompt, make_drafter, resolve
 from playground.bench.aggregate import aggregate, machine_info
 from playground.bench.measure import (
@@ -305,8 +305,17 @@ def _measured_runs(
                             temperature,
                             opts.seed + rep,
                         )
+                        ids = setup.encoded[(dt, p.id)]
                         runs.append(
-                            replace(run, dtype=dt, prompt_id=p.id, kind=p.kind, temperature=temperature, rep=rep)
+                            replace(
+                                run,
+                                dtype=dt,
+                                prompt_id=p.id,
+                                kind=p.kind,
+                                temperature=temperature,
+                                rep=rep,
+                                repetition=repetition.measure(ids, run.token_ids),
+                            )
                         )
     return runs, None
 

@@ -16,7 +16,7 @@ The drafts are a deterministic function of the committed tokens (no random draw,
 look at the target's probabilities), so their q is a point mass and the engine's one-hot
 rule is exactly lossless at every temperature, like prompt lookup's: greedy output is the
 target's greedy output token for token, and sampled output follows the target's
-distribution (tests/test_other_tokenizer.py checks both, with a mutant).  What this
+distribution (tests/drafters/test_other_tokenizer.py checks both, with a mutant).  What this
 drafter does NOT do is draft by *sampling* from its own distribution: that q lives on
 another vocabulary, and mapping it onto target tokens (the obvious rule) is biased —
 the published lossless rules for heterogeneous vocabularies need q restricted to the

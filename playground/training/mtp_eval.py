@@ -15,6 +15,12 @@ step's best clusters.
   (the earlier drafts taken equal to the text's tokens).  p is the target's top-k from the
   cache, so the figure is a lower bound by at most the mass outside the top-k.
 
+Every category also reports how much the target's own continuations repeat
+(``playground.repetition``: the share of generated tokens completing a 4-gram already in the
+prompt or earlier, distinct-2, how many continuations are repetitive: share >= 0.5), and two
+more rows pool every category's repetitive and non-repetitive continuations: a greedy
+base model loops, and a head that only learned to copy loops looks good on them.
+
 This module measures; it does not train, and it changes no weights.
 """
 
@@ -27,11 +33,14 @@ from pathlib import Path
 
 import torch
 
+from playground import repetition
 from playground.drafters.mtp_head import MTPConfig, cluster_members, unrolled_states
 from playground.drafters.mtp_weights import load_head
 from playground.training.mtp_train.features import prefill_features
 from playground.training.mtp_train.gen import sample_batch
 
+NON_REPETITIVE = "non-repetitive outputs"
+REPETITIVE = "repetitive outputs"
 HELDOUT = Path(__file__).resolve().parents[1] / "data" / "heldout_prompts.json"
 NEW_TOKENS = 96
 
@@ -136,6 +145,7 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
     offs = feats["offsets"]
     nkv, D = cfg.num_key_value_heads, cfg.head_dim
     out: dict = {"t0": {}, "t1": {}}
+    by_class: dict = {"t0": {}, "t1": {}}  # every category's continuations, pooled by repetition
     for i, meta in enumerate(feats["meta"]):
         a, b = int(offs[i]), int(offs[i + 1])
         T = b - a
@@ -154,17 +164,12 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
         alive = torch.ones(chains.numel(), dtype=torch.bool)
         cat = meta.get("category", "all")
         key = "t0" if meta["variant"] == 0 else "t1"
-        acc = out[key].setdefault(
-            cat,
-            {
-                "reached": [0] * steps,
-                "accepted": [0] * steps,
-                "alpha_sum": [0.0] * steps,
-                "alpha_n": [0] * steps,
-                "chains": 0,
-            },
-        )
-        acc["chains"] += int(chains.numel())
+        rep = repetition.measure(tok[: meta["n_prompt"]].tolist(), tok[meta["n_prompt"] :].tolist())
+        cls = REPETITIVE if rep.tokens and rep.share >= repetition.HIGH_SHARE else NON_REPETITIVE
+        accs = [out[key].setdefault(cat, _bucket(steps)), by_class[key].setdefault(cls, _bucket(steps))]
+        for acc in accs:
+            acc["chains"] += int(chains.numel())
+            _add_repetition(acc, rep)
         for j in range(1, steps + 1):
             pos = chains + j - 1  # target distribution at n+j-1 judges draft j
             ok = pos <= T - 1
@@ -179,8 +184,9 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
                 al = alive[ok]
                 draft = logits.argmax(-1)
                 hit = draft == top_ids[p_, 0]
-                acc["reached"][j - 1] += int(al.sum())
-                acc["accepted"][j - 1] += int((al & hit).sum())
+                for acc in accs:
+                    acc["reached"][j - 1] += int(al.sum())
+                    acc["accepted"][j - 1] += int((al & hit).sum())
                 nxt_ok = torch.zeros_like(alive)
                 nxt = torch.where(p_ + 1 < T, tok[(p_ + 1).clamp_max(T - 1)], -1)
                 nxt_ok[ok] = al & hit & (nxt == top_ids[p_, 0])
@@ -188,9 +194,39 @@ def acceptance(head, feats: dict, embed_weight: torch.Tensor, scale: float, step
             else:
                 q = torch.softmax(logits, -1)
                 alpha = torch.minimum(top_p[p_], q.gather(1, top_ids[p_])).sum(-1)
-                acc["alpha_sum"][j - 1] += float(alpha.sum())
-                acc["alpha_n"][j - 1] += int(alpha.numel())
-    return _summarise(out, steps)
+                for acc in accs:
+                    acc["alpha_sum"][j - 1] += float(alpha.sum())
+                    acc["alpha_n"][j - 1] += int(alpha.numel())
+    res = _summarise(out, steps)
+    pooled = _summarise(by_class, steps)
+    for key in ("t0", "t1"):  # after "all", never summed into it
+        for cls in (NON_REPETITIVE, REPETITIVE):
+            if cls in pooled[key]:
+                res[key][cls] = pooled[key][cls]
+    return res
+
+
+def _bucket(steps: int) -> dict:
+    return {
+        "reached": [0] * steps,
+        "accepted": [0] * steps,
+        "alpha_sum": [0.0] * steps,
+        "alpha_n": [0] * steps,
+        "chains": 0,
+        "seqs": 0,
+        "gen_tokens": 0,
+        "repeated": 0,
+        "distinct2_sum": 0.0,
+        "repetitive": 0,
+    }
+
+
+def _add_repetition(acc: dict, rep) -> None:
+    acc["seqs"] += 1
+    acc["gen_tokens"] += rep.tokens
+    acc["repeated"] += rep.repeated
+    acc["distinct2_sum"] += rep.distinct2
+    acc["repetitive"] += int(rep.tokens > 0 and rep.share >= repetition.HIGH_SHARE)
 
 
 @torch.no_grad()
@@ -259,17 +295,12 @@ def _summarise(out: dict, steps: int) -> dict:
     for key in ("t0", "t1"):
         cats = dict(out[key])
         if cats:
-            tot = {
-                "reached": [0] * steps,
-                "accepted": [0] * steps,
-                "alpha_sum": [0.0] * steps,
-                "alpha_n": [0] * steps,
-                "chains": 0,
-            }
+            tot = _bucket(steps)
             for c in cats.values():
                 for f in ("reached", "accepted", "alpha_sum", "alpha_n"):
                     tot[f] = [x + y for x, y in zip(tot[f], c[f])]
-                tot["chains"] += c["chains"]
+                for f in ("chains", "seqs", "gen_tokens", "repeated", "distinct2_sum", "repetitive"):
+                    tot[f] += c.get(f, 0)
             cats["all"] = tot
         for cat, c in cats.items():
             if key == "t0":
@@ -284,30 +315,51 @@ def _summarise(out: dict, steps: int) -> dict:
                     "chains": c["chains"],
                     "alpha": [s / n if n else float("nan") for s, n in zip(c["alpha_sum"], c["alpha_n"])],
                 }
+            if c.get("seqs"):
+                res[key][cat].update(
+                    seqs=c["seqs"],
+                    repeated_4gram_share=c["repeated"] / max(c["gen_tokens"], 1),
+                    distinct_2=c["distinct2_sum"] / c["seqs"],
+                    repetitive=c["repetitive"],
+                )
     return res
+
+
+def _repetition_cells(r: dict) -> str:
+    if "seqs" not in r:
+        return " – | – | – |"
+    return f" {r['repeated_4gram_share']:.2f} | {r['distinct_2']:.2f} | {r['repetitive']}/{r['seqs']} |"
 
 
 def format_report(res: dict, label: str) -> str:
     lines = [
         f"## {label}",
         "",
-        "T=0, greedy text: acceptance at position 1..6 (conditional; cumulative in brackets)",
+        "T=0, greedy text: acceptance at position 1..6 (conditional; cumulative in brackets); how much the "
+        "text repeats (repeated 4-grams: share of generated tokens completing a 4-gram already seen; "
+        f"repetitive: continuations with a share >= {repetition.HIGH_SHARE:g})",
         "",
-        "| category | chains | " + " | ".join(f"pos {j}" for j in range(1, 7)) + " |",
-        "|---|---:|" + "---:|" * 6,
+        "| category | chains | "
+        + " | ".join(f"pos {j}" for j in range(1, 7))
+        + " | repeated 4-grams | distinct-2 | repetitive |",
+        "|---|---:|" + "---:|" * 9,
     ]
     for cat, r in res["t0"].items():
         cells = [f"{c:.2f} ({u:.2f})" for c, u in zip(r["conditional"], r["cumulative"])]
-        lines.append(f"| {cat} | {r['chains']} | " + " | ".join(cells) + " |")
+        lines.append(f"| {cat} | {r['chains']} | " + " | ".join(cells) + " |" + _repetition_cells(r))
     lines += [
         "",
         "T=1, sampled text: expected acceptance sum_x min(p, q) at position 1..6",
         "",
-        "| category | chains | " + " | ".join(f"pos {j}" for j in range(1, 7)) + " |",
-        "|---|---:|" + "---:|" * 6,
+        "| category | chains | "
+        + " | ".join(f"pos {j}" for j in range(1, 7))
+        + " | repeated 4-grams | distinct-2 | repetitive |",
+        "|---|---:|" + "---:|" * 9,
     ]
     for cat, r in res["t1"].items():
-        lines.append(f"| {cat} | {r['chains']} | " + " | ".join(f"{a:.2f}" for a in r["alpha"]) + " |")
+        lines.append(
+            f"| {cat} | {r['chains']} | " + " | ".join(f"{a:.2f}" for a in r["alpha"]) + " |" + _repetition_cells(r)
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -51,9 +51,16 @@ from playground.models.convert import load_packaged
 from playground.training import exit_train, mtp_corpus
 from playground.training.mtp_train.bench import stage_bench
 from playground.training.mtp_train.card import write_model_card
+from playground.training.mtp_train.dist_loss import DEFAULT_LOSS, parse_loss
 from playground.training.mtp_train.evaluate import eval_only, greedy_acceptance
 from playground.training.mtp_train.features import data_by_source, stage_features
-from playground.training.mtp_train.gen import gen_parallel, load_rows, stage_gen
+from playground.training.mtp_train.gen import (
+    DEFAULT_GEN_TEMPS,
+    gen_parallel,
+    load_rows,
+    parse_gen_temps,
+    stage_gen,
+)
 from playground.training.mtp_train.paths import DEFAULT_OUT, DEFAULT_WORK, PRESETS, PROMPTS
 from playground.training.mtp_train.train import stage_train
 from playground.training.mtp_train.vocab import stage_clusters, stage_vocab
@@ -80,6 +87,32 @@ def split_prompts(prompts: list[str], seed: int, holdout_frac: float) -> tuple[l
 
 # --------------------------------------------------------------------------------------
 # CLI
+
+
+def _temps(spec: str) -> str:
+    try:
+        temps = [float(t) for t in spec.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"temperatures must be numbers, got {spec!r}") from None
+    if not temps or not all(t > 0 for t in temps):
+        raise argparse.ArgumentTypeError(f"temperatures must be > 0, got {spec!r}")
+    return spec
+
+
+def _gen_temps(spec: str) -> str:
+    try:
+        parse_gen_temps(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return spec
+
+
+def _loss_spec(spec: str) -> str:
+    try:
+        parse_loss(spec)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    return spec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -110,6 +143,11 @@ def _run_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--work", default=str(DEFAULT_WORK), help="cache for generated text, features, checkpoints")
     p.add_argument("--target-dir", default=None, help="a local HF copy of the target (skips GGUF conversion)")
     p.add_argument("--stages", default="corpus,gen,features,vocab,train,eval,export")
+    p.add_argument(
+        "--device",
+        default="cpu",
+        help="where the target generates and prefills and the head trains (cpu, cuda); batches are built on the CPU",
+    )
 
 
 def _gen_arguments(parser: argparse.ArgumentParser) -> None:
@@ -117,7 +155,14 @@ def _gen_arguments(parser: argparse.ArgumentParser) -> None:
     p = parser.add_argument_group("gen")
     p.add_argument("--samples", type=int, default=1, help="sampled continuations per prompt (plus one greedy)")
     p.add_argument("--new-tokens", type=int, default=128)
-    p.add_argument("--gen-batch", type=int, default=24)
+    p.add_argument("--gen-batch", type=int, default=24, help="gen stage: prompts decoded together (one pass per token)")
+    p.add_argument(
+        "--gen-temps",
+        default=DEFAULT_GEN_TEMPS,
+        type=_gen_temps,
+        help="gen stage: sampling settings, each getting --samples continuations per prompt besides the greedy one: "
+        "T or T:TOP_K, e.g. '1,0.7' (full vocabulary, as the decoding loop samples); default 0.8:64",
+    )
     p.add_argument("--gen-procs", type=int, default=1, help="gen stage: this many one-thread processes")
     p.add_argument("--gen-worker", default="0/1", help=argparse.SUPPRESS)
     p.add_argument("--gen-minutes", type=float, default=40.0, help="stop generating after this long (0: no limit)")
@@ -142,6 +187,7 @@ def _head_arguments(parser: argparse.ArgumentParser) -> None:
     """Stages features / vocab: what is cached per position and the head's shape."""
     p = parser.add_argument_group("head")
     p.add_argument("--topk", type=int, default=20, help="target distribution entries cached per position")
+    p.add_argument("--features-batch", type=int, default=8, help="features stage: sequences per prefill pass")
     p.add_argument("--candidates", type=int, default=8192, help="candidate vocabulary size N")
     p.add_argument("--steps-ahead", type=int, default=4, help="draft steps trained (1..k)")
     p.add_argument("--layers", type=int, default=1)
@@ -190,6 +236,21 @@ def _train_arguments(parser: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--bf16", type=int, default=1, help="bf16 autocast for training matmuls (1/0)")
     p.add_argument(
+        "--loss",
+        default=DEFAULT_LOSS,
+        type=_loss_spec,
+        help="loss terms and weights, e.g. 'kl-topk:1,tv:1,ce:0.5': kl (top-k renormalised over the candidates), "
+        "ce (target argmax), kl-topk (forward KL over the target's top-k plus a rest bucket), tv (1 - sum min(p, q) "
+        "over the top-k); see playground/training/mtp_train/dist_loss.py",
+    )
+    p.add_argument(
+        "--loss-temps",
+        default="1",
+        type=_temps,
+        help="temperatures at which kl-topk and tv compare the target with the drafter (averaged), e.g. 1,0.7; "
+        "the features stage caches the target's top-k probabilities at each",
+    )
+    p.add_argument(
         "--threads",
         type=int,
         default=1,
@@ -214,6 +275,9 @@ def _eval_arguments(parser: argparse.ArgumentParser) -> None:
         help="also one bench run on the held-out prompts, DRAFTERS:GAMMAS[:TREE_NODES] ('' to skip), "
         "e.g. mtp,mtp+lookup:3,5:1,16",
     )
+    p.add_argument(
+        "--eval-bench-temps", default="0,1", help="temperatures of that bench run (T = 1 is the headline, issue 23)"
+    )
     p.add_argument("--eval-bench-prompts", type=int, default=2, help="held-out prompts per category in that bench run")
 
 
@@ -230,9 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     stats = json.loads(stats_path.read_text()) if stats_path.exists() else {}
     t_all = time.perf_counter()
     model, tok = load_target(args.preset, torch.bfloat16, args.target_dir)
+    model.to(args.device)  # gen, features (and the held-out text) run there; so does training
 
     base = text_model(model)
-    embed_weight = base.embed_tokens.weight.detach()
+    embed_weight = base.embed_tokens.weight.detach().cpu()  # training batches are built on the CPU
     scale = float(getattr(base.embed_tokens, "embed_scale", 1.0))
 
     if args.eval_only:
@@ -379,7 +444,7 @@ def train_and_export(
         print("  on the greedy continuations only:", " ".join(f"{x:.3f}" for x in ev0["conditional_by_position"]))
     stats_path.write_text(json.dumps(stats, indent=1))
     if head is not None and "export" in stages:
-        out = save_head(head, args.out, int8=bool(args.int8))
+        out = save_head(head.cpu(), args.out, int8=bool(args.int8))
         write_model_card(out, stats, args)
         print(f"exported to {out} ({sum(f.stat().st_size for f in weight_files(out)) / 1e6:.1f} MB)")
 

@@ -12,6 +12,7 @@ from typing import Any
 
 import gradio as gr
 
+from playground.api import generate
 from playground.lab.quiz import Scoreboard, question, question_steps, reveal
 from visual import lab as vlab
 from visual.fmt import pct, token_plain
@@ -38,7 +39,6 @@ def _question_outputs(state: dict):
 
 
 def new_round(preset, prompt, gamma, temperature, seed, max_new_tokens, rate_guess, progress=gr.Progress()):
-    from playground.api import generate
 
     res = run_errors(
         generate,

@@ -16,11 +16,13 @@ from typing import Any
 import gradio as gr
 
 from playground import trace_io
+from playground.api import generate
 from playground.config import load_config
 from visual import lab as vlab
 from visual import replay
 from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, as_int, progress_adapter, run_errors
 from visual.share import share_query, share_url
+from visual.tables import clean_json, new_export_dir
 
 
 def _replay_outputs(trace, frame: int, source: str = ""):
@@ -34,7 +36,6 @@ def _replay_outputs(trace, frame: int, source: str = ""):
 
 
 def run_for_replay(preset, prompt, gamma, temperature, seed, max_new_tokens, progress=gr.Progress()):
-    from playground.api import generate
 
     res = run_errors(
         generate,
@@ -92,8 +93,6 @@ def move(trace, frame, delta):
 def export_trace(trace):
     if trace is None:
         raise gr.Error("Nothing to export yet.")
-    from visual.tables import clean_json, new_export_dir
-
     d = new_export_dir(prefix="lab-")  # bounded: only the newest exports are kept
     p = d / "speculative_trace.json"
 

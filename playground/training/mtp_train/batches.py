@@ -42,6 +42,8 @@ class FeatureBatches:
         tid = torch.zeros(B, T, f["top_ids"].shape[1], dtype=torch.long)
         tp = torch.zeros(B, T, f["top_p"].shape[1])
         valid = torch.zeros(B, T, dtype=torch.bool)
+        temps = [k for k in f if k.startswith("top_p@")]  # the target's top-k at other temperatures
+        tp_at = {k: torch.zeros(B, T, f["top_p"].shape[1]) for k in temps}
         for r, i in enumerate(which):
             a = int(self.offs[i])
             n = min(lens[r], T)
@@ -51,9 +53,22 @@ class FeatureBatches:
             Vv[r, :n] = f["values"][a : a + n].float()
             tid[r, :n] = f["top_ids"][a : a + n].long()
             tp[r, :n] = f["top_p"][a : a + n].float()
+            for k in temps:
+                tp_at[k][r, :n] = f[k][a : a + n].float()
             valid[r, :n] = True
         emb = self.E[tok].float() * self.scale
-        return dict(tok=tok, emb=emb, hid=hid, K=K, V=Vv, tid=tid, tp=tp, valid=valid, cidx=self.lut[tid])
+        return dict(
+            tok=tok,
+            emb=emb,
+            hid=hid,
+            K=K,
+            V=Vv,
+            tid=tid,
+            tp=tp,  # [B, T, k] the target's top-k probabilities at T = 1
+            tp_at={float(k.split("@")[1]): v for k, v in tp_at.items()},  # {T: [B, T, k]}
+            valid=valid,
+            cidx=self.lut[tid],
+        )
 
 
 def pick_batch(rng: random.Random, generated: list[int], other: list[int], batch: int, gen_share: float) -> list[int]:

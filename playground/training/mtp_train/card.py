@@ -15,6 +15,8 @@ from pathlib import Path
 from safetensors import safe_open
 
 from playground.training.mtp_eval import format_profile
+from playground.training.mtp_train.dist_loss import DEFAULT_LOSS
+from playground.training.mtp_train.gen import DEFAULT_GEN_TEMPS, parse_gen_temps
 
 
 def _acceptance_table(ev: dict) -> list[str]:
@@ -29,7 +31,9 @@ def _acceptance_table(ev: dict) -> list[str]:
 
 
 def _heldout_tables(ev: dict) -> list[str]:
-    """Markdown: position-1 acceptance by category (T=0 conditional, T=1 expected) per weights."""
+    """Markdown: position-1 acceptance by category (T=0 conditional, T=1 expected) per weights,
+    and how much the target's held-out text repeats (the last two columns pool every
+    category's repetitive and non-repetitive continuations)."""
     lines = []
     for w, res in ev.items():
         cats = list(res["t0"])
@@ -43,10 +47,22 @@ def _heldout_tables(ev: dict) -> list[str]:
             + " | ".join(" / ".join(f"{x:.2f}" for x in res["t0"][c]["cumulative"][:4]) for c in cats)
             + " |",
             "| T=1, position 1 (expected) | "
-            + " | ".join(f"{res['t1'][c]['alpha'][0]:.2f}" for c in cats if c in res["t1"])
+            + " | ".join(f"{res['t1'][c]['alpha'][0]:.2f}" if c in res["t1"] else "–" for c in cats)
             + " |",
-            "",
         ]
+        for key, label in (("t0", "T=0"), ("t1", "T=1")):  # evaluations before the repetition columns lack them
+            if any("repeated_4gram_share" in r for r in res[key].values()):
+                lines.append(
+                    f"| {label} text: repeated 4-grams (repetitive / continuations) | "
+                    + " | ".join(
+                        f"{r['repeated_4gram_share']:.2f} ({r['repetitive']}/{r['seqs']})"
+                        if (r := res[key].get(c)) and "seqs" in r
+                        else "–"
+                        for c in cats
+                    )
+                    + " |"
+                )
+        lines.append("")
     return lines
 
 
@@ -183,7 +199,7 @@ def _training_data(stats: dict, args) -> list[str]:
             if getattr(args, "copy_prompts", 0)
             else ""
         )
-        + f"(greedy and {args.samples} sampled at T=0.8, top-k 64, up to {args.new_tokens} new tokens). "
+        + f"(greedy and {args.samples} sampled {_sampling_words(args)}, up to {args.new_tokens} new tokens). "
         "The other sources are text shipped by Debian packages and the Python / Node installs "
         "(`playground/training/mtp_corpus.py` says which and how it is cut).",
         "",
@@ -240,6 +256,27 @@ def _training(stats: dict, args) -> list[str]:
     ]
 
 
+def _sampling_words(args) -> str:
+    """How the sampled continuations were drawn, in words ("at T=0.8, top-k 64 each")."""
+    settings = parse_gen_temps(getattr(args, "gen_temps", DEFAULT_GEN_TEMPS))
+    words = [f"T={st.temperature:g}" + (f", top-k {st.top_k}" if st.top_k else " (full vocabulary)") for st in settings]
+    return "at " + " and at ".join(words) + (" each" if len(words) > 1 else "")
+
+
+def _new_flags(args, gen_only: bool = False) -> str:
+    """The settings added by issue 23, where they differ from what trained the shipped head."""
+    out = ""
+    if getattr(args, "gen_temps", DEFAULT_GEN_TEMPS) != DEFAULT_GEN_TEMPS:
+        out += f" --gen-temps {args.gen_temps}"
+    if gen_only:
+        return out
+    if getattr(args, "loss", DEFAULT_LOSS) != DEFAULT_LOSS or getattr(args, "loss_temps", "1") != "1":
+        out += f" --loss {args.loss} --loss-temps {args.loss_temps}"
+    if getattr(args, "device", "cpu") != "cpu":
+        out += f" --device {args.device}"
+    return out
+
+
 def _reproduce(stats: dict, args) -> list[str]:
     """The commands that reproduce the run."""
     tr = stats.get("train", {})
@@ -251,13 +288,13 @@ def _reproduce(stats: dict, args) -> list[str]:
             "apt-get install python3-doc debian-reference-en debian-reference-zh-cn fortunes-zh",
             f"python -m playground train-drafter --stages corpus,gen --samples {args.samples} "
             f"--corpus-prompts {getattr(args, 'corpus_prompts', 0)} --copy-prompts {getattr(args, 'copy_prompts', 0)} "
-            "--gen-procs 2 --gen-minutes 0 --threads 2",
+            "--gen-procs 2 --gen-minutes 0 --threads 2" + _new_flags(args, gen_only=True),
             f"python -m playground train-drafter --stages features,vocab,train,eval,export --samples {args.samples} "
             f"--corpus-prompts {getattr(args, 'corpus_prompts', 0)} --copy-prompts {getattr(args, 'copy_prompts', 0)} "
             f"--init-head {args.init_head} "
             f"--gen-share {args.gen_share:g} --lr {args.lr:g} --batch {args.batch} --minutes {args.minutes:g} "
             f"--clusters {clusters} --clusters-per-step {getattr(args, 'clusters_per_step', 8)} --threads {args.threads} "
-            f"--seed {args.seed}",
+            f"--seed {args.seed}" + _new_flags(args),
             "python -m playground train-drafter --eval-only",
             "```",
             f"(`{args.init_head}` at the commit before this head replaced it: the earlier head, trained "
@@ -270,7 +307,7 @@ def _reproduce(stats: dict, args) -> list[str]:
         f"python -m playground train-drafter --preset {args.preset} --samples {args.samples} "
         f"--gen-procs {getattr(args, 'gen_procs', 1)} --gen-minutes {args.gen_minutes:g} --threads {args.threads} "
         f"--batch {args.batch} --max-steps {tr.get('max_steps', args.max_steps)} --minutes {args.minutes:g} "
-        f"--clusters {clusters} --seed {args.seed}",
+        f"--clusters {clusters} --seed {args.seed}" + _new_flags(args),
         "python -m playground train-drafter --eval-only",
         "```",
     ]

@@ -22,6 +22,7 @@ from playground.training import mtp_eval
 from playground.training.mtp_train.batches import FeatureBatches, batch_candidates, shift
 from playground.training.mtp_train.card import write_model_card
 from playground.training.mtp_train.paths import PLAYGROUND
+from playground.training.mtp_train.train import to_device
 
 
 @torch.no_grad()
@@ -34,7 +35,9 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
     so every judged draft sees exactly the inputs it would see in the decoding loop."""
 
     head.eval()
-    cand_emb = embed_weight[cand].float()
+    dev = head.start_state.device  # batches are built on the CPU and scored where the head is
+    embed_weight = embed_weight.cpu()
+    cand_emb = embed_weight[cand].float().to(dev)
     data = FeatureBatches(feats, seqs, cand, head.cfg.vocab_size, embed_weight, scale)
     nkv, D = head.cfg.num_key_value_heads, head.cfg.head_dim
     reached = [0] * steps
@@ -44,17 +47,18 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
     for b in range(0, len(use), 8):
         which = use[b : b + 8]
         batch = data.batch(which, steps)
+        cv = to_device(batch_candidates(batch, data.lut, int(cand.numel()), embed_weight), dev)
+        batch = to_device(batch, dev)
         B, T = batch["tok"].shape
         K = batch["K"].view(B, T, nkv, D).transpose(1, 2)
         V = batch["V"].view(B, T, nkv, D).transpose(1, 2)
-        with torch.autocast("cpu", dtype=torch.bfloat16):
+        with torch.autocast(dev.type, dtype=torch.bfloat16):
             states = unrolled_states(head, batch["emb"], batch["hid"], K, V, steps)
-        cv = batch_candidates(batch, data.lut, int(cand.numel()), embed_weight)
         table = torch.cat([cand_emb, cv["ext_emb"]])
-        all_ids = torch.cat([cand, cv["ext_ids"]])
+        all_ids = torch.cat([cand.to(dev), cv["ext_ids"]])
         top1 = batch["tid"][..., 0]  # target argmax at each position (predicts the next token)
         # chain n counts if it starts in the generated part: n >= n_prompt - 1
-        start_ok = torch.zeros(B, T, dtype=torch.bool)
+        start_ok = torch.zeros(B, T, dtype=torch.bool, device=dev)
         for r, i in enumerate(which):
             m = feats["meta"][i]
             n_len = int(batch["valid"][r].sum())
@@ -62,7 +66,7 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
         alive = start_ok.clone()
         chains += int(alive.sum())
         for j, s in enumerate(states, start=1):
-            with torch.autocast("cpu", dtype=torch.bfloat16):
+            with torch.autocast(dev.type, dtype=torch.bfloat16):
                 lg = head.logits(s, table).float().masked_fill(~cv["allowed"], float("-inf"))
             draft = all_ids[lg.argmax(-1)]  # [B, T]
             tgt = shift(top1, j - 1, -1)  # target argmax at position n+j-1
@@ -91,7 +95,8 @@ def greedy_acceptance(head, feats, seqs, cand, embed_weight, scale, steps: int, 
 def eval_only(args, model, tok, embed_weight, scale) -> int:
     """``--eval-only``: held-out acceptance by category (``playground.training.mtp_eval``) for each
     weights directory, then (``--eval-bench``) one bench run of the shipped preset on the
-    same prompts: our autoregressive loop vs the MTP drafter, bf16, temperature 0."""
+    same prompts: our autoregressive loop vs the MTP drafter, bf16, at ``--eval-bench-temps``
+    (default 0 and 1: the rows split repetitive from non-repetitive outputs)."""
 
     weights = (args.eval_weights or args.out).split(",")
     results = mtp_eval.run_eval(args, model, tok, weights, embed_weight, scale)
@@ -130,7 +135,7 @@ def eval_only(args, model, tok, embed_weight, scale) -> int:
             "--tree-nodes",
             trees or "1",
             "--temperatures",
-            "0",
+            getattr(args, "eval_bench_temps", "0,1"),
             "--dtype",
             "bfloat16",
             "--max-new-tokens",

@@ -2,7 +2,10 @@
 
 At every position: the target's final-norm hidden state, the K/V of the drafter's attention
 layer (the target's last full-attention layer) and the target's top-k next-token
-distribution, flat over tokens, cached per generation shard under ``work/features/``.
+distribution (``top_ids`` / ``top_p`` at T = 1, and ``top_p@T`` for every other training
+temperature of ``--loss-temps``: the same tokens' probabilities under the full softmax at
+T), flat over tokens, cached per generation shard under ``work/features/``.  A temperature
+asked for after a shard was cached is added from its cached hidden states (no new prefill).
 
 This module does not generate text (``gen``) and does not choose candidates (``vocab``).
 """
@@ -31,6 +34,7 @@ def stage_features(args, model, rows: list[dict]) -> dict:
     for r in rows:
         groups.setdefault(r["shard"], []).append(r)
     mcfg = MTPConfig.from_target(model.config)
+    temps = extra_temps(args)
     parts = []
     todo = [name for name in groups if not (fdir / f"{name}.pt").exists()]
     bar = tqdm(total=sum(len(groups[n]) for n in todo), desc="features (prefill with hidden states)", unit="seq")
@@ -38,8 +42,14 @@ def stage_features(args, model, rows: list[dict]) -> dict:
         path = fdir / f"{name}.pt"
         if not path.exists():
             part = prefill_features(args, model, grp, mcfg, bar)
+            add_temps(part, output_head(model), temps)
             torch.save(part, path)
-        parts.append(torch.load(path, weights_only=False))
+        part = torch.load(path, weights_only=False)
+        missing = [t for t in temps if temp_key(t) not in part]
+        if missing:  # a temperature asked for after this shard was cached: from its hidden states
+            add_temps(part, output_head(model), missing)
+            torch.save(part, path)
+        parts.append(part)
     bar.close()
     offsets = [0]
     for p in parts:
@@ -48,7 +58,10 @@ def stage_features(args, model, rows: list[dict]) -> dict:
     return dict(
         n_seqs=len(rows),
         offsets=torch.tensor(offsets),
-        **{k: torch.cat([p[k] for p in parts]) for k in ("tokens", "hidden", "keys", "values", "top_ids", "top_p")},
+        **{
+            k: torch.cat([p[k] for p in parts])
+            for k in ("tokens", "hidden", "keys", "values", "top_ids", "top_p", *map(temp_key, temps))
+        },
         meta=[m for p in parts for m in p["meta"]],
         seconds=sum(p["seconds"] for p in parts),
         attn_layer=mcfg.attn_layer,
@@ -66,11 +79,45 @@ def target_topk(h: torch.Tensor, E: torch.Tensor, k: int) -> tuple[torch.Tensor,
     return torch.topk(probs, k, dim=-1)
 
 
+def target_probs_at(h: torch.Tensor, E: torch.Tensor, top_ids: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The target's probabilities of ``top_ids`` [n, k] under its full softmax at ``temperature``
+    (h [n, H] final-norm states, bf16 as ``target_topk``).  Returns [n, k]."""
+    probs = torch.softmax((h @ E.t()) / temperature, dim=-1)  # [n, V]
+    return probs.gather(-1, top_ids.long())
+
+
+def output_head(model) -> torch.Tensor:
+    """The target's output projection [V, H] (Gemma 3 ties it to the input embedding)."""
+    return model.get_output_embeddings().weight
+
+
+def extra_temps(args) -> list[float]:
+    """The training temperatures besides 1 whose top-k probabilities the features must hold."""
+    temps = [float(t) for t in str(getattr(args, "loss_temps", "1")).split(",") if t.strip()]
+    return sorted({t for t in temps if t != 1.0})
+
+
+def temp_key(t: float) -> str:
+    return f"top_p@{t:g}"
+
+
+@torch.inference_mode()
+def add_temps(part: dict, E: torch.Tensor, temps: list[float], chunk: int = 256) -> None:
+    """Add ``top_p@T`` [N, k] (float16) to a features part, from its cached hidden states."""
+    h_all, ids_all = part["hidden"], part["top_ids"]
+    for t in temps:
+        out = torch.empty(ids_all.shape, dtype=torch.float16)
+        for c in range(0, h_all.shape[0], chunk):
+            h = h_all[c : c + chunk].to(device=E.device, dtype=E.dtype)
+            out[c : c + h.shape[0]] = target_probs_at(h, E, ids_all[c : c + h.shape[0]].to(E.device), t).cpu()
+        part[temp_key(t)] = out
+
+
 @torch.inference_mode()
 def prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
 
     base = text_model(model)
-    E = base.embed_tokens.weight  # [V, H] bf16 (tied output head)
+    E = output_head(model)  # [V, H] (Gemma: the tied embedding)
     lens = [len(r["ids"]) for r in rows]
     offsets = [0]
     for n in lens:
@@ -86,7 +133,7 @@ def prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
     tokens = torch.tensor([t for r in rows for t in r["ids"]], dtype=torch.int32)
     order = sorted(range(len(rows)), key=lambda i: lens[i])
     t0 = time.perf_counter()
-    bs = 8
+    bs = int(getattr(args, "features_batch", 8))
     for b in range(0, len(order), bs):
         idx = order[b : b + bs]
         T = max(lens[i] for i in idx)
@@ -94,7 +141,7 @@ def prefill_features(args, model, rows: list[dict], mcfg, bar) -> dict:
         for r, i in enumerate(idx):
             ids[r, : lens[i]] = torch.tensor(rows[i]["ids"])
         cache = DynamicCache(config=model.config)
-        out = base(input_ids=ids, cache=cache, use_cache=True)
+        out = base(input_ids=ids.to(E.device), cache=cache, use_cache=True)
         h = out.last_hidden_state  # final-norm state [B, T, H]
         lay = cache.layers[mcfg.attn_layer]
         k = lay.keys.transpose(1, 2).reshape(len(idx), T, kvd)

@@ -25,6 +25,7 @@ from tqdm import tqdm
 from playground.drafters.mtp_head import MTPConfig, MTPHead
 from playground.drafters.mtp_weights import load_head
 from playground.training.mtp_train.batches import FeatureBatches, batch_candidates, pick_batch
+from playground.training.mtp_train.dist_loss import DEFAULT_LOSS, parse_loss
 from playground.training.mtp_train.loss import drafter_loss
 
 AUTO_AFTER = 20  # steps timed before an automatic schedule is fixed
@@ -111,14 +112,25 @@ def checkpoint_tag(args, mcfg, init_from, auto: bool, total_steps: int, init_hea
     return (
         f"{args.attend}_i{int(init_from is not None)}_L{args.layers}_I{mcfg.intermediate_size}_C{mcfg.num_clusters}_N{mcfg.num_candidates}_k{args.steps_ahead}_b{args.batch}_m{'auto' if auto else total_steps}_lr{args.lr:g}_r{args.reg_weight:g}_s{args.seed}"
         + (f"_h{Path(init_head).name if init_head else '-'}_g{args.gen_share:g}" if init_head or args.gen_share else "")
+        + (f"_loss{args.loss.replace(',', '+')}_T{args.loss_temps.replace(',', '+')}" if _new_loss(args) else "")
     )
+
+
+def _new_loss(args) -> bool:
+    """Not the loss that trained the shipped head (its checkpoints keep their old names)."""
+    return parse_loss(args.loss) != parse_loss(DEFAULT_LOSS) or loss_temps(args) != (1.0,)
+
+
+def loss_temps(args) -> tuple[float, ...]:
+    """The temperatures of the kl-topk / tv terms (``--loss-temps``)."""
+    return tuple(float(t) for t in args.loss_temps.split(",") if t.strip())
 
 
 def resume(ckpt: Path, head, opt, run: TrainRun) -> None:
     """Load the checkpoint into head, optimiser and run, if there is one."""
     if not ckpt.exists():
         return
-    st = torch.load(ckpt, weights_only=False)
+    st = torch.load(ckpt, weights_only=False, map_location="cpu")
     head.load_state_dict(st["head"])
     opt.load_state_dict(st["opt"])
     run.step, run.history, run.elapsed_before = st["step"], st["history"], st["elapsed"]
@@ -159,16 +171,35 @@ def optimiser_step(args, head, opt, inp: StepInputs, run: TrainRun) -> list[tupl
     batch["hid_ms"] = inp.hid_ms
     if inp.token_cluster is not None:
         batch["token_cluster"] = inp.token_cluster
+    dev = inp.cand_emb.device
+    batch = to_device(batch, dev)  # built on the CPU, trained where the head is (--device)
     # bf16 matmuls (fp32 master weights, fp32 softmax/loss): ~10x faster than fp32 on this CPU
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(args.bf16)):
+    with torch.autocast(dev.type, dtype=torch.bfloat16, enabled=bool(args.bf16)):
         loss, logs = drafter_loss(
-            head, batch, inp.cand_emb, args.steps_ahead, inp.kv_shape, inp.step_weights, args.reg_weight
+            head,
+            batch,
+            inp.cand_emb,
+            args.steps_ahead,
+            inp.kv_shape,
+            inp.step_weights,
+            args.reg_weight,
+            terms=parse_loss(args.loss),
+            temps=loss_temps(args),
         )
     opt.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(head.parameters(), 1.0)
     opt.step()
     return logs
+
+
+def to_device(x, device: torch.device):
+    """Tensors in nested dicts moved to ``device`` (a no-op on their own device)."""
+    if isinstance(x, torch.Tensor):
+        return x.to(device)
+    if isinstance(x, dict):
+        return {k: to_device(v, device) for k, v in x.items()}
+    return x
 
 
 def train_loop(args, head, opt, inp: StepInputs, run: TrainRun, save, bar, t0: float) -> None:
@@ -220,7 +251,10 @@ def stage_train(
     (head in eval mode, {"steps", "planned_steps", "train_seconds", "history", "tag"})."""
 
     head, mcfg = build_head(args, cand, target_cfg, init_from, token_cluster, init_head)
-    cand_emb = embed_weight[cand].float()
+    device = torch.device(getattr(args, "device", "cpu"))
+    head.to(device)
+    embed_weight = embed_weight.cpu()  # batches are built on the CPU
+    cand_emb = embed_weight[cand].float().to(device)
     data = FeatureBatches(feats, train_seqs, cand, mcfg.vocab_size, embed_weight, scale)
     opt = make_optimizer(head, args.lr)
     auto = args.max_steps <= 0  # fit the schedule to the time budget, measured after AUTO_AFTER steps
@@ -234,7 +268,7 @@ def stage_train(
         cand=cand,
         cand_emb=cand_emb,
         embed_weight=embed_weight,
-        token_cluster=None if token_cluster is None else token_cluster.long(),
+        token_cluster=None if token_cluster is None else token_cluster.long().to(device),
         hid_ms=float(feats["hidden"][:20000].float().pow(2).mean()),
         kv_shape=(mcfg.num_key_value_heads, mcfg.head_dim),
         step_weights=[0.8 ** (j - 1) for j in range(1, args.steps_ahead + 1)],

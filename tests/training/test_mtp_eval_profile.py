@@ -65,3 +65,36 @@ def test_without_a_candidate_set_every_token_is_draftable():
     assert a["reachable"] == pytest.approx(1.0)
     assert a["reachable_mass"] == pytest.approx(1.0)  # both sampled positions' top-2 sum to 1
     assert a["top1"] == pytest.approx(0.7)  # the target's own figures do not depend on the drafter
+
+
+def test_acceptance_reports_repetition_by_category_and_pools_repetitive_and_fresh_text():
+    """Two greedy continuations on a tiny Gemma 3: prompt 5 6 7 8 -> 5 6 7 8 5 6 7 8 (5 of 8
+    tokens complete a 4-gram seen before: repetitive; distinct-2 4/7) and prompt 10..13 ->
+    20..27 (nothing repeats).  The pooled rows are not summed into "all" (mutant: chains
+    counted twice)."""
+    from types import SimpleNamespace
+
+    from playground.drafters.mtp_head import MTPConfig
+    from playground.training.mtp_train.features import prefill_features
+    from tests.tiny_models import tiny_head, tiny_target
+
+    model = tiny_target()
+    head = tiny_head(model)
+    rows = [
+        {"prompt": 0, "variant": 0, "ids": [5, 6, 7, 8] + [5, 6, 7, 8] * 2, "n_prompt": 4},
+        {"prompt": 1, "variant": 0, "ids": [10, 11, 12, 13] + list(range(20, 28)), "n_prompt": 4},
+    ]
+    bar = SimpleNamespace(update=lambda n: None)
+    feats = prefill_features(SimpleNamespace(topk=5), model, rows, MTPConfig.from_target(model.config), bar)
+    feats["meta"] = [{**m, "category": c} for m, c in zip(feats["meta"], ("x", "y"))]
+    E = model.model.embed_tokens.weight.detach()
+    res = mtp_eval.acceptance(head, feats, E, 1.0, steps=2)["t0"]
+    assert res["x"]["repeated_4gram_share"] == pytest.approx(5 / 8) and res["x"]["distinct_2"] == pytest.approx(4 / 7)
+    assert res["y"]["repeated_4gram_share"] == 0.0 and res["y"]["repetitive"] == 0
+    assert res["repetitive outputs"]["seqs"] == 1 and res["repetitive outputs"]["chains"] == res["x"]["chains"]
+    pooled, y = res["non-repetitive outputs"]["conditional"], res["y"]["conditional"]
+    torch.testing.assert_close(torch.tensor(pooled), torch.tensor(y), equal_nan=True)
+    assert res["all"]["seqs"] == 2 and res["all"]["chains"] == res["x"]["chains"] + res["y"]["chains"]
+    assert res["all"]["repeated_4gram_share"] == pytest.approx(5 / 16) and res["all"]["repetitive"] == 1
+    text = mtp_eval.format_report({"t0": res, "t1": {}}, "w")
+    assert "| repetitive outputs |" in text and "| 0.62 | 0.57 | 1/1 |" in text

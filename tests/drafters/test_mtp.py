@@ -105,6 +105,40 @@ def test_unrolled_training_form_equals_propose(target, layers):
         assert toks == draft.token_ids, n
 
 
+def test_training_conditions_each_sampled_draft_on_the_token_actually_sampled(target):
+    """At T > 0 the drafter feeds draft j+1 the token it *sampled* at j (EAGLE's shifted
+    token); training teacher-forces the text's tokens, i.e. the tokens sampled, with the
+    head's own states: the unrolled form fed the sampled drafts gives exactly the q rows
+    the drafter sampled from (and fed anything else, it does not)."""
+    head = tiny_head(target)
+    d = MTPDrafter(target, head, eos_token_ids=[], context_candidates=False)
+    ids = rand_ids(10, seed=4)
+    params = SamplingParams(temperature=1.0)
+    state = prefix_state(target, ids)
+    draft = d.propose(state, 4, params, torch.Generator().manual_seed(3))
+    cand_emb = target.model.embed_tokens.weight[head.candidates]
+    n = len(ids) - 1
+
+    def q_rows(seq):
+        cache = DynamicCache(config=target.config)
+        with torch.no_grad():
+            out = target(input_ids=torch.tensor([seq]), cache=cache, use_cache=True, output_hidden_states=True)
+            lay = cache.layers[head.cfg.attn_layer]
+            emb = target.model.embed_tokens(torch.tensor([seq]))
+            states = unrolled_states(head, emb, out.hidden_states[-1], lay.keys, lay.values, 4)
+            return [logits_to_probs(head.logits(states[j][0, n], cand_emb), params) for j in range(4)]
+
+    q = draft.draft_probs[:, head.candidates]  # [4, N]
+    got = q_rows(ids + draft.token_ids[:-1])
+    for j in range(4):
+        torch.testing.assert_close(got[j], q[j], rtol=1e-5, atol=1e-6)
+    # mutant: feeding the head's argmax instead of the sampled token changes the later rows
+    greedy = [int(head.candidates[int(r.argmax())]) for r in q[:3]]
+    assert greedy != draft.token_ids[:3]
+    wrong = q_rows(ids + greedy)
+    assert max(float((wrong[j] - q[j]).abs().max()) for j in range(1, 4)) > 1e-3
+
+
 @pytest.mark.parametrize(
     "params",
     [

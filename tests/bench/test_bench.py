@@ -13,7 +13,7 @@ import torch
 from playground import bench
 from playground.bench import ROW_FIELDS, BenchOptions, BenchPrompt
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 PROMPTS = (
     BenchPrompt("copy", "grounded", "Repeat after me: the cat sat on the mat. the cat sat on the mat."),

@@ -5,6 +5,7 @@ Tiny random target, a handful of prompts: fast, and the same code paths as the r
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -115,7 +116,8 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     feats["meta"] = [{**m, "category": "tiny"} for m in feats["meta"]]
     res = mtp_eval.acceptance(loaded, feats, E, 1.0, steps=3)
     for key in ("t0", "t1"):
-        assert set(res[key]) == {"tiny", "all"}
+        pooled = {mtp_eval.REPETITIVE, mtp_eval.NON_REPETITIVE}
+        assert set(res[key]) - pooled == {"tiny", "all"} and set(res[key]) & pooled  # + the pooled rows
     t0 = res["t0"]["all"]
     assert t0["chains"] > 0 and all(0.0 <= x <= 1.0 for x in t0["conditional"] if x == x)
     assert all(0.0 <= a <= 1.0 for a in res["t1"]["all"]["alpha"] if a == a)
@@ -294,3 +296,180 @@ def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
     assert card.count("## The target on the held-out text") == 2
     assert "| x | 0.80 | 0.50 | 1.00 | 0.70 |" in card and "| x | 0.80 | 0.50 | 0.90 | 0.70 |" in card
     assert ("--corpus-prompts 150 --copy-prompts 40" in card) == fine_tuned
+
+
+def test_full_distribution_loss_caches_the_targets_topk_at_each_temperature_and_trains(tmp_path, tiny_pair):
+    """--loss kl-topk,tv,ce --loss-temps 1,0.7: the features hold the target's probabilities of
+    its top-k tokens under its full softmax at 0.7 (recomputed here from its logits), a cache
+    written without them gains them, training runs on them and the checkpoint name says so."""
+    from playground.drafters.mtp_head import text_model
+
+    target, _, tok = tiny_pair
+    tok = _Tok(tok)
+    plain = _args(tmp_path, **TINY, clusters=0, max_steps=2)
+    gen.stage_gen(plain, target, tok, PROMPTS)
+    rows = gen.load_rows(tmp_path)
+    assert "top_p@0.7" not in features.stage_features(plain, target, rows)
+    args = _args(tmp_path, **TINY, clusters=0, max_steps=2, loss="kl-topk,tv:0.5,ce", loss_temps="1,0.7")
+    feats = features.stage_features(args, target, rows)  # the cached shards gain T = 0.7
+    ids = torch.tensor([rows[0]["ids"]])
+    with torch.no_grad():
+        logits = target(input_ids=ids).logits[0].float()
+    n = ids.shape[1]
+    got = feats["top_p@0.7"][:n].float()
+    want = torch.softmax(logits / 0.7, -1).gather(-1, feats["top_ids"][:n].long())
+    torch.testing.assert_close(got, want, atol=2e-3, rtol=1e-2)
+    # mutant: the T = 1 probabilities are not the T = 0.7 ones
+    assert (feats["top_p"][:n].float() - want).abs().max() > 1e-2
+    seqs = list(range(feats["n_seqs"]))
+    E = text_model(target).embed_tokens.weight.detach()
+    voc = vocab.stage_vocab(args, feats, seqs[2:], seqs[:2], E.shape[0], tok.eos_token_id)
+    _, tr = train.stage_train(args, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0)
+    assert tr["steps"] == 2 and "_losskl-topk+tv:0.5+ce_T1+0.7" in tr["tag"]
+    assert all(math.isfinite(h["loss1"]) for h in tr["history"]) or not tr["history"]
+    _, tr0 = train.stage_train(plain, feats, seqs[2:], seqs[:2], voc["candidates"], target.config, E, 1.0)
+    assert "_loss" not in tr0["tag"]  # the default loss keeps the old checkpoint names
+    with pytest.raises(SystemExit):
+        train_drafter.build_parser().parse_args(["--loss", "kl,nope"])
+
+
+def _gen_prompts(n=5, seed=0):
+    from tests.tiny_models import rand_ids
+
+    return [rand_ids(3 + 2 * i, seed=seed + i) for i in range(n)]  # lengths 3..11: left padding differs per row
+
+
+@pytest.mark.parametrize("sampling", [None, (1.0, None), (0.7, None), (0.8, 64)])
+def test_batched_generation_equals_one_row_at_a_time(sampling):
+    """sample_batch over 5 left-padded prompts of different lengths (a tiny Gemma 3 with a
+    sliding window of 6, crossed here) == each prompt alone: greedy, and sampled with one
+    generator per row (seeded by prompt and variant) at T = 1, 0.7 and 0.8 over the top 64."""
+    from tests.tiny_models import EOS, tiny_target
+
+    model = tiny_target()
+    enc = _gen_prompts()
+    kw = {} if sampling is None else {"temperature": sampling[0], "top_k": sampling[1]}
+
+    def run(rows):
+        ids, mask = gen.left_pad([enc[i] for i in rows], 0)
+        gens = gen.row_generators(7, rows, 1, "x")
+        out = gen.sample_batch(model, ids, mask, 12, 0, {EOS}, greedy=sampling is None, generator=gens, **kw)
+        return [gen.trim(r, {EOS}, 0) for r in out.tolist()]
+
+    together = run(list(range(5)))
+    alone = [run([i])[0] for i in range(5)]
+    assert together == alone
+    assert len({tuple(r) for r in together}) > 1 and all(len(r) >= 1 for r in together)
+    if sampling is None:  # greedy rows are transformers' greedy decoding
+        for i, row in enumerate(together):
+            want = model.generate(torch.tensor([enc[i]]), do_sample=False, max_new_tokens=12, pad_token_id=0)
+            assert row == want[0, len(enc[i]) :].tolist()[: len(row)]
+
+
+def test_row_generators_make_sampled_rows_independent_of_their_batch_and_seeded():
+    """A sampled row depends on (seed, prompt, variant, setting) only: the same in another
+    batch, different for another seed or variant; the old shared generator is not."""
+    from tests.tiny_models import EOS, tiny_target
+
+    model = tiny_target()
+    enc = _gen_prompts()
+
+    def row0(rows, seed=7, variant=1, shared=False):
+        ids, mask = gen.left_pad([enc[i] for i in rows], 0)
+        g = torch.Generator().manual_seed(seed) if shared else gen.row_generators(seed, rows, variant, "T1")
+        out = gen.sample_batch(model, ids, mask, 12, 0, {EOS}, greedy=False, generator=g, temperature=1.0, top_k=None)
+        return out[0].tolist()
+
+    assert row0([2, 0, 4]) == row0([2, 1]) == row0([2])
+    assert row0([2], seed=8) != row0([2]) and row0([2], variant=2) != row0([2])
+    assert row0([2, 0, 4], shared=True) != row0([2], shared=True)  # mutant: one generator for the batch
+
+
+def test_draw_by_inverse_cdf_follows_the_softmax_at_the_temperature():
+    """Per-row inverse-CDF draws: frequencies over 4,000 rows match softmax(logits / T) (top-k
+    renormalised), a chi-square test; the mutant that ignores T fails it."""
+    from scipy.stats import chisquare
+
+    logits = torch.log(torch.tensor([0.5, 0.25, 0.15, 0.1]))
+    n = 4000
+    for temperature, top_k in ((1.0, None), (0.7, None), (0.7, 3)):
+        gens = [torch.Generator().manual_seed(s) for s in range(n)]
+        draws = gen._draw(logits.expand(n, 4).clone(), temperature, top_k, gens)
+        counts = torch.bincount(draws, minlength=4).double()
+        probs = torch.softmax(logits.double() / temperature, -1)
+        if top_k:
+            probs[top_k:] = 0
+            probs /= probs.sum()
+        keep = probs > 0
+        assert int(counts[~keep].sum()) == 0
+        assert chisquare(counts[keep].numpy(), (probs[keep] * n).numpy()).pvalue > 1e-3
+        if temperature != 1.0 and not top_k:
+            wrong = torch.softmax(logits.double(), -1) * n
+            assert chisquare(counts.numpy(), wrong.numpy()).pvalue < 1e-6
+
+
+def test_gen_temps_write_greedy_and_each_setting_and_old_shards_keep_their_names(tmp_path, tiny_pair):
+    target, _, tok = tiny_pair
+    tok = _Tok(tok)
+    gen.stage_gen(_args(tmp_path, samples=1, gen_temps="1,0.7"), target, tok, PROMPTS[:2])
+    rows = gen.load_rows(tmp_path)
+    assert sorted((r["prompt"], r["variant"], r["sampling"]) for r in rows) == sorted(
+        (i, v, t) for i in range(2) for v, t in ((0, "greedy"), (1, "T1"), (2, "T0.7"))
+    )
+    names = sorted(p.name for p in (tmp_path / "gen").glob("shard*.json"))
+    assert any("_T0.7_" in n for n in names) and any(n.startswith("shard_v0_p") for n in names)
+    # the default setting writes the names the shipped head's cache has (shard_v1_p..., no tag)
+    gen.stage_gen(_args(tmp_path / "d", samples=1), target, tok, PROMPTS[:2])
+    assert all("_T" not in p.name for p in (tmp_path / "d" / "gen").glob("shard*.json"))
+    assert {gen.row_tag(r) for r in gen.load_rows(tmp_path / "d")} == {"greedy", "T0.8k64"}
+    with pytest.raises(SystemExit):
+        train_drafter.build_parser().parse_args(["--gen-temps", "0"])
+
+
+def test_model_card_heldout_table_carries_the_repetition_rows_and_dashes_for_missing_cells(tmp_path):
+    from playground.training.mtp_train.card import _heldout_tables
+
+    rep = {"repeated_4gram_share": 0.76, "repetitive": 3, "seqs": 5}
+    res = {
+        "t0": {
+            "x": {"conditional": [0.5] * 4, "cumulative": [0.5] * 4, **rep},
+            "repetitive outputs": {"conditional": [0.9] * 4, "cumulative": [0.9] * 4, **rep},
+        },
+        "t1": {"x": {"alpha": [0.3] * 4, "repeated_4gram_share": 0.1, "repetitive": 0, "seqs": 5}},
+    }
+    text = "\n".join(_heldout_tables({"w": res}))
+    assert "| T=1, position 1 (expected) | 0.30 | – |" in text  # no repetitive T=1 text: a dash keeps the columns
+    assert "| T=0 text: repeated 4-grams (repetitive / continuations) | 0.76 (3/5) | 0.76 (3/5) |" in text
+    assert "| T=1 text: repeated 4-grams (repetitive / continuations) | 0.10 (0/5) | – |" in text
+    old = {"t0": {"x": {"conditional": [0.5] * 4, "cumulative": [0.5] * 4}}, "t1": {"x": {"alpha": [0.3] * 4}}}
+    assert "repeated 4-grams" not in "\n".join(_heldout_tables({"w": old}))  # evaluations from before
+
+
+def test_a_batch_may_hold_several_sampled_continuations_of_a_prompt_and_the_text_is_the_same(tmp_path, tiny_pair):
+    """--gen-batch larger than the prompt list: a batch holds several variants of a prompt;
+    the rows equal those written one continuation per batch (per-row generators)."""
+    target, _, tok = tiny_pair
+    tok = _Tok(tok)
+    wide, narrow = tmp_path / "w", tmp_path / "n"
+    gen.stage_gen(_args(wide, samples=3, gen_batch=7, gen_temps="1"), target, tok, PROMPTS[:2])
+    gen.stage_gen(_args(narrow, samples=3, gen_batch=1, gen_temps="1"), target, tok, PROMPTS[:2])
+    rows = lambda w: {(r["prompt"], r["variant"], r["sampling"]): r["ids"] for r in gen.load_rows(w)}  # noqa: E731
+    assert rows(wide) == rows(narrow) and len(rows(wide)) == 2 * 4
+    assert len(list((wide / "gen").glob("shard*.json"))) == 2  # greedy: 2 rows; T1: 6 rows in one batch of 6
+    assert len({tuple(ids) for (p, v, t), ids in rows(wide).items() if p == 0 and v > 0}) == 3  # 3 different samples
+
+
+def test_model_card_names_the_sampling_settings_and_the_loss_when_they_are_not_the_old_ones(tmp_path):
+    from playground.training.mtp_train.card import write_model_card
+
+    stats = {"data": {"generated": {"sequences": 3, "tokens": 300}}, "train": {"steps": 1, "max_steps": 1}}
+    (tmp_path / "config.json").write_text(json.dumps({"num_candidates": 8192, "num_clusters": 0}))
+    old = _args(tmp_path, clusters=0)
+    write_model_card(tmp_path, stats, old)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "sampled at T=0.8, top-k 64" in card and "--loss" not in card and "--gen-temps" not in card
+    new = _args(tmp_path, clusters=0, gen_temps="1,0.7", loss="kl-topk,tv", loss_temps="1,0.7", device="cuda")
+    write_model_card(tmp_path, stats, new)
+    card = (tmp_path / "MODEL_CARD.md").read_text()
+    assert "sampled at T=1 (full vocabulary) and at T=0.7 (full vocabulary) each" in card
+    assert "--gen-temps 1,0.7 --loss kl-topk,tv --loss-temps 1,0.7 --device cuda" in card

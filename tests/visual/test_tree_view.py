@@ -71,7 +71,7 @@ def test_speculate_carries_the_tree_and_it_round_trips():
     """/speculate with tree_nodes: every draft has its parent; the JSON imports back."""
     from playground.config import load_config
     from playground.decoding.records import GenerationResult
-    from visual.playground_tab import make_speculate
+    from visual.speculate import make_speculate
 
     speculate = make_speculate(load_config())
     out = speculate(PROMPT, preset="tiny-random", drafter="prompt-lookup", gamma=4, max_new_tokens=16, tree_nodes=8)

@@ -1,7 +1,7 @@
 """Device choice: the GPU when there is one (faked here), SPECPLAY_DEVICE overrides, models
 follow it, and ZeroGPU entry points are wrapped only on a ZeroGPU Space.
 
-On a machine with CUDA, ``python -m pytest -q tests/test_device.py`` also runs the real
+On a machine with CUDA, ``python -m pytest -q tests/models/test_device.py`` also runs the real
 GPU check (tiny-random on the GPU equals the CPU, greedy and sampled)."""
 
 from __future__ import annotations

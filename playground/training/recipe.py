@@ -1,0 +1,130 @@
+"""The prepared training run of the MTP head: fixed ``train-drafter`` settings per machine, in phases.
+
+``python -m playground.training.recipe --profile gpu [--phase gen,train,eval] [--work DIR --out DIR] [--export DIR]``
+
+Profiles (``PROFILES``): ``gpu`` is sized for one H200 and 15 minutes of device time (README,
+"Training on a GPU"): the target writes about 4.3M tokens of its own text (greedy plus 50
+samples at T = 1 and 50 at T = 0.7 of each of the 336 training prompts, 128 new tokens,
+batches of 1,024 continuations), then the shipped head is fine-tuned on it with the
+full-distribution loss (forward KL over the target's top-20 plus a rest bucket and the
+total-variation term, at T = 1 and 0.7, plus CE on the argmax) and evaluated on the held-out
+prompts.  ``tiny`` runs the same phases on a tiny model on the CPU in seconds (the test).
+Each phase is one ``train-drafter`` call with the profile's settings; time budgets stop a
+phase early (``--gen-minutes``, ``--minutes``), and a rerun resumes from what was written.
+``--export`` copies what a session needs back (weights, model card, stats, held-out tables
+and ``recipe.json`` with each phase's wall time and the tokens per second of generation),
+at most 8 flat files, as the device machine returns them.
+
+This module chooses settings and times phases; the stages themselves are
+``playground.training.train_drafter``'s.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import sys
+import time
+from pathlib import Path
+
+from playground.training import train_drafter
+
+# gen: the target's own text; train: its features, the candidate set, training, eval, export
+PROFILES: dict[str, dict[str, list[str]]] = {
+    "gpu": {
+        "common": ["--device", "cuda", "--threads", "8", "--samples", "50", "--gen-temps", "1,0.7"],
+        "gen": ["--new-tokens", "128", "--gen-batch", "1024", "--gen-minutes", "4"],
+        "train": [
+            "--features-batch", "64", "--topk", "20",
+            "--loss", "kl-topk:1,tv:1,ce:0.5", "--loss-temps", "1,0.7",
+            "--init-head", "playground/weights/gemma3-270m-mtp", "--gen-share", "1", "--clusters", "0",
+            "--int8", "1", "--batch", "64", "--lr", "0.0005", "--minutes", "3", "--ckpt-every", "200",
+        ],
+    },
+    "tiny": {
+        "common": ["--device", "cpu", "--threads", "1", "--samples", "1", "--gen-temps", "1,0.7"],
+        "gen": ["--new-tokens", "6", "--gen-batch", "128", "--gen-minutes", "0"],
+        "train": [
+            "--features-batch", "16", "--topk", "5", "--candidates", "50",
+            "--loss", "kl-topk,tv,ce", "--loss-temps", "1,0.7", "--clusters", "0", "--int8", "1",
+            "--batch", "2", "--steps-ahead", "2", "--intermediate", "32", "--max-steps", "2", "--minutes", "1",
+        ],
+    },
+}  # fmt: skip
+PHASES = ("gen", "train", "eval")
+EXPORTS = ("config.json", "MODEL_CARD.md", "model-00001-of-00001.safetensors")  # from --out
+
+
+def phase_argv(profile: str, phase: str, work: str, out: str, target_dir: str | None) -> list[str]:
+    """The ``train-drafter`` arguments of one phase."""
+    prof = PROFILES[profile]
+    base = ["--work", work, "--out", out, *(["--target-dir", target_dir] if target_dir else []), *prof["common"]]
+    if phase == "gen":
+        return [*base, "--stages", "gen", *prof["gen"]]
+    if phase == "train":
+        return [*base, "--stages", "features,vocab,train,eval,export", *prof["gen"], *prof["train"]]
+    if phase == "eval":
+        train = prof["train"]
+        topk = train[train.index("--topk") + 1]
+        return [*base, "--eval-only", "--eval-weights", out, "--eval-bench", "", "--topk", topk]
+    raise ValueError(f"unknown phase {phase!r}")
+
+
+def run(profile: str, phases: list[str], work: Path, out: Path, target_dir: str | None) -> dict:
+    """Run the phases in order; returns {"phases": {phase: seconds}, "gen": {...}} (also
+    written to ``work/recipe.json``)."""
+    path = work / "recipe.json"
+    record = json.loads(path.read_text()) if path.exists() else {"profile": profile, "phases": {}}
+    for phase in phases:
+        argv = phase_argv(profile, phase, str(work), str(out), target_dir)
+        print("train-drafter " + " ".join(argv), flush=True)
+        t0 = time.perf_counter()
+        code = train_drafter.main(argv)
+        record["phases"][phase] = time.perf_counter() - t0
+        if code:
+            raise SystemExit(f"phase {phase} failed ({code})")
+        stats = json.loads((work / "stats.json").read_text()) if (work / "stats.json").exists() else {}
+        if phase == "gen" and "gen" in stats:
+            g = stats["gen"]
+            record["gen"] = {**g, "new_tokens_per_s": g["new_tokens"] / max(g["seconds_this_run"], 1e-9)}
+        work.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(record, indent=1))
+    return record
+
+
+def export(work: Path, out: Path, dest: Path) -> list[Path]:
+    """Copy what a session needs back into ``dest``, flat (at most 8 files)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    files = [out / n for n in EXPORTS] + [work / "stats.json", work / "recipe.json"]
+    files += [work / "heldout" / "eval.md", work / "heldout" / "eval.json"]
+    copied = []
+    for f in files:
+        if f.exists():
+            copied.append(Path(shutil.copy2(f, dest / f.name)))
+    return copied
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m playground.training.recipe", description=__doc__.split("\n\n")[0])
+    p.add_argument("--profile", choices=tuple(PROFILES), default="gpu")
+    p.add_argument("--phase", default="all", help="all, or phases in order, comma-separated: gen,train,eval")
+    p.add_argument("--work", default="mtp_work_gpu", help="generated text, features, checkpoints")
+    p.add_argument("--out", default="mtp_out_gpu", help="the trained head")
+    p.add_argument("--target-dir", default=None, help="a local HF copy of the target (default: the packaged GGUF)")
+    p.add_argument("--export", default=None, help="copy the results here (e.g. $OUT on the device machine)")
+    args = p.parse_args(argv)
+    phases = list(PHASES) if args.phase == "all" else args.phase.split(",")
+    if not set(phases) <= set(PHASES):
+        p.error(f"--phase: choose from all, {', '.join(PHASES)}")
+    work, out = Path(args.work), Path(args.out)
+    record = run(args.profile, phases, work, out, args.target_dir)
+    print(json.dumps(record, indent=1))
+    if args.export:
+        for f in export(work, out, Path(args.export)):
+            print("exported", f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

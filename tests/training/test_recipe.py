@@ -1,0 +1,101 @@
+"""The prepared training run (playground.training.recipe) and the GGUF carrier (gguf_parts).
+
+The tiny profile runs every phase of the GPU recipe on the CPU: gen (greedy, T = 1 and 0.7),
+features with the T = 0.7 top-k, the full-distribution loss, export, held-out eval."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+import torch
+
+from playground.training import gguf_parts, recipe, train_drafter
+
+
+def _byte_tokenizer():
+    """A byte-level fast tokenizer (ids 3..258 are the bytes; 0 pad, 1 eos, 2 bos) for tiny_target."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    alphabet = sorted(pre_tokenizers.ByteLevel.alphabet())
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, **{c: i + 3 for i, c in enumerate(alphabet)}}
+    tk = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tk.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tk.decoder = decoders.ByteLevel()
+    return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>")
+
+
+def test_tiny_profile_runs_every_phase_and_exports(tmp_path):
+    from tests.tiny_models import tiny_target
+
+    target = tmp_path / "target"
+    tiny_target().save_pretrained(target)
+    _byte_tokenizer().save_pretrained(target)
+    work, out, dest = tmp_path / "w", tmp_path / "o", tmp_path / "export"
+    argv = ["--profile", "tiny", "--work", str(work), "--out", str(out), "--target-dir", str(target)]
+    assert recipe.main([*argv, "--export", str(dest)]) == 0
+    rec = json.loads((work / "recipe.json").read_text())
+    assert set(rec["phases"]) == {"gen", "train", "eval"} and rec["gen"]["new_tokens"] > 0
+    rows = [r for s in (work / "gen").glob("shard*.json") for r in json.loads(s.read_text())]
+    assert {r["sampling"] for r in rows} == {"greedy", "T1", "T0.7"} and len(rows) == 336 * 3
+    part = torch.load(next((work / "features").glob("*.pt")), weights_only=False)
+    assert "top_p@0.7" in part  # the loss at T = 0.7 reads the target's top-k at T = 0.7
+    stats = json.loads((work / "stats.json").read_text())
+    assert "_losskl-topk+tv+ce_T1+0.7" in stats["train"]["tag"] and stats["train"]["steps"] == 2
+    names = {p.name for p in dest.iterdir()}
+    assert {"model-00001-of-00001.safetensors", "config.json", "MODEL_CARD.md", "eval.md", "recipe.json"} <= names
+    assert len(names) <= 8 and all(p.is_file() for p in dest.iterdir())  # what the device machine returns
+    assert "repeated 4-grams" in (dest / "eval.md").read_text()
+    # a rerun of gen finds its text written and generates nothing
+    before = sorted(p.name for p in (work / "gen").glob("shard*.json"))
+    recipe.main([*argv, "--phase", "gen"])
+    assert sorted(p.name for p in (work / "gen").glob("shard*.json")) == before
+
+
+def test_gpu_profile_parses_and_is_sized_for_four_million_tokens():
+    parser = train_drafter.build_parser()
+    for phase in recipe.PHASES:
+        args = parser.parse_args(recipe.phase_argv("gpu", phase, "w", "o", None))
+        assert args.device == "cuda"
+    args = parser.parse_args(recipe.phase_argv("gpu", "train", "w", "o", None))
+    from playground.training.mtp_train.paths import PROMPTS
+
+    n_prompts = len(json.loads(PROMPTS.read_text()))
+    continuations = n_prompts * (1 + args.samples * len(args.gen_temps.split(",")))
+    assert continuations * args.new_tokens >= 4_000_000  # at most, if no continuation stops early at an EOS
+    assert args.loss_temps == "1,0.7" and "kl-topk" in args.loss and "tv" in args.loss
+
+
+def test_gguf_parts_split_and_join_round_trip_and_refuse_damage(tmp_path):
+    src = tmp_path / gguf_parts.GGUF_NAME
+    data = os.urandom(3 * (1 << 20) + 12345)
+    src.write_bytes(data)
+    parts = gguf_parts.split(src, tmp_path / "carry", part_mib=1)
+    assert len(parts) == 4 and all(p.stat().st_size <= 1 << 20 for p in parts)
+    joined = gguf_parts.join(tmp_path / "carry", tmp_path / "site")
+    assert joined.read_bytes() == data
+    sys.path.insert(0, str(tmp_path / "site"))
+    try:
+        import importlib
+
+        sys.modules.pop(gguf_parts.PACKAGE, None)
+        mod = importlib.import_module(gguf_parts.PACKAGE)
+        assert mod.assemble() == joined and mod.EXPECTED_SHA256 == gguf_parts._sha256(src)
+    finally:
+        sys.path.remove(str(tmp_path / "site"))
+        sys.modules.pop(gguf_parts.PACKAGE, None)
+    parts[1].write_bytes(parts[1].read_bytes()[:-1] + b"\0")  # a damaged part
+    with pytest.raises(ValueError, match="sha256"):
+        gguf_parts.join(tmp_path / "carry", tmp_path / "site2")
+    parts[2].unlink()  # a missing part
+    with pytest.raises(FileNotFoundError, match="missing"):
+        gguf_parts.join(tmp_path / "carry", tmp_path / "site3")
+
+
+def test_recipe_phases_are_checked():
+    with pytest.raises(SystemExit):
+        recipe.main(["--profile", "tiny", "--phase", "gen,nope"])
+    assert recipe.phase_argv("tiny", "eval", "w", "o", None)[-2:] == ["--topk", "5"]  # the features' top-k
