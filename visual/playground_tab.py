@@ -341,7 +341,7 @@ def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, 
     )
     c["calibrate"] = gr.Checkbox(
         value=True,
-        label=L("pg.calibrate"),  # says CALIBRATION_TOKENS (tests/test_i18n.py)
+        label=L("pg.calibrate"),  # says CALIBRATION_TOKENS (tests/visual/test_i18n.py)
         info=L("pg.calibrate.info"),
     )
     c["speed"] = gr.Slider(0.2, 3.0, value=0.8, step=0.1, label=L("pg.speed"))

@@ -1,6 +1,6 @@
 """Chinese for the visible text of ``spaces_config.yaml``: preset labels and descriptions, and
 the labels of the Playground's classroom examples.  The English is the config's own; keys are
-preset names and example labels, so tests/test_i18n.py fails when the config gains an entry
+preset names and example labels, so tests/visual/test_i18n.py fails when the config gains an entry
 this file lacks.  Model names, file paths and numbers stay as they are."""
 
 PRESETS: dict[str, tuple[str, str]] = {

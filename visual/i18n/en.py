@@ -1,6 +1,6 @@
 """English messages of the app, by key (``visual.i18n``).  ``{name}`` is filled in with
 ``str.format``; ``{s}`` is the English plural ending (``visual.i18n.plural``).  Every key here
-is in ``visual.i18n.zh`` too (tests/test_i18n.py).  Token text and numbers are never here."""
+is in ``visual.i18n.zh`` too (tests/visual/test_i18n.py).  Token text and numbers are never here."""
 
 MESSAGES: dict[str, str] = {
     # ---- app.py: header, tabs

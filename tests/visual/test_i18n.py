@@ -265,8 +265,8 @@ def test_the_pages_static_text_is_translated_in_chinese():
 
 
 def _all_kinds_of_steps():
-    from tests.test_tree_view import hand_tree_step
-    from tests.test_visual import MTP_PROMPT_TOKENS, mtp_steps
+    from tests.visual.test_tree_view import hand_tree_step
+    from tests.visual.test_visual import MTP_PROMPT_TOKENS, mtp_steps
 
     chain = syn.spec_steps()
     block = [
