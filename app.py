@@ -4,7 +4,7 @@
 
 The engine is ``playground`` (models, drafters, the decoding loop); the
 renderers and the Playground tab are in ``visual``.  To add a tab, append a
-``(title, builder)`` pair to ``TABS``: ``builder(cfg, warmup)`` is called inside
+``(title key, builder)`` pair (the title's text in ``visual.i18n``'s catalogue) to ``TABS``: ``builder(cfg, warmup)`` is called inside
 ``gr.Tab(title)``; with ``title=None`` it is called directly inside ``gr.Tabs``
 (for builders that create their own tabs).
 """
@@ -22,18 +22,13 @@ import gradio as gr  # noqa: E402
 from playground.config import load_config
 from visual import CSS_PATH
 from visual.bench_tab import build_benchmark_tab
+from visual.i18n import L, gradio_i18n, localized, t
+from visual.i18n.switch import language_switch
 from visual.lab_tab import build_lab_tabs
 from visual.playground_tab import LINK_KEYS, build_playground_tab
 from visual.share import prefill_from_query
 from visual.theme import app_theme
 from visual.warmup import Warmup
-
-INTRO = (
-    "Watch **lossless speculative decoding** step by step: a cheap *drafter* proposes γ tokens, the *target* model "
-    "checks them all in **one** forward pass, keeps each draft with probability min(1, p/q), and always adds one token "
-    "of its own (a resample from the residual after a rejection, or a bonus token). The output follows the target's "
-    "distribution exactly; the speedup depends on how often drafts are accepted and what they cost."
-)
 
 
 def _playground(cfg, warmup=None):
@@ -42,21 +37,22 @@ def _playground(cfg, warmup=None):
 
     def wire(demo: gr.Blocks) -> None:
         # A teacher's link (?preset=..&prompt=..&gamma=..&temperature=..&seed=..&verification=.. or ?classroom=..)
-        # prefills the Playground; invalid values are ignored (validated in visual.share).
+        # prefills the Playground; invalid values are ignored (validated in visual.share).  The same load
+        # renders the tab's server-side HTML and charts in the visitor's language (visual.i18n).
         def on_load(request: gr.Request):
-            return tab.link_updates(prefill_from_query(request, cfg))
+            return tab.link_updates(prefill_from_query(request, cfg)) + tab.localized_values()
 
-        demo.load(on_load, None, outputs, api_visibility="private")
+        demo.load(localized(on_load), None, outputs + tab.localized_outputs(), api_visibility="private")
 
     return wire
 
 
-# (title or None, builder(cfg, warmup)); None: the builder makes its own tabs.  A builder may
+# (title's catalogue key (visual.i18n) or None, builder(cfg, warmup)); None: the builder makes its own tabs.  A builder may
 # return a function wire(demo), called once the Blocks exist (e.g. for demo.load events).
 TABS: list[tuple[str | None, object]] = [
-    ("Playground", _playground),
-    ("Classroom lab", lambda cfg, warmup: build_lab_tabs(cfg, warmup).wire),
-    ("Benchmark", lambda cfg, warmup: build_benchmark_tab(cfg, warmup)),
+    ("tab.playground", _playground),
+    ("tab.lab", lambda cfg, warmup: build_lab_tabs(cfg, warmup).wire),
+    ("tab.bench", lambda cfg, warmup: build_benchmark_tab(cfg, warmup)),
 ]
 
 
@@ -65,12 +61,23 @@ def build_demo(warmup=None) -> gr.Blocks:
     title = cfg.app.get("title", "Speculative Decoding Playground")
     # delete_cache: gradio's copies of uploads and served files older than an hour go, hourly
     with gr.Blocks(title=title, delete_cache=(3600, 3600)) as demo:
-        gr.Markdown(f"# {title}\n{INTRO}", elem_classes=["sd-intro"])
-        wires = []
+        gr.Markdown(L("app.header"), elem_classes=["sd-intro"])
+        switch = language_switch()
+        wires = [switch]
+        tabs = []
         with gr.Tabs():
             for tab_title, builder in TABS:
-                with gr.Tab(tab_title):
+                with gr.Tab(L(tab_title)) as tab:
                     wires.append(builder(cfg, warmup))
+                tabs.append((tab, tab_title))
+        # After ?lang= switches gradio's locale, only the selected tab's title re-renders: set them all.
+        demo.load(
+            localized(lambda: [gr.Tab(label=t(key)) for _, key in tabs]),
+            None,
+            [tab for tab, _ in tabs],
+            api_visibility="private",
+            show_progress="hidden",
+        )
         for wire in wires:
             if callable(wire):
                 wire(demo)
@@ -87,6 +94,7 @@ def launch_kwargs(port: int | None = None) -> dict:
         css_paths=[CSS_PATH],
         theme=app_theme(),
         footer_links=["api", "gradio"],
+        i18n=gradio_i18n(cfg),  # translates component props (labels, info, buttons, tab titles) in the browser
         max_file_size=cfg.limits.max_upload_bytes,  # gradio refuses larger uploads before they reach a handler
     )
 

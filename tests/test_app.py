@@ -256,17 +256,18 @@ def test_verification_control_defaults_to_token_verification():
     """The Playground has a Verification radio (token verification by default) and Run passes it on."""
     import gradio as gr
 
+    from visual.i18n import text_of
     from visual.playground_tab import VERIFICATION, build_playground_tab
 
     with gr.Blocks() as demo:
         tab = build_playground_tab()
     radio = tab.components["verification"]
     assert isinstance(radio, gr.Radio) and radio.value == "lossless"
-    assert [tuple(ch) for ch in radio.choices] == [
+    assert [(text_of(label), value) for label, value in radio.choices] == [
         ("Token verification (Leviathan et al.)", "lossless"),
         ("Block verification (Sun et al. 2025)", "block"),
     ]
-    assert list(VERIFICATION) == ["lossless", "block"] and "temperature 0" in radio.info
+    assert list(VERIFICATION) == ["lossless", "block"] and "temperature 0" in text_of(radio.info)
     radio_id, run_id = radio._id, tab.components["run"]._id
     deps = demo.get_config_file()["dependencies"]
     run_deps = [d for d in deps if any(t[0] == run_id for t in d["targets"])]

@@ -210,3 +210,88 @@ def test_axe_and_keyboard(browser, server):
                 problems[f"{theme} / {tab}"] = bad
     assert not problems, problems
     page.close()
+
+
+# ---------------------------------------------------------------------------- languages (visual.i18n)
+
+# Text a Chinese page may still show: formula symbols, units, model and file names, and gradio's own
+# numerals/units; the tokens' own text is taken out before the check (chips, code, “quoted” tokens).
+SAME_IN_BOTH = {
+    "min", "max", "norm", "argmax", "id", "MTP", "KV", "LM", "top", "bfloat16", "float32", "dtype", "ms",
+    "Leviathan", "Sun", "Gemma", "SmolLM2", "Qwen2", "tiny", "random", "mtp", "lookup", "prompt", "model",
+    "English", "Instruct", "GGUF", "pos", "CPU", "GPU", "gram", "distinct", "softmax", "UTC",
+}  # fmt: skip
+
+_VISIBLE_WORDS_JS = """
+() => {
+  const panel = document.querySelector('#step-view').closest('[role=tabpanel]') || document.body;
+  const skip = '.chip__text, code, .tok, .prompt, textarea, input, .kv__tok, .bar-label, #drafter, .modebar, .prov__text, style, script, defs';
+  const walker = document.createTreeWalker(panel, NodeFilter.SHOW_TEXT);
+  const out = [];
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!el || el.closest(skip) || !el.checkVisibility({visibilityProperty: true, opacityProperty: true})) continue;
+    out.push(n.textContent);
+  }
+  return out.join(' ').replace(/\\u201c[^\\u201d]*\\u201d/g, ' ');
+}
+"""
+
+
+def _english_words(text: str) -> list[str]:
+    import re
+
+    return sorted({w for w in re.findall(r"[A-Za-z][A-Za-z0-9_]+", text) if w not in SAME_IN_BOTH})
+
+
+def _run_in_language(page, done: str) -> None:
+    page.click("#run-btn")
+    page.wait_for_selector(f"#status:has-text('{done}')", timeout=300_000)
+    page.click("#reset-btn")
+    page.click("#step-btn")
+    page.click("#step-btn")
+    page.wait_for_timeout(1200)
+
+
+@pytest.mark.parametrize(("lang", "run", "done"), [("zh", "运行 ▸", "完成。"), ("en", "Run ▸", "Done.")])
+def test_lang_in_the_url_picks_the_playgrounds_language(browser, server, lang, run, done):
+    """``?lang=zh`` on an English browser: the Playground is Chinese, with no English UI string
+    left once a run is on screen; ``?lang=en`` on a Chinese browser: the English page."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    ctx = browser.new_context(locale="en-US" if lang == "zh" else "zh-CN", viewport={"width": 1400, "height": 1000})
+    page = ctx.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(f"{server}/?lang={lang}", wait_until="load", timeout=120_000)
+    page.wait_for_selector(f"#run-btn:has-text('{run}')", timeout=60_000)
+    legend = "已接受" if lang == "zh" else "accepted"
+    page.wait_for_selector(f"#legend:has-text('{legend}')", timeout=60_000)  # the load re-rendered the HTML
+    assert page.evaluate("document.documentElement.lang").startswith(lang)
+    assert page.locator(f"#lang-switch input[value={lang}]").is_checked()
+    _run_in_language(page, done)
+    words = _english_words(page.evaluate(_VISIBLE_WORDS_JS))
+    if lang == "zh":
+        assert not words, f"English left on the Chinese Playground: {words}"
+        assert "第 1 /" in page.locator("#step-view .sd-step").inner_text()
+    else:
+        assert {"Step", "Prompt", "Temperature", "Verification", "statistics"} <= set(words)
+        assert page.locator("#step-view .sd-step").inner_text().startswith("Step 1 of")
+    page.screenshot(path=str(ARTIFACTS / f"i18n_{lang}_light.png"), full_page=True)
+    page.evaluate("document.body.classList.add('dark')")
+    page.wait_for_timeout(300)
+    page.screenshot(path=str(ARTIFACTS / f"i18n_{lang}_dark.png"), full_page=True)
+    assert not errors, errors
+    ctx.close()
+
+
+def test_the_browsers_language_picks_it_and_the_switch_changes_it(browser, server):
+    ctx = browser.new_context(locale="zh-CN", viewport={"width": 1400, "height": 900})
+    page = ctx.new_page()
+    page.goto(server + "/", wait_until="load", timeout=120_000)
+    page.wait_for_selector("#run-btn:has-text('运行')", timeout=60_000)
+    page.wait_for_selector("#legend:has-text('已接受')", timeout=60_000)
+    page.locator("#lang-switch label:has-text('English')").click()
+    page.wait_for_url("**lang=en**", timeout=30_000)
+    page.wait_for_selector("#run-btn:has-text('Run')", timeout=60_000)
+    page.wait_for_selector("#legend:has-text('accepted')", timeout=60_000)
+    ctx.close()

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from playground.decoding.records import Candidate
 from visual.fmt import esc, num, token_html, token_plain
+from visual.i18n import CATALOGUE, t
 
 
 def bars(
@@ -35,10 +36,10 @@ def bars(
         mark = ""
         if pick is not None and c.token_id == pick:
             cls.extend(["is-pick", f"is-pick--{esc(pick_label)}"])
-            mark = f'<span class="bar-mark">\u25c0 {esc(pick_label)}</span>'
+            mark = f'<span class="bar-mark">\u25c0 {esc(t(f"pick.{pick_label}") if f"pick.{pick_label}" in CATALOGUE["en"] else pick_label)}</span>'
         if struck is not None and c.token_id == struck:
             cls.append("is-struck")
-            mark += '<span class="bar-mark bar-mark--rej">\u2717 rejected draft</span>'
+            mark += f'<span class="bar-mark bar-mark--rej">{esc(t("bars.rejected_draft"))}</span>'
         w = max(0.0, min(1.0, c.prob)) * 100
         rows.append(
             f'<li class="{" ".join(cls)}"><code class="tok bar-label">{token_html(c.text)}</code>'
@@ -47,5 +48,5 @@ def bars(
             f'<span class="bar-val">{num(c.prob)}</span>{mark}</li>'
         )
     if not rows:
-        rows.append('<li class="bar-row bar-row--empty">(no mass)</li>')
+        rows.append(f'<li class="bar-row bar-row--empty">{esc(t("bars.no_mass"))}</li>')
     return f'<div class="dist"><h4>{esc(title)}</h4><ol class="bars">{"".join(rows)}</ol></div>'

@@ -16,6 +16,7 @@ from plotly.subplots import make_subplots
 from playground.decoding.records import StepRecord
 from playground.decoding.sampling import accepted_length_pmf
 from playground.decoding.tally import Tally
+from visual.i18n import plural, t
 
 FONT_COLOR = "#6b7280"  # mid grey: readable on white and on Gradio's dark background
 GRID_COLOR = "rgba(128, 128, 128, 0.28)"
@@ -64,7 +65,8 @@ def style(fig: go.Figure, title: str, height: int = 300) -> go.Figure:
     return fig
 
 
-def empty_figure(title: str, message: str = "Press Run to see this chart.") -> go.Figure:
+def empty_figure(title: str, message: str | None = None) -> go.Figure:
+    message = t("ch.press_run") if message is None else message
     fig = go.Figure()
     fig.add_annotation(
         text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper", font=dict(color=FONT_COLOR, size=13)
@@ -101,17 +103,17 @@ def running_speedup(spec: Sequence[StepRecord], ar: Sequence[StepRecord]) -> lis
     hi = min(spec[-1].elapsed_ms, ar[-1].elapsed_ms)
     times = sorted({s.elapsed_ms for s in spec} | {s.elapsed_ms for s in ar})
     out = []
-    for t in times:
-        if lo <= t <= hi:
-            a = _tokens_at(ar, t)
+    for at in times:
+        if lo <= at <= hi:
+            a = _tokens_at(ar, at)
             if a > 0:
-                out.append((t / 1000.0, _tokens_at(spec, t) / a))
+                out.append((at / 1000.0, _tokens_at(spec, at) / a))
     return out
 
 
 def race_figure(spec: Sequence[StepRecord], ar: Sequence[StepRecord] = (), ar_pending: bool = False) -> go.Figure:
     """Tokens committed vs wall time for both runs, with the running speedup on a second axis."""
-    title = "Tokens vs wall-clock time"
+    title = t("ch.race")
     if not spec and not ar:
         return empty_figure(title)
     fig = make_subplots(specs=[[{"secondary_y": True}]])
@@ -123,10 +125,10 @@ def race_figure(spec: Sequence[StepRecord], ar: Sequence[StepRecord] = (), ar_pe
                 y=ys,
                 mode="lines+markers",
                 line_shape="hv",
-                name="speculative",
+                name=t("ch.speculative"),
                 line=dict(color=COLORS["spec"], width=3),
                 marker=dict(size=5, symbol="circle"),
-                hovertemplate="%{x:.2f} s: %{y} tokens<extra>speculative</extra>",
+                hovertemplate=f"{t('ch.tokens_hover')}<extra>{t('ch.speculative')}</extra>",
             ),
             secondary_y=False,
         )
@@ -138,10 +140,10 @@ def race_figure(spec: Sequence[StepRecord], ar: Sequence[StepRecord] = (), ar_pe
                 y=ys,
                 mode="lines+markers",
                 line_shape="hv",
-                name="autoregressive",
+                name=t("ch.autoregressive"),
                 line=dict(color=COLORS["ar"], width=3, dash="dash"),
                 marker=dict(size=5, symbol="square"),
-                hovertemplate="%{x:.2f} s: %{y} tokens<extra>autoregressive</extra>",
+                hovertemplate=f"{t('ch.tokens_hover')}<extra>{t('ch.autoregressive')}</extra>",
             ),
             secondary_y=False,
         )
@@ -152,21 +154,18 @@ def race_figure(spec: Sequence[StepRecord], ar: Sequence[StepRecord] = (), ar_pe
                 x=[t for t, _ in sp],
                 y=[r for _, r in sp],
                 mode="lines",
-                name="running speedup",
+                name=t("ch.running_speedup"),
                 line=dict(color=COLORS["speedup"], width=2, dash="dot"),
-                hovertemplate="%{x:.2f} s: %{y:.2f}\u00d7<extra>speedup so far</extra>",
+                hovertemplate=f"{t('ch.speedup_hover')}<extra>{t('ch.speedup_so_far')}</extra>",
             ),
             secondary_y=True,
         )
-        fig.update_yaxes(title_text="speedup (\u00d7)", secondary_y=True, rangemode="tozero", showgrid=False)
-    note = (
-        "Each run timed on its own, one after the other on this machine (not simultaneously);<br>"
-        "t = 0 at each run's start, prefill included."
-    )
+        fig.update_yaxes(title_text=t("ch.speedup_axis"), secondary_y=True, rangemode="tozero", showgrid=False)
+    note = t("ch.race_note")
     if ar_pending:
-        note = "Autoregressive run in progress\u2026<br>" + note
+        note = t("ch.ar_pending") + note
     elif not ar:
-        note = "Speculative run only; choose Race mode to time the autoregressive baseline too."
+        note = t("ch.solo")
     fig.add_annotation(
         text=note,
         showarrow=False,
@@ -179,8 +178,8 @@ def race_figure(spec: Sequence[StepRecord], ar: Sequence[StepRecord] = (), ar_pe
         align="left",
         font=dict(size=10, color=FONT_COLOR),
     )
-    fig.update_xaxes(title_text="wall time (s)", rangemode="tozero")
-    fig.update_yaxes(title_text="tokens committed", rangemode="tozero", secondary_y=False)
+    fig.update_xaxes(title_text=t("ch.wall_time"), rangemode="tozero")
+    fig.update_yaxes(title_text=t("ch.tokens_committed"), rangemode="tozero", secondary_y=False)
     style(fig, title, height=360)
     fig.update_layout(margin=dict(b=90))
     return fig
@@ -200,22 +199,22 @@ def measured_alpha(steps: Sequence[StepRecord]) -> float | None:
 
 
 def acceptance_by_position_figure(steps: Sequence[StepRecord], gamma: int) -> go.Figure:
-    title = "Acceptance by draft position"
+    title = t("ch.acc")
     judged, accepted = acceptance_counts(steps, gamma)
     if not any(judged):
-        return empty_figure(title, "No drafts judged yet.")
+        return empty_figure(title, t("ch.no_judged"))
     xs = list(range(1, gamma + 1))
     rates = [(a / j) if j else None for a, j in zip(accepted, judged)]
     fig = go.Figure(
         go.Bar(
             x=xs,
             y=rates,
-            name="P(accept | judged)",
+            name=t("ch.p_accept"),
             marker_color=COLORS["spec"],
             text=[f"n={j}" for j in judged],
             textposition="outside",
             textfont=dict(color=FONT_COLOR),
-            hovertemplate="position %{x}: %{y:.2f}<extra></extra>",
+            hovertemplate=t("ch.position_hover") + "<extra></extra>",
         )
     )
     alpha = measured_alpha(steps)
@@ -223,21 +222,21 @@ def acceptance_by_position_figure(steps: Sequence[StepRecord], gamma: int) -> go
         fig.add_hline(
             y=alpha,
             line=dict(color=COLORS["predicted"], dash="dash"),
-            annotation_text=f"overall \u03b1 = {alpha:.2f}",
+            annotation_text=t("ch.overall_alpha", alpha=f"{alpha:.2f}"),
             annotation_position="bottom right",
             annotation_font_color=FONT_COLOR,
         )
-    fig.update_xaxes(title_text="draft position i (1 = first draft)", dtick=1)
-    fig.update_yaxes(title_text="accepted / judged", range=[0, 1.15])
+    fig.update_xaxes(title_text=t("ch.draft_position"), dtick=1)
+    fig.update_yaxes(title_text=t("ch.accepted_judged"), range=[0, 1.15])
     return style(fig, title)
 
 
 def accepted_length_figure(steps: Sequence[StepRecord], gamma: int) -> go.Figure:
     """Histogram of drafts accepted per step (steps with all γ drafts) vs the i.i.d. prediction from α."""
-    title = "Accepted drafts per step"
+    title = t("ch.len")
     full = [s for s in steps if len(s.drafted) == gamma and gamma > 0]
     if not full:
-        return empty_figure(title, f"No step with all {gamma} drafts yet.")
+        return empty_figure(title, t("ch.no_full", gamma=gamma))
     counts = Tally.of_records(full, gamma).hist  # steps by drafts accepted (a full step accepts <= γ)
     n = len(full)
     xs = list(range(gamma + 1))
@@ -245,10 +244,10 @@ def accepted_length_figure(steps: Sequence[StepRecord], gamma: int) -> go.Figure
         go.Bar(
             x=xs,
             y=[c / n for c in counts],
-            name=f"measured ({n} steps)",
+            name=t("ch.measured_steps", n=n),
             marker_color=COLORS["spec"],
             customdata=counts,
-            hovertemplate="%{x} accepted: %{y:.2f} (%{customdata} steps)<extra></extra>",
+            hovertemplate=t("ch.len_hover") + "<extra></extra>",
         )
     )
     alpha = measured_alpha(steps)
@@ -259,16 +258,16 @@ def accepted_length_figure(steps: Sequence[StepRecord], gamma: int) -> go.Figure
                 x=xs,
                 y=pmf,
                 mode="lines+markers",
-                name=f"predicted from \u03b1 = {alpha:.2f}",
+                name=t("ch.predicted_from", alpha=f"{alpha:.2f}"),
                 line=dict(color=COLORS["predicted"], dash="dash"),
                 marker=dict(symbol="diamond", size=8),
-                hovertemplate="%{x} accepted: %{y:.2f}<extra>i.i.d. prediction</extra>",
+                hovertemplate=f"{t('ch.len_pred_hover')}<extra>{t('ch.iid')}</extra>",
             )
         )
     excluded = len(steps) - n
-    note = f" ({excluded} shorter step{'s' if excluded != 1 else ''} left out)" if excluded else ""
-    fig.update_xaxes(title_text=f"drafts accepted, steps with all \u03b3 drafts{note}", dtick=1)
-    fig.update_yaxes(title_text="fraction of steps", rangemode="tozero")
+    note = t("ch.left_out", n=excluded, s=plural(excluded)) if excluded else ""
+    fig.update_xaxes(title_text=t("ch.len_axis", note=note), dtick=1)
+    fig.update_yaxes(title_text=t("ch.fraction"), rangemode="tozero")
     return style(fig, title)
 
 
@@ -277,7 +276,7 @@ def accepted_length_figure(steps: Sequence[StepRecord], gamma: int) -> go.Figure
 
 def timeline_figure(steps: Sequence[StepRecord]) -> go.Figure:
     """Per step: drafting time, the target's verify pass, and everything else (sampling, trace bookkeeping)."""
-    title = "Time per step: draft vs verify"
+    title = t("ch.time")
     if not steps:
         return empty_figure(title)
     xs = [s.index + 1 for s in steps]
@@ -289,39 +288,39 @@ def timeline_figure(steps: Sequence[StepRecord]) -> go.Figure:
         go.Bar(
             x=xs,
             y=draft,
-            name="draft",
+            name=t("ch.draft"),
             marker_color=COLORS["draft"],
             marker_pattern_shape="/",
-            hovertemplate="step %{x}: %{y:.1f} ms<extra>draft</extra>",
+            hovertemplate=f"{t('ch.step_ms_hover')}<extra>{t('ch.draft')}</extra>",
         )
     )
     fig.add_trace(
         go.Bar(
             x=xs,
             y=verify,
-            name="verify (1 target pass)",
+            name=t("ch.verify"),
             marker_color=COLORS["verify"],
-            hovertemplate="step %{x}: %{y:.1f} ms<extra>verify</extra>",
+            hovertemplate=f"{t('ch.step_ms_hover')}<extra>{t('ch.verify_short')}</extra>",
         )
     )
     fig.add_trace(
         go.Bar(
             x=xs,
             y=other,
-            name="other (sampling, trace)",
+            name=t("ch.other"),
             marker_color=COLORS["other"],
             marker_pattern_shape=".",
-            hovertemplate="step %{x}: %{y:.1f} ms<extra>other</extra>",
+            hovertemplate=f"{t('ch.step_ms_hover')}<extra>{t('ch.other_short')}</extra>",
         )
     )
     fig.update_layout(barmode="stack")
-    fig.update_xaxes(title_text="step")
-    fig.update_yaxes(title_text="ms", rangemode="tozero")
+    fig.update_xaxes(title_text=t("ch.step"))
+    fig.update_yaxes(title_text=t("ch.ms"), rangemode="tozero")
     return style(fig, title)
 
 
 def tokens_per_call_figure(steps: Sequence[StepRecord]) -> go.Figure:
-    title = "Tokens per target call"
+    title = t("ch.tpc")
     if not steps:
         return empty_figure(title)
     xs = [s.index + 1 for s in steps]
@@ -336,9 +335,9 @@ def tokens_per_call_figure(steps: Sequence[StepRecord]) -> go.Figure:
         go.Bar(
             x=xs,
             y=emitted,
-            name="tokens this step",
+            name=t("ch.tokens_this_step"),
             marker_color=COLORS["spec"],
-            hovertemplate="step %{x}: %{y} tokens<extra></extra>",
+            hovertemplate=t("ch.tpc_hover") + "<extra></extra>",
         )
     )
     fig.add_trace(
@@ -346,18 +345,18 @@ def tokens_per_call_figure(steps: Sequence[StepRecord]) -> go.Figure:
             x=xs,
             y=running,
             mode="lines",
-            name="running mean",
+            name=t("ch.running_mean"),
             line=dict(color=COLORS["speedup"], width=3),
-            hovertemplate="after step %{x}: %{y:.2f}<extra>mean</extra>",
+            hovertemplate=f"{t('ch.mean_hover')}<extra>{t('ch.mean')}</extra>",
         )
     )
     fig.add_hline(
         y=1,
         line=dict(color=COLORS["ar"], dash="dash"),
-        annotation_text="autoregressive: 1",
+        annotation_text=t("ch.ar_one"),
         annotation_position="bottom right",
         annotation_font_color=FONT_COLOR,
     )
-    fig.update_xaxes(title_text="step (one target pass each)")
-    fig.update_yaxes(title_text="tokens", rangemode="tozero", dtick=1)
+    fig.update_xaxes(title_text=t("ch.step_axis"))
+    fig.update_yaxes(title_text=t("ch.tokens"), rangemode="tozero", dtick=1)
     return style(fig, title)

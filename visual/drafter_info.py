@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from playground.decoding.records import StepRecord
 from visual.fmt import count, esc, ms, pct, token_html
+from visual.i18n import plural, t
 from visual.replay import VERIFY
 
 
@@ -38,21 +39,12 @@ def _stop_line(info: dict, drafted: int) -> str:
     tau, path = _num(info.get("draft_stop")), _num(info.get("path_confidence"))
     if tau is None or tau <= 0:
         return ""
-    rule = f"threshold {tau:.2g}"
+    rule = t("di.threshold", tau=f"{tau:.2g}")
     if info.get("stopped_early") is True and "tree_nodes" in info:
-        return (
-            f"the tree stopped growing early: no further node’s path confidence (the product of the "
-            f"probabilities the head gave the tokens on its path) reached the {rule}. The shape is decided "
-            "before each level is drawn, so the output is unchanged."
-        )
+        return esc(t("di.tree_stopped", rule=rule))
     if info.get("stopped_early") is True and path is not None:
-        return (
-            f"stopped after {count(drafted)} draft{'s' if drafted != 1 else ''}: the head\u2019s confidence in "
-            f"its chain (the product of the probabilities it gave its drafts, {path:.2f}) fell below the {rule}, "
-            "so no step was spent on drafts the target would likely reject. Stopping depends only on drafts "
-            "already made, so the output is unchanged."
-        )
-    return f"the chain may stop early when the head\u2019s confidence in it falls below the {rule}; it did not here."
+        return esc(t("di.chain_stopped", n=count(drafted), s=plural(drafted), path=f"{path:.2f}", rule=rule))
+    return esc(t("di.may_stop", rule=rule))
 
 
 def _draft_cost(step: StepRecord, phase: str) -> str:
@@ -60,14 +52,14 @@ def _draft_cost(step: StepRecord, phase: str) -> str:
     n = len(step.drafted)
     draft_ms = _num(step.draft_ms)
     per = draft_ms / n if draft_ms is not None and n else None
-    cost = f"{n} token{'s' if n != 1 else ''} in {ms(draft_ms)} ({ms(per)}/token)"
+    cost = t("di.cost", n=n, s=plural(n), ms=ms(draft_ms), per=ms(per))
     if phase == VERIFY:
         verify_ms = _num(step.verify_ms)
-        cost += f" vs {ms(verify_ms)} for the target\u2019s verify pass"
+        cost += t("di.cost_vs", ms=ms(verify_ms))
         if per is not None and verify_ms is not None and verify_ms > 0:
-            cost += f": one draft token cost {pct(per / verify_ms, 1)} of it"
-        return cost + "."
-    return cost + "; the target\u2019s verify pass comes next."
+            cost += t("di.cost_share", share=pct(per / verify_ms, 1))
+        return esc(cost + t("di.end"))
+    return esc(cost + t("di.cost_next"))
 
 
 def is_early_exit_info(info) -> bool:
@@ -84,37 +76,32 @@ def early_exit_panel(step: StepRecord, phase: str) -> str:
     k, n_layers = _int(info.get("exit_layer")), _int(info.get("layers"))
     if k is None:
         return ""
-    stack = f"layers 1\u2013{k} of its {n_layers}" if n_layers else f"its first {k} layers"
+    stack = t("di.ee.stack", k=k, n=n_layers) if n_layers else t("di.ee.first", k=k)
+    cached = count(step.drafter_cache_len or 0)
     items = [
         (
-            "Ran:",
-            f"the target\u2019s own {esc(stack)}, then its final norm and its full LM head, "
-            + (
-                f"in the target\u2019s own cache (its layers 1\u2013{k}: {count(step.drafter_cache_len or 0)} "
-                "tokens after this step)."
-                if info.get("shared_cache")
-                else f"on the drafter\u2019s own cache ({count(step.drafter_cache_len or 0)} tokens after this step)."
+            t("di.key.ran"),
+            esc(
+                t("di.ee.ran", stack=stack)
+                + (t("di.ee.shared", k=k, n=cached) if info.get("shared_cache") else t("di.ee.own", n=cached))
             ),
         ),
-        ("Exit:", esc(_exit_words(info.get("exit")))),
-        ("Reused:", esc(str(info.get("reused") or "nothing"))),
-        ("Draft:", _draft_cost(step, phase)),
+        (t("di.key.exit"), esc(_exit_words(info.get("exit")))),
+        (t("di.key.reused"), esc(str(info.get("reused") or t("di.ee.nothing")))),
+        (t("di.key.draft"), _draft_cost(step, phase)),
     ]
     lis = "".join(f'<li><strong class="mtp-info__key">{esc(a)}</strong> {b}</li>' for a, b in items)
     return (
-        f'<div class="mtp-info exit-info" role="note" aria-label="Early-exit drafter, step {step.index + 1}">'
-        f'<h4>Early exit: the target drafts with its first {k} layers</h4><ul class="mtp-info__facts">{lis}</ul></div>'
+        f'<div class="mtp-info exit-info" role="note" aria-label="{esc(t("di.ee.aria", n=step.index + 1))}">'
+        f'<h4>{esc(t("di.ee.title", k=k))}</h4><ul class="mtp-info__facts">{lis}</ul></div>'
     )
 
 
 def _exit_words(exit_kind) -> str:
     """What sits between layer k and the final norm (traces without the field: untrained)."""
     if str(exit_kind or "").startswith("trained"):
-        return (
-            "trained: a learned linear map A turns the layer\u2019s state into one the final norm and head "
-            "expect (it changes the drafts only; the target verifies unchanged)."
-        )
-    return "untrained: the layer\u2019s state goes straight into the final norm and head."
+        return t("di.ee.trained")
+    return t("di.ee.untrained")
 
 
 def is_other_tokenizer_info(info) -> bool:
@@ -130,27 +117,33 @@ def tokenizations_panel(step: StepRecord, phase: str) -> str:
         return ""
 
     def toks(pieces) -> str:
-        return " ".join(f'<code class="tok">{token_html(str(p))}</code>' for p in pieces) or "none"
+        return " ".join(f'<code class="tok">{token_html(str(p))}</code>' for p in pieces) or esc(t("di.tok.none"))
 
     d_pieces, t_pieces = list(info.get("drafter_tokens") or []), list(info.get("target_tokens") or [])
     how = {
-        "in context": "re-encoded together with the committed text",
-        "alone": "re-encoded on its own (in context it would have changed committed tokens)",
+        "in context": t("di.tok.in_context"),
+        "alone": t("di.tok.alone"),
     }.get(str(info.get("retokenized") or ""), "")
+    end = esc(t("di.end"))
     items = [
         (
-            "Drafter:",
-            f"{count(len(d_pieces))} of its own tokens: {toks(d_pieces)}"
-            + (" (then it ended the text)" if info.get("drafter_ended") else "")
-            + ".",
+            t("di.key.drafter"),
+            t("di.tok.drafter", n=count(len(d_pieces)), tokens=toks(d_pieces))
+            + (esc(t("di.tok.ended")) if info.get("drafter_ended") else "")
+            + end,
         ),
-        ("Target:", f"{count(len(t_pieces))} target tokens: {toks(t_pieces)}" + (f", {esc(how)}" if how else "") + "."),
-        ("Draft:", _draft_cost(step, phase)),
+        (
+            t("di.key.target"),
+            t("di.tok.target", n=count(len(t_pieces)), tokens=toks(t_pieces))
+            + (esc(t("list.sep") + how) if how else "")
+            + end,
+        ),
+        (t("di.key.draft"), _draft_cost(step, phase)),
     ]
     lis = "".join(f'<li><strong class="mtp-info__key">{esc(k)}</strong> {v}</li>' for k, v in items)
     return (
-        f'<div class="mtp-info tok-info" role="note" aria-label="Drafter with another tokenizer, step {step.index + 1}">'
-        f"<h4>Another tokenizer: the drafter\u2019s text, re-tokenized for the target</h4>"
+        f'<div class="mtp-info tok-info" role="note" aria-label="{esc(t("di.tok.aria", n=step.index + 1))}">'
+        f"<h4>{esc(t('di.tok.title'))}</h4>"
         f'<ul class="mtp-info__facts">{lis}</ul></div>'
     )
 
@@ -233,54 +226,60 @@ def mtp_panel(step: StepRecord, phase: str, hidden: tuple[str, str | None] = (""
     if "hidden_from_position" in info:
         pos = _int(info.get("hidden_from_position"))
         if pos is None:
-            read.append("no target hidden state (none yet), so it began from its learned start state")
+            read.append(esc(t("di.mtp.no_hidden")))
         else:
             kind, text = hidden
             where = ""
             if kind == "generated" and text is not None:
-                where = f' (token <code class="tok">{token_html(text)}</code>)'
+                where = esc(t("di.mtp.token", token="\x00")).replace(
+                    "\x00", f'<code class="tok">{token_html(text)}</code>'
+                )
             elif kind == "prompt":
-                where = " (in the prompt)"
-            read.append(f"the target\u2019s final hidden state at position {pos}{where}")
+                where = esc(t("di.mtp.in_prompt"))
+            read.append(esc(t("di.mtp.hidden", pos=pos, where="\x00")).replace("\x00", where))
     n_kv = _int(info.get("target_kv_positions"))
     if n_kv is not None:
         layer = _int(info.get("target_kv_layer"))
         n_layers = _int(info.get("target_layers"))
         if layer is None:
-            which = "the target\u2019s cached keys/values"
+            which = t("di.mtp.kv_any")
         elif n_layers and layer == n_layers - 1:
-            which = f"the keys/values of the target\u2019s layer {layer} (the last of its {n_layers})"
+            which = t("di.mtp.kv_last", layer=layer, n=n_layers)
         elif n_layers:
-            which = f"the keys/values of the target\u2019s layer {layer} (of layers 0\u2013{n_layers - 1})"
+            which = t("di.mtp.kv_of", layer=layer, last=n_layers - 1)
         else:
-            which = f"the keys/values of the target\u2019s layer {layer}"
+            which = t("di.mtp.kv_layer", layer=layer)
         if n_kv > 0:
-            read.append(f"{which} at {count(n_kv)} position{'s' if n_kv != 1 else ''}")
+            read.append(esc(t("di.mtp.kv_at", which=which, n=count(n_kv), s=plural(n_kv))))
         else:
-            read.append("no target keys/values (nothing cached yet)")
+            read.append(esc(t("di.mtp.no_kv")))
     if read:
-        own = " \u2014 no drafter cache of its own" if step.drafter_cache_len is None else ""
-        items.append(("Read:", " and ".join(read) + own + "."))
+        own = t("di.mtp.no_cache") if step.drafter_cache_len is None else ""
+        items.append((t("di.key.read"), esc(t("di.mtp.and")).join(read) + esc(own + t("di.end"))))
 
     # 2. the narrowed vocabulary (candidates_scored counts the context tokens too)
     total = _int(info.get("candidates_scored"))
     if total is not None:
         extra = max(0, _int(info.get("context_candidates")) or 0)
         vocab = _int(info.get("vocab_size"))
-        what = f"{count(total - extra)} candidate" + (f" + {count(extra)} context" if extra else "") + " tokens"
-        share = f" of {count(vocab)} ({pct(total / vocab, 1)} of the vocabulary)" if vocab else ""
-        items.append(("Scored:", f"{what}{share} per draft step; every other token gets q = 0."))
+        what = (
+            t("di.mtp.candidates_ctx", n=count(total - extra), extra=count(extra))
+            if extra
+            else t("di.mtp.candidates", n=count(total - extra))
+        )
+        share = t("di.mtp.share", vocab=count(vocab), share=pct(total / vocab, 1)) if vocab else ""
+        items.append((t("di.key.scored"), esc(t("di.mtp.scored", what=what, share=share))))
 
     # 3. draft cost against the target's verify pass
-    items.append(("Draft:", _draft_cost(step, phase)))
+    items.append((t("di.key.draft"), _draft_cost(step, phase)))
 
     # 4. the early-stop rule (playground.decoding.draft_stop), when the run uses one
     stop_line = _stop_line(info, len(step.drafted))
     if stop_line:
-        items.append(("Length:", stop_line))
+        items.append((t("di.key.length"), stop_line))
 
     lis = "".join(f'<li><strong class="mtp-info__key">{esc(k)}</strong> {v}</li>' for k, v in items)
     return (
-        f'<div class="mtp-info" role="note" aria-label="MTP drafter, step {step.index + 1}">'
-        f'<h4>MTP drafter: built on the target\u2019s own state</h4><ul class="mtp-info__facts">{lis}</ul></div>'
+        f'<div class="mtp-info" role="note" aria-label="{esc(t("di.mtp.aria", n=step.index + 1))}">'
+        f'<h4>{esc(t("di.mtp.title"))}</h4><ul class="mtp-info__facts">{lis}</ul></div>'
     )

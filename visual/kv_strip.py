@@ -15,10 +15,11 @@ from __future__ import annotations
 
 from playground.decoding.records import StepRecord
 from visual.fmt import esc, token_html, token_plain
+from visual.i18n import plural, t
 
 
 def _cell(text: str | None, state: str, slot: str, tip: str) -> str:
-    label = '<span class="kv__root">root</span>' if text is None else token_html(text)
+    label = f'<span class="kv__root">{esc(t("kv.root_label"))}</span>' if text is None else token_html(text)
     return (
         f'<li class="kv__cell kv__cell--{state}" role="listitem" title="{esc(tip)}" aria-label="{esc(tip)}">'
         f'<span class="kv__tok">{label}</span><span class="kv__pos">{esc(slot)}</span></li>'
@@ -38,44 +39,45 @@ def kv_strip(step: StepRecord) -> str:
     kept = 1 + len(path)
     base = step.target_cache_len - kept  # the root's position
     base = base if base >= 0 else None  # a hand-made record without cache lengths: relative positions
-    written = [_cell(None, "kept", f"pos {_at(base, 0)}", "root: the newest committed token, kept")]
+    written = [_cell(None, "kept", t("kv.pos", pos=_at(base, 0)), t("kv.root"))]
     for i, d in enumerate(drafted):
         on_path = d.accepted
         state = "kept" if on_path else "dropped"
         pos = _at(base, d.position)
-        why = "on the accepted path, kept" if on_path else "not on the accepted path, discarded"
+        why = t("kv.on_path") if on_path else t("kv.off_path")
         written.append(
-            _cell(d.text, state, f"pos {pos}", f"node {i + 1} {token_plain(d.text)} at position {pos}: {why}")
+            _cell(
+                d.text, state, t("kv.pos", pos=pos), t("kv.node", i=i + 1, token=token_plain(d.text), pos=pos, why=why)
+            )
         )
-    compacted = [_cell(None, "kept", f"pos {_at(base, 0)}", "root, kept where it was")]
+    compacted = [_cell(None, "kept", t("kv.pos", pos=_at(base, 0)), t("kv.root_kept"))]
     for k, i in enumerate(path, start=1):
         d = drafted[i]
         compacted.append(
             _cell(
                 d.text,
                 "kept",
-                f"pos {_at(base, k)}",
-                f"accepted {token_plain(d.text)} (node {i + 1}) now at position {_at(base, k)}",
+                t("kv.pos", pos=_at(base, k)),
+                t("kv.moved", token=token_plain(d.text), i=i + 1, pos=_at(base, k)),
             )
         )
     n_written = len(drafted) + 1
     where = (
-        f"positions {base}\u2013{base + kept - 1}"
+        t("kv.positions", a=base, b=base + kept - 1)
         if base is not None and kept > 1
-        else f"position {base}"
+        else t("kv.position", a=base)
         if base is not None
-        else "contiguous positions"
+        else t("kv.contiguous")
     )
-    summary = (
-        f"The verify pass wrote {n_written} cache entries (the root + {len(drafted)} "
-        f"node{'s' if len(drafted) != 1 else ''}); kept {kept} (root + accepted path), compacted to {where}; "
-        f"discarded {n_written - kept}."
-    )
+    summary = t(
+        "kv.summary", written=n_written, nodes=len(drafted), s=plural(len(drafted)), kept=kept, where=where,
+        dropped=n_written - kept,
+    )  # fmt: skip
     return (
-        f'<div class="kv" role="group" aria-label="Target KV cache, step {step.index + 1}">'
+        f'<div class="kv" role="group" aria-label="{esc(t("kv.aria", n=step.index + 1))}">'
         f'<p class="kv__summary">{esc(summary)}</p>'
-        f'<p class="kv__label">written by the verify pass (pass order; siblings share a position)</p>'
+        f'<p class="kv__label">{esc(t("kv.written"))}</p>'
         f'<ol class="kv__row" role="list">{"".join(written)}</ol>'
-        f'<p class="kv__label">after compaction</p>'
+        f'<p class="kv__label">{esc(t("kv.compacted"))}</p>'
         f'<ol class="kv__row" role="list">{"".join(compacted)}</ol></div>'
     )

@@ -12,15 +12,19 @@ This module holds the script text only; it keeps no state and renders no user da
 
 from __future__ import annotations
 
+import json
+
+from visual.i18n import CATALOGUE
+
 PHONE_PX = 700
-KEY_HINT = "Step view: left and right arrow keys step back and forward, space plays or pauses"
+KEY_HINT = CATALOGUE["en"]["pg.key_hint"]  # the page's language picks en or zh (visual.i18n)
 
 STEP_VIEW_JS = (
     (
         """
 element.tabIndex = 0;
 element.setAttribute("role", "region");
-element.setAttribute("aria-label", "__HINT__");
+element.setAttribute("aria-label", (document.documentElement.lang || "").startsWith("zh") ? __HINT_ZH__ : __HINT__);
 element.setAttribute("aria-keyshortcuts", "ArrowLeft ArrowRight Space");
 const keys = {ArrowLeft: "back-btn", ArrowRight: "step-btn", " ": "play-btn"};
 element.addEventListener("keydown", (ev) => {
@@ -46,6 +50,7 @@ if (window.matchMedia("(max-width: __PX__px)").matches) {
 }
 """
     )
-    .replace("__HINT__", KEY_HINT)
+    .replace("__HINT_ZH__", json.dumps(CATALOGUE["zh"]["pg.key_hint"]))
+    .replace("__HINT__", json.dumps(KEY_HINT))
     .replace("__PX__", str(PHONE_PX - 1))
 )

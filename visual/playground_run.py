@@ -32,6 +32,8 @@ from playground.serving.trace_cache import TraceCache, describe_replay
 from playground.settings import RunSettings
 from visual import charts, stats, tables
 from visual.fmt import esc
+from visual.i18n import t
+from visual.i18n.errors import engine_message, stop_reason
 from visual.presets import PresetChoice
 
 MODES = {"Speculative": "speculative", "Race": "race"}
@@ -106,7 +108,7 @@ def check_params(cfg: AppConfig, choices: list[PresetChoice], *values) -> dict[s
     try:
         form_settings(cfg, choices, *values)
     except validate.SettingsError as exc:
-        return exc.errors
+        return {k: engine_message(m) for k, m in exc.errors.items()}  # in the visitor's language
     return {}
 
 
@@ -218,17 +220,9 @@ def _shared_note(steps) -> str:
     if not shared:
         return ""
     capped = sum(1 for st in steps if st.mode == "speculative" and st.gamma == 0)
-    note = (
-        f"\n\n**Shared passes:** {len(shared)} of {len(steps)} target passes also carried other visitors' runs: "
-        f"each served {sum(shared) / len(shared):.1f} runs on average, so this run's verify times are its share "
-        "of each pass (the pass's time / the runs it served)."
-    )
+    note = t("run.shared", shared=len(shared), steps=len(steps), mean=f"{sum(shared) / len(shared):.1f}")
     if capped:
-        note += (
-            f" Under that load {capped} step(s) decoded plainly, without drafts (the server turns speculation "
-            "down when a pass is full): at temperature 0 the output is the same token for token; when sampling "
-            "it is still drawn from the target's distribution."
-        )
+        note += t("run.shared_capped", capped=capped)
     return note
 
 
@@ -236,29 +230,32 @@ def _status(trace: dict) -> str:
     ph = trace["phase"]
     n = len(trace["spec_steps"])
     if trace.get("error"):
-        return f"**Error:** {esc(trace['error'])}"
+        return t("run.status.error", error=esc(engine_message(trace["error"])))
     if ph == "loading":
-        return "Loading the models (once per process)\u2026"
+        return t("run.status.loading")
     if ph == "speculative":
-        return f"Speculative run: {n} step(s), {trace['spec_steps'][-1].committed_tokens if n else 0} token(s) so far\u2026"
+        return t("run.status.speculative", steps=n, tokens=trace["spec_steps"][-1].committed_tokens if n else 0)
     if ph == "autoregressive":
         k = len(trace["ar_steps"])
-        return f"Race: speculative done; autoregressive run on the same prompt and models, {k} token(s) so far\u2026"
+        return t("run.status.autoregressive", tokens=k)
     if ph == "calibrating":
-        return f"Measuring t\u2081: a {CALIBRATION_TOKENS}-token autoregressive calibration run\u2026"
+        return t("run.status.calibrating", n=CALIBRATION_TOKENS)
     if ph == "done" and trace["spec"] is not None:
         s = trace["spec"].stats
         extra = ""
         if trace["ar"] is not None:
             a = trace["ar"].stats
-            extra = f" Autoregressive: {a.new_tokens} tokens in {a.wall_ms / 1000:.2f} s."
-        replay = describe_replay(trace["spec"].config.get("replay"))
-        return (
-            f"**Done.** Speculative: {s.new_tokens} tokens in {s.steps} target passes, {s.wall_ms / 1000:.2f} s "
-            f"(stopped: {s.stopped}).{extra}"
-            + (f"\n\n\u21bb {esc(replay)}" if replay else "")
-            + _shared_note(trace["spec"].steps)
+            extra = t("run.status.done_ar", tokens=a.new_tokens, seconds=f"{a.wall_ms / 1000:.2f}")
+        replay = engine_message(describe_replay(trace["spec"].config.get("replay")))
+        done = t(
+            "run.status.done",
+            tokens=s.new_tokens,
+            steps=s.steps,
+            seconds=f"{s.wall_ms / 1000:.2f}",
+            stopped=stop_reason(s.stopped),
+            extra=extra,
         )
+        return done + (f"\n\n\u21bb {esc(replay)}" if replay else "") + _shared_note(trace["spec"].steps)
     return ""
 
 
@@ -272,7 +269,7 @@ def _finished(state: RunState) -> tuple[Any, Any, Any, Any]:
     text = (
         state.spec.text
         if state.ar is None
-        else (f"[speculative]\n{state.spec.text}\n\n[autoregressive]\n{state.ar.text}")
+        else (f"{t('run.text.speculative')}\n{state.spec.text}\n\n{t('run.text.autoregressive')}\n{state.ar.text}")
     )
     return (
         tables.display_table(df),
@@ -345,11 +342,11 @@ class _Generation:
         except (ValueError, ModelUnavailable) as exc:
             state.error, state.done, state.phase = str(exc), True, "error"
             yield self.outputs(final=True)
-            raise gr.Error(str(exc)) from None
+            raise gr.Error(engine_message(exc)) from None
         except Exception as exc:  # keep serving; tell the user what happened
             state.error, state.done, state.phase = f"{type(exc).__name__}: {exc}", True, "error"
             yield self.outputs(final=True)
-            raise gr.Error(f"The run failed: {type(exc).__name__}: {exc}") from None
+            raise gr.Error(t("run.failed", error=f"{type(exc).__name__}: {exc}")) from None
 
     def _speculative(self) -> Iterator[tuple]:
         state = self.state
@@ -419,7 +416,7 @@ def make_run_handler(
                 1 if tree_nodes in (None, "") else tree_nodes, verification, draft_stop, dtype,
             )  # fmt: skip
         except validate.SettingsError as exc:
-            raise gr.Error(" ".join(exc.errors.values())) from None
+            raise gr.Error(" ".join(engine_message(m) for m in exc.errors.values())) from None
         race = MODES.get(mode, mode) == "race"
         state = RunState(
             run_id=(trace or {}).get("run_id") or new_run_id(),

@@ -33,6 +33,7 @@ from playground.serving.trace_cache import TraceCache
 from playground.validate import MAX_TREE_NODES
 from visual import charts, page_js, provenance, replay, stats, tables, tokens
 from visual.fmt import esc
+from visual.i18n import L, example_text, localized, t
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
     CALIBRATION_TOKENS,
     DTYPE_DEFAULT,
@@ -71,9 +72,9 @@ def render_view(trace: dict, view: dict, speed_s: float = 1.0) -> str:
     message = None
     if frame.phase == replay.START:
         if trace.get("error"):
-            message = f"The run stopped: {trace['error']}"
+            message = t("pg.view.stopped", error=trace["error"])
         elif not trace.get("done"):
-            message = "Generating\u2026 the first step appears as soon as the target has verified it."
+            message = t("pg.view.generating")
     spec = trace.get("spec")
     return tokens.step_view(
         trace.get("prompt", ""),
@@ -95,7 +96,8 @@ def _view_key(trace: dict, view: dict) -> tuple:
 
 
 def play_label(playing: bool) -> str:
-    return "\u275a\u275a Pause" if playing else "\u25b6 Play"
+    """The Play button's text in the current language (a handler's update: translated here)."""
+    return t("pg.pause") if playing else t("pg.play")
 
 
 # --------------------------------------------------------------------------- replay handlers (light)
@@ -139,7 +141,7 @@ def on_play_pause(trace: dict, view: dict, speed_s: float):
     trace = trace or empty_trace()
     view = view or empty_view()
     if not trace.get("run_id"):
-        gr.Info("Nothing to play yet: press Run first.")
+        gr.Info(t("pg.info.nothing_to_play"))
         return _replay_outputs(trace, {**view, "playing": False}, speed_s)
     steps = trace.get("spec_steps", ())
     last = replay.frame_count(steps) - 1
@@ -157,9 +159,9 @@ def _move(trace: dict, view: dict, speed_s: float, delta: int | None):
     frame = 0 if delta is None else replay.clamp(view.get("frame", 0) + delta, steps)
     if delta is not None and frame == view.get("frame", 0) and delta > 0 and trace.get("run_id"):
         if trace.get("done"):
-            gr.Info("That was the last step.")
+            gr.Info(t("pg.info.last_step"))
         else:
-            gr.Info("The next step is still being generated.")
+            gr.Info(t("pg.info.next_pending"))
     return _replay_outputs(
         trace, {**view, "run_id": trace.get("run_id"), "frame": frame, "playing": False}, speed_s, force=True
     )
@@ -186,10 +188,29 @@ class PlaygroundTab:
 
     components: dict[str, Any] = field(default_factory=dict)
     by_name: dict[str, PresetChoice] = field(default_factory=dict)  # preset name -> its choice
+    start: str = ""  # the preset selected when the page opens
+    cfg: Any = None  # the app's config (its classroom examples)
 
     def link_updates(self, prefill: Prefill) -> list[Any]:
-        """Updates for ``[components[k] for k in LINK_KEYS]`` from a shared link."""
-        return link_updates(prefill, self.by_name)
+        """Updates for ``[components[k] for k in LINK_KEYS]`` from a shared link (the preset's
+        description in the current language even when the link names no preset)."""
+        ups = link_updates(prefill, self.by_name)
+        if self.start in self.by_name and not prefill.preset:
+            ups[LINK_KEYS.index("preset_info")] = preset_info(self.by_name[self.start])
+        return ups
+
+    def localized_outputs(self) -> list[Any]:
+        """The components whose first value is rendered on the server (``LOCALIZED_KEYS``), and the
+        classroom examples' buttons (their labels are not a prop ``gr.I18n`` translates)."""
+        examples = [self.components["examples"].dataset] if "examples" in self.components else []
+        return [self.components[k] for k in LOCALIZED_KEYS] + examples
+
+    def localized_values(self) -> list[Any]:
+        """Their empty-state values in the current language (``visual.i18n``), for the page load."""
+        values = initial_values(self.by_name[self.start].preset.gamma if self.start in self.by_name else 1)
+        if "examples" in self.components:
+            values.append(gr.Dataset(sample_labels=example_labels(self.cfg)))
+        return values
 
 
 @dataclass(frozen=True)
@@ -216,7 +237,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     # first, then these settings (closed: visual.page_js), then the step view and the rest.
     with gr.Row(equal_height=False, elem_classes=["sd-layout"]):
         with gr.Column(scale=1, min_width=290, elem_classes=["sd-sidebar"]):
-            with gr.Accordion("Settings", open=True, elem_id="settings"):
+            with gr.Accordion(L("pg.settings"), open=True, elem_id="settings"):
                 _controls(cfg, choices, by_name[start], c)
         with gr.Column(scale=3, min_width=420, elem_classes=["sd-main"]):
             _main_column(cfg, p0.gamma, c)
@@ -233,35 +254,58 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     )
     c["shared"] = shared
     c["trace_state"], c["view_state"], c["timer"] = parts.trace_state, parts.view_state, parts.timer
-    return PlaygroundTab(components=c, by_name=by_name)
+    return PlaygroundTab(components=c, by_name=by_name, start=start, cfg=cfg)
+
+
+def example_labels(cfg: AppConfig) -> list[str]:
+    """The classroom examples' labels in the current language (the config's own in English)."""
+    return [example_text(e.get("label", e["prompt"][:30])) for e in cfg.examples]
+
+
+# Components whose first value is server-rendered text: the page load re-renders them in the visitor's language.
+LOCALIZED_KEYS = ("view", "legend", "stats", "race_plot", "tpc_plot", "acc_plot", "len_plot", "time_plot", "table")
+
+
+def initial_values(gamma: int) -> list[Any]:
+    """The ``LOCALIZED_KEYS`` components' values before any run, in the current language."""
+    return [
+        tokens.step_view("", (), replay.Frame(-1, replay.START)),
+        tokens.legend_html(),
+        stats.stats_card({}),
+        charts.race_figure((), ()),
+        charts.tokens_per_call_figure(()),
+        charts.acceptance_by_position_figure((), gamma),
+        charts.accepted_length_figure((), gamma),
+        charts.timeline_figure(()),
+        tables.display_table(tables.token_table(())),
+    ]
 
 
 def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, c: dict[str, Any]) -> None:
     """The sidebar: preset, drafter, mode and every generation setting."""
     lim, p0 = cfg.limits, start.preset
     c["preset"] = gr.Dropdown(
-        choices=[(ch.label, ch.preset.name) for ch in choices],
+        choices=[(L(ch.label_key), ch.preset.name) for ch in choices],
         value=p0.name,
-        label="Preset (model pair + drafter)",
+        label=L("pg.preset"),
         elem_id="preset",
     )
     c["preset_info"] = gr.Markdown(preset_info(start), elem_classes=["sd-presetinfo"])
-    c["drafter"] = gr.Dropdown(choices=list(p0.drafters), value=p0.drafter, label="Drafter", elem_id="drafter")
+    c["drafter"] = gr.Dropdown(choices=list(p0.drafters), value=p0.drafter, label=L("pg.drafter"), elem_id="drafter")
     c["mode"] = gr.Radio(
-        list(MODES),
+        [(L(f"pg.mode.{value}"), name) for name, value in MODES.items()],
         value="Speculative",
-        label="Mode",
-        info="Race: speculative, then autoregressive on the same prompt and models, each timed.",
+        label=L("pg.mode"),
+        info=L("pg.mode.info"),
     )
-    c["gamma"] = gr.Slider(1, lim.max_gamma, value=p0.gamma, step=1, label="\u03b3: drafts per step")
+    c["gamma"] = gr.Slider(1, lim.max_gamma, value=p0.gamma, step=1, label=L("pg.gamma"))
     c["tree_nodes"] = gr.Slider(
         1,
         MAX_TREE_NODES,
         value=p0.tree_nodes,
         step=1,
-        label="Draft tree nodes",
-        info="1 = one chain of \u03b3 drafts; more = a tree of alternatives (up to \u03b3 deep), "
-        "all checked in one target pass",
+        label=L("pg.tree_nodes"),
+        info=L("pg.tree_nodes.info"),
         elem_id="tree-nodes",
     )
     c["draft_stop"] = gr.Slider(
@@ -269,65 +313,65 @@ def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, 
         0.9,
         value=p0.draft_stop,
         step=0.05,
-        label="Stop drafting below (MTP)",
-        info="The MTP head stops its chain once its confidence in it (the product of its drafts’ "
-        "probabilities) falls below this, instead of always drafting γ. 0 = always γ. "
-        "Exact either way; other drafters ignore it.",
+        label=L("pg.draft_stop"),
+        info=L("pg.draft_stop.info"),
         elem_id="draft-stop",
     )
     c["verification"] = gr.Radio(
-        app_choices(),
+        [(L(f"pg.verification.{rule}"), rule) for _, rule in app_choices()],
         value="lossless",
-        label="Verification",
-        info="Token: each draft kept with probability min(1, p/q) until the first rejection. Block: the drafts "
-        "judged together and the longest passing prefix kept, at least as many per step on average (chains "
-        "only: tree nodes 1). Both are exact; at temperature 0 they give the same tokens.",
+        label=L("pg.verification"),
+        info=L("pg.verification.info"),
         elem_id="verification",
     )
     c["temperature"] = gr.Slider(
-        0, lim.max_temperature, value=0.0, step=0.05, label="Temperature", info="0 = greedy (exact argmax path)"
+        0, lim.max_temperature, value=0.0, step=0.05, label=L("pg.temperature"), info=L("pg.temperature.info")
     )
     with gr.Row():
-        c["top_k"] = gr.Number(value=0, precision=0, minimum=0, maximum=lim.max_top_k, label="top-k (0 = off)")
-        c["seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-    c["top_p"] = gr.Slider(0.01, 1.0, value=1.0, step=0.01, label="top-p")
+        c["top_k"] = gr.Number(value=0, precision=0, minimum=0, maximum=lim.max_top_k, label=L("pg.top_k"))
+        c["seed"] = gr.Number(value=0, precision=0, minimum=0, label=L("pg.seed"))
+    c["top_p"] = gr.Slider(0.01, 1.0, value=1.0, step=0.01, label=L("pg.top_p"))
     c["max_new_tokens"] = gr.Slider(
-        1, lim.max_new_tokens, value=min(48, lim.max_new_tokens), step=1, label="Max new tokens"
+        1, lim.max_new_tokens, value=min(48, lim.max_new_tokens), step=1, label=L("pg.max_new_tokens")
     )
-    c["dtype"] = gr.Dropdown([DTYPE_DEFAULT, "float32", "bfloat16"], value=DTYPE_DEFAULT, label="dtype")
+    c["dtype"] = gr.Dropdown(
+        [(L("pg.dtype.default"), DTYPE_DEFAULT), ("float32", "float32"), ("bfloat16", "bfloat16")],
+        value=DTYPE_DEFAULT,
+        label=L("pg.dtype"),
+    )
     c["calibrate"] = gr.Checkbox(
         value=True,
-        label=f"Measure t\u2081 ({CALIBRATION_TOKENS}-token autoregressive calibration) in Speculative mode",
-        info="Needed for the predicted speedup; Race mode measures it anyway.",
+        label=L("pg.calibrate"),  # says CALIBRATION_TOKENS (tests/visual/test_i18n.py)
+        info=L("pg.calibrate.info"),
     )
-    c["speed"] = gr.Slider(0.2, 3.0, value=0.8, step=0.1, label="Animation: seconds per frame")
+    c["speed"] = gr.Slider(0.2, 3.0, value=0.8, step=0.1, label=L("pg.speed"))
 
 
 def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
     """Prompt, examples, the buttons, status, the step view, legend and stats, then charts and exports."""
     c["prompt"] = gr.Textbox(
-        label="Prompt",
+        label=L("pg.prompt"),
         lines=3,
         max_lines=12,
         value=cfg.examples[0]["prompt"] if cfg.examples else "",
-        placeholder="Type a prompt, or pick an example below",
+        placeholder=L("pg.prompt.placeholder"),
         elem_id="prompt",
     )
     if cfg.examples:
-        gr.Examples(
+        c["examples"] = gr.Examples(
             examples=[[e["prompt"]] for e in cfg.examples],
             inputs=[c["prompt"]],
-            example_labels=[e.get("label", e["prompt"][:30]) for e in cfg.examples],
+            example_labels=example_labels(cfg),  # re-labelled in the visitor's language on load (gr.I18n can't)
             cache_examples=False,
-            label="Classroom examples",
+            label=L("pg.examples"),
             elem_id="examples",
         )
     with gr.Row(elem_classes=["sd-buttons"]):
-        c["run"] = gr.Button("Run \u25b8", variant="primary", elem_id="run-btn")
-        c["step"] = gr.Button("Step \u203a", elem_id="step-btn")
-        c["play"] = gr.Button(play_label(False), elem_id="play-btn")
-        c["back"] = gr.Button("\u2039 Back", elem_id="back-btn")
-        c["reset"] = gr.Button("\u21ba Reset", elem_id="reset-btn")
+        c["run"] = gr.Button(L("pg.run"), variant="primary", elem_id="run-btn")
+        c["step"] = gr.Button(L("pg.step"), elem_id="step-btn")
+        c["play"] = gr.Button(L("pg.play"), elem_id="play-btn")
+        c["back"] = gr.Button(L("pg.back"), elem_id="back-btn")
+        c["reset"] = gr.Button(L("pg.reset"), elem_id="reset-btn")
     c["status"] = gr.Markdown("", elem_id="status", elem_classes=["sd-status"])
     c["view"] = gr.HTML(
         tokens.step_view("", (), replay.Frame(-1, replay.START)),
@@ -339,27 +383,27 @@ def _main_column(cfg: AppConfig, gamma: int, c: dict[str, Any]) -> None:
     c["stats"] = gr.HTML(stats.stats_card({}), elem_id="stats", js_on_load=None)
     c["provenance"] = gr.HTML(provenance.provenance_html("", ()), elem_id="provenance", js_on_load=None)
     _plots(gamma, c)
-    with gr.Accordion("Per-token table, text and downloads", open=False):
+    with gr.Accordion(L("pg.downloads"), open=False):
         c["table"] = gr.Dataframe(
             value=tables.display_table(tables.token_table(())),
             interactive=False,
             wrap=True,
             max_height=420,
-            label="Every token the run looked at",
+            label=L("pg.table"),
         )
         with gr.Row():
-            c["json_dl"] = gr.DownloadButton("\u2b07 Trace (JSON)", interactive=False, size="sm")
-            c["csv_dl"] = gr.DownloadButton("\u2b07 Token table (CSV)", interactive=False, size="sm")
-            c["prov_dl"] = gr.DownloadButton(
-                "\u2b07 Text coloured by source (HTML)", interactive=False, size="sm", elem_id="prov-dl"
-            )
-        c["text"] = gr.Textbox(label="Generated text", lines=4, interactive=False, buttons=["copy"])
+            c["json_dl"] = gr.DownloadButton(L("pg.json"), interactive=False, size="sm")
+            c["csv_dl"] = gr.DownloadButton(L("pg.csv"), interactive=False, size="sm")
+            c["prov_dl"] = gr.DownloadButton(L("pg.prov_dl"), interactive=False, size="sm", elem_id="prov-dl")
+        c["text"] = gr.Textbox(label=L("pg.text"), lines=4, interactive=False, buttons=["copy"])
 
 
 def _plots(gamma: int, c: dict[str, Any]) -> None:
     """The five live charts, empty until a run streams into them."""
     with gr.Row(elem_classes=["sd-charts"]):
-        c["race_plot"] = gr.Plot(charts.race_figure((), ()), label="Race", show_label=False, elem_id="race-plot")
+        c["race_plot"] = gr.Plot(
+            charts.race_figure((), ()), label=L("pg.race_plot"), show_label=False, elem_id="race-plot"
+        )
         c["tpc_plot"] = gr.Plot(charts.tokens_per_call_figure(()), show_label=False, elem_id="tpc-plot")
     with gr.Row(elem_classes=["sd-charts"]):
         c["acc_plot"] = gr.Plot(charts.acceptance_by_position_figure((), gamma), show_label=False, elem_id="acc-plot")
@@ -389,7 +433,7 @@ def _wire_preset(c: dict[str, Any], by_name: dict[str, PresetChoice]) -> None:
         return _preset_reset(ch) if ch is not None else (gr.skip(),) * 5
 
     c["preset"].input(
-        on_preset,
+        localized(on_preset),
         c["preset"],
         [c["preset_info"], c["drafter"], c["gamma"], c["tree_nodes"], c["draft_stop"]],
         queue=False,
@@ -430,11 +474,11 @@ def _wire_replay(parts: _Parts) -> None:
         show_progress="hidden",
         api_visibility="private",
     )
-    timer.tick(on_tick, **replay_io)
-    c["play"].click(on_play_pause, **replay_io)
-    c["step"].click(on_step, **replay_io)
-    c["back"].click(on_back, **replay_io)
-    c["reset"].click(on_reset, **replay_io)
+    timer.tick(localized(on_tick), **replay_io)
+    c["play"].click(localized(on_play_pause), **replay_io)
+    c["step"].click(localized(on_step), **replay_io)
+    c["back"].click(localized(on_back), **replay_io)
+    c["reset"].click(localized(on_reset), **replay_io)
     c["speed"].change(lambda s: gr.Timer(value=float(s)), c["speed"], timer, queue=False, api_visibility="private")
 
 
@@ -468,7 +512,7 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
             html,
             gr.Timer(value=WAIT_POLL_S, active=True),
             btn,
-            "Starting\u2026",
+            t("pg.starting"),
             gr.DownloadButton(interactive=False),
             gr.DownloadButton(interactive=False),
         )
@@ -485,15 +529,15 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
     run_event = (
         c["run"]
         .click(
-            prepare,
+            localized(prepare),
             [*checked, c["speed"]],
             [trace_state, view_state, c["view"], parts.timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
-            validator=validator,
+            validator=localized(validator),
             show_progress="hidden",
             api_visibility="private",
         )
         .success(
-            run_handler,
+            localized(run_handler),
             heavy_inputs,
             heavy_outputs,
             concurrency_id="run",
@@ -528,7 +572,7 @@ def _wire_provenance(c: dict[str, Any], trace_state, run_event) -> None:
         show_progress="hidden",
         api_visibility="private",
     )
-    run_event.then(on_provenance, trace_state, outputs, show_progress="hidden", api_visibility="private")
+    run_event.then(localized(on_provenance), trace_state, outputs, show_progress="hidden", api_visibility="private")
 
 
 def _wire_warmup(c: dict[str, Any], warmup) -> None:
@@ -538,18 +582,18 @@ def _wire_warmup(c: dict[str, Any], warmup) -> None:
     def on_warm_tick():
         if warmup.done:
             msg = (
-                f"Models for **{warmup.preset}** ready (loaded in {warmup.seconds:.1f} s)."
+                t("pg.warm.ready", preset=warmup.preset, seconds=f"{warmup.seconds:.1f}")
                 if not warmup.error
-                else f"**Could not load {warmup.preset}:** {esc(warmup.error)}"
+                else t("pg.warm.failed", preset=warmup.preset, error=esc(warmup.error))
             )
             return msg, gr.Timer(active=False)
         return (
-            f"Loading models for **{warmup.preset}** at start-up: {esc(warmup.message)} ({warmup.fraction:.0%})",
+            t("pg.warm.loading", preset=warmup.preset, message=esc(warmup.message), percent=f"{warmup.fraction:.0%}"),
             gr.skip(),
         )
 
     warm_timer.tick(
-        on_warm_tick,
+        localized(on_warm_tick),
         None,
         [c["status"], warm_timer],
         concurrency_limit=None,

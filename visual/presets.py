@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from playground.config import AppConfig, Preset
 from playground.models.loading import availability
+from visual.i18n import preset_key, preset_text, t
 
 
 @dataclass(frozen=True)
@@ -21,6 +22,11 @@ class PresetChoice:
     @property
     def label(self) -> str:
         return self.preset.label if self.available else f"{self.preset.label} \u2014 unavailable"
+
+    @property
+    def label_key(self) -> str:
+        """``label`` as a translatable prop (``visual.i18n.L``)."""
+        return preset_key(self.preset.name, not self.available)
 
 
 def preset_choices(cfg: AppConfig) -> list[PresetChoice]:
@@ -43,10 +49,9 @@ def default_preset(cfg: AppConfig, choices: list[PresetChoice]) -> str:
 
 def preset_info(choice: PresetChoice) -> str:
     p = choice.preset
-    lines = [f"**{p.label}** \u2014 {p.description}"]
-    lines.append(
-        f"target `{p.target}` \u00b7 drafter `{p.drafter_model or p.drafter}` \u00b7 {p.dtype} \u00b7 \u03b3 = {p.gamma}"
-    )
+    label, description = preset_text(p.name, p.label, p.description)
+    lines = [f"**{label}** \u2014 {description}"]
+    lines.append(t("preset.line", target=p.target, drafter=p.drafter_model or p.drafter, dtype=p.dtype, gamma=p.gamma))
     if not choice.available:
-        lines.append(f"\u26d4 **Unavailable here:** {choice.reason}")
+        lines.append(t("preset.unavailable_here", reason=choice.reason))
     return "  \n".join(lines)

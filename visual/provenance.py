@@ -27,6 +27,7 @@ from dataclasses import dataclass
 
 from playground.decoding.records import StepRecord
 from visual.fmt import esc, pct
+from visual.i18n import CATALOGUE, current, t
 from visual.tree_view import is_tree_step
 
 # (key, name, what it means); the order of the legend
@@ -38,9 +39,8 @@ SOURCES = (
     ("target", "target correction", "the target's own token: a resample after a rejection, or no draft"),
     ("bonus", "bonus", "all drafts accepted: one more token from the target's p"),
 )
-NAMES = {k: n for k, n, _ in SOURCES}
+NAMES = {k: n for k, n, _ in SOURCES}  # English; the page shows the catalogue's prov.<key> (visual.i18n)
 TITLE = "Where each token came from"
-EMPTY = "The generated text, coloured by where each token came from, appears here after a run."
 _MTP = ("mtp", "gemma4-assistant")
 
 # Colours for the downloaded file (the page uses style.css; these are the same light-mode values).
@@ -88,11 +88,18 @@ def pieces(steps: Sequence[StepRecord]) -> list[Piece]:
         key, name = ("tree", str((s.drafter_info or {}).get("source") or s.drafter or "")) if tree else _chain_source(s)
         for d in s.drafted:
             if d.accepted:
-                out.append(Piece(d.text, key, s.index, f"{NAMES[key]} ({name}), step {s.index + 1}"))
+                out.append(
+                    Piece(
+                        d.text,
+                        key,
+                        s.index,
+                        t("prov.detail_from", name=t(f"prov.{key}"), who=_who(name), n=s.index + 1),
+                    )
+                )
         c = s.correction
         if c is not None:
             src = "bonus" if c.kind == "bonus" else "target"
-            out.append(Piece(c.text, src, s.index, f"{NAMES[src]}, step {s.index + 1}"))
+            out.append(Piece(c.text, src, s.index, t("prov.detail", name=t(f"prov.{src}"), n=s.index + 1)))
     return out
 
 
@@ -103,16 +110,21 @@ def counts(ps: Sequence[Piece]) -> dict[str, int]:
     return out
 
 
+def _who(drafter: str) -> str:
+    """A drafter kind in words (``drafter.<kind>`` in the catalogue), else its name."""
+    return t(f"drafter.{drafter}") if f"drafter.{drafter}" in CATALOGUE["en"] else drafter
+
+
 def _legend(ps: Sequence[Piece]) -> str:
     n = counts(ps)
     total = max(1, len(ps))
     items = "".join(
-        f'<li class="prov__item" title="{esc(desc)}"><span class="src src--{k}">{esc(name)}</span> '
+        f'<li class="prov__item" title="{esc(t(f"prov.{k}.desc"))}"><span class="src src--{k}">{esc(t(f"prov.{k}"))}</span> '
         f"{n[k]} ({pct(n[k] / total)})</li>"
-        for k, name, desc in SOURCES
+        for k, _, _ in SOURCES
         if n[k] or k in ("target", "bonus")
     )
-    return f'<ul class="prov__legend" aria-label="Tokens per source">{items}</ul>'
+    return f'<ul class="prov__legend" aria-label="{esc(t("prov.legend_aria"))}">{items}</ul>'
 
 
 def _text(prompt: str, ps: Sequence[Piece]) -> str:
@@ -124,18 +136,20 @@ def provenance_html(prompt: str, steps: Sequence[StepRecord]) -> str:
     """The page's view: a legend with the count per source, then prompt + output coloured by source."""
     ps = pieces(steps)
     if not ps:
-        return f'<div class="prov prov--empty">{esc(EMPTY)}</div>'
+        return f'<div class="prov prov--empty">{esc(t("prov.empty"))}</div>'
+    title = t("prov.title")
     return (
-        f'<div class="prov" role="group" aria-label="{esc(TITLE)}"><h3 class="prov__title">{esc(TITLE)}</h3>'
+        f'<div class="prov" role="group" aria-label="{esc(title)}"><h3 class="prov__title">{esc(title)}</h3>'
         f"{_legend(ps)}{_text(prompt, ps)}</div>"
     )
 
 
-def provenance_document(prompt: str, steps: Sequence[StepRecord], title: str = TITLE) -> str:
-    """A standalone HTML file of the same view (inline CSS, no script, every text escaped)."""
+def provenance_document(prompt: str, steps: Sequence[StepRecord], title: str | None = None) -> str:
+    """A standalone HTML file of the same view (inline CSS, no script, every text escaped), in the current language."""
     ps = pieces(steps)
+    title = t("prov.title") if title is None else title
     return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f'<!DOCTYPE html>\n<html lang="{"zh-CN" if current() == "zh" else "en"}"><head><meta charset="utf-8">'
         '<meta name="viewport" content="width=device-width, initial-scale=1">'
         f"<title>{esc(title)}</title><style>{_FILE_CSS}</style></head><body>"
         f"<h1>{esc(title)}</h1>{_legend(ps)}{_text(prompt, ps)}</body></html>\n"

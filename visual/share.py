@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import gradio as gr
 
@@ -26,10 +26,21 @@ from playground.config import AppConfig, load_config
 from playground.validate import MAX_SEED, bounds, clean_prompt, excerpt, parse_number, parse_whole_number, verification
 from playground.validate import temperature as check_temperature
 from visual.classroom import classroom_presets, slugify
+from visual.i18n import DEFAULT as DEFAULT_LANG
+from visual.i18n import lang_from_query, lang_of
 
 PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")  # what a link can set, in the tabs' order
 
-QUERY_KEYS = ("preset", "prompt", "gamma", "temperature", "seed", "verification", "classroom")
+QUERY_KEYS = (
+    "preset",
+    "prompt",
+    "gamma",
+    "temperature",
+    "seed",
+    "verification",
+    "classroom",
+    "lang",
+)  # lang: visual.i18n
 
 
 @dataclass(frozen=True)
@@ -159,11 +170,18 @@ def share_query(
 
 
 def share_url(request: gr.Request | None, query: str) -> str:
-    """The page's own address (from the Referer header) with ``query``; just the query if unknown."""
+    """The page's own address (from the Referer header) with ``query``; just the query if unknown.
+
+    The link carries the visitor's language (``lang=``) when the page was opened with one or the
+    visitor reads Chinese, so a class gets the page in the language the teacher sees."""
     try:
         ref = request.headers.get("referer") if request is not None else None
     except Exception:
         ref = None
+    lang = lang_of(request) if request is not None else None
+    asked = lang_from_query(parse_qs(urlsplit(ref).query)) if ref else None
+    if lang and (asked or lang != DEFAULT_LANG):
+        query = ("?" + query.lstrip("?") + "&" if query.lstrip("?") else "?") + urlencode({"lang": lang})
     if ref:
         parts = urlsplit(ref)
         if parts.scheme in ("http", "https") and parts.netloc:

@@ -25,6 +25,7 @@ from playground.decoding.records import GenerationResult, RunStats, StepRecord
 from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
 from playground.decoding.tally import Tally
 from visual.fmt import count, esc, ms, num, pct, times
+from visual.i18n import t
 
 
 def _full_steps(steps: Sequence[StepRecord], gamma: int) -> list[StepRecord]:
@@ -60,10 +61,10 @@ def compute_metrics(
     t1, t1_source = None, None
     if ar_result is not None and ar_result.stats.single_token_ms:
         t1 = ar_result.stats.single_token_ms
-        t1_source = f"the autoregressive run of this race ({ar_result.stats.new_tokens} single-token passes)"
+        t1_source = t("st.t1_race", n=ar_result.stats.new_tokens)
     elif calibration is not None and calibration.single_token_ms:
         t1 = calibration.single_token_ms
-        t1_source = f"a {calibration.new_tokens}-token autoregressive calibration run after the speculative run"
+        t1_source = t("st.t1_calibration", n=calibration.new_tokens)
     m["t1_ms"], m["t1_source"] = t1, t1_source
 
     full = _full_steps(steps, gamma)
@@ -158,30 +159,26 @@ def _mtp_tiles(x: dict[str, Any], t1: float | None) -> list[str]:
     if per is not None:
         parts = []
         if x["c"] is not None and t1:
-            parts.append(f"c = {ms(per)} \u00f7 t\u2081 {ms(t1)} = {num(x['c'], 3)}")
+            parts.append(t("st.c_formula", per=ms(per), t1=ms(t1), c=num(x["c"], 3)))
         if x["vs_verify"] is not None:
-            parts.append(f"{pct(x['vs_verify'], 1)} of a target verify pass ({ms(x['verify_ms_per_pass'])})")
+            parts.append(t("st.of_verify", share=pct(x["vs_verify"], 1), ms=ms(x["verify_ms_per_pass"])))
         if not parts:
-            parts.append("no target step measured yet to compare with")
+            parts.append(t("st.no_target_step"))
         if x.get("hybrid"):
-            label, who = (
-                "draft cost per token vs target step",
-                "the drafter's time per drafted token (MTP and prompt-lookup drafts together; lookup costs ~0 ms)",
-            )
+            label, who = t("st.cost_hybrid"), t("st.cost_hybrid_def")
         else:
-            label, who = "MTP draft cost per token vs target step", "the MTP drafter's time per drafted token"
-        tiles.append(_tile(f"{ms(per)}/token", label, who + ": " + "; ".join(parts), "mtp_cost"))
+            label, who = t("st.cost_mtp"), t("st.cost_mtp_def")
+        tiles.append(_tile(t("st.per_token", ms=ms(per)), label, who + ": " + "; ".join(parts), "mtp_cost"))
     if x["scored"] is not None:
         extra = x["context"] or 0
         fixed = x["scored"] - extra
-        of = f" of {count(x['vocab'])}" if x["vocab"] else ""
-        split = f" ({count(fixed)} fixed + {count(extra)} from the context)" if extra else ""
+        of = t("st.of_vocab", n=count(x["vocab"])) if x["vocab"] else ""
+        split = t("st.split", fixed=count(fixed), extra=count(extra)) if extra else ""
         tiles.append(
             _tile(
                 pct(x["scored_share"], 1) if x["scored_share"] is not None else "\u2014",
-                "vocabulary the MTP drafter scored",
-                f"scored {count(x['scored'])}{of} tokens{split} per draft step, not the whole vocabulary; "
-                "every other token has q = 0",
+                t("st.vocab"),
+                t("st.vocab_def", n=count(x["scored"]), of=of, split=split),
                 "mtp_vocab",
             )
         )
@@ -206,41 +203,34 @@ def stats_card(
     """The card for ``compute_metrics``' numbers; ``rule`` is the run's verification rule
     ("block" adds a note on what α and the prediction mean under block verification)."""
     if not m.get("steps"):
-        return '<div class="stats stats--empty">Stats appear here once the first step has run.</div>'
+        return f'<div class="stats stats--empty">{esc(t("st.empty"))}</div>'
     tiles = [
         _tile(
             pct(m["alpha"]),
-            "acceptance rate \u03b1",
-            f"accepted drafts \u00f7 drafts the target judged ({m['accepted']} / {m['judged']}); "
-            + (
-                "block verification judges every draft"
-                if rule == "block"
-                else "drafts after a rejection are never judged"
-            ),
+            t("st.alpha"),
+            t("st.alpha_def", a=m["accepted"], j=m["judged"])
+            + (t("st.alpha_block") if rule == "block" else t("st.alpha_token")),
             "alpha",
         ),
         _tile(
             num(m["tokens_per_call"], 2),
-            "tokens per target call",
-            f"new tokens \u00f7 verify passes ({m['new_tokens']} / {m['steps']}); autoregressive decoding gets exactly 1",
+            t("st.tpc"),
+            t("st.tpc_def", n=m["new_tokens"], steps=m["steps"]),
             "tokens_per_call",
         ),
         _tile(
-            str(m["calls_saved"]),
-            "target calls saved",
-            f"{m['new_tokens']} tokens needed {m['steps']} target passes instead of {m['new_tokens']}",
-            "calls_saved",
+            str(m["calls_saved"]), t("st.saved"), t("st.saved_def", n=m["new_tokens"], steps=m["steps"]), "calls_saved"
         ),
         _tile(
             pct(m["draft_efficiency"]),
-            "draft efficiency",
-            f"accepted \u00f7 all drafted tokens ({m['accepted']} / {m['drafted']}), wasted drafts included",
+            t("st.eff"),
+            t("st.eff_def", a=m["accepted"], d=m["drafted"]),
             "draft_efficiency",
         ),
         _tile(
-            f"{num(m['tokens_per_s'], 1)} tok/s",
-            "speculative throughput",
-            f"{m['new_tokens']} tokens in {ms(m['wall_ms'])} of wall time, prefill included",
+            t("st.tps_value", v=num(m["tokens_per_s"], 1)),
+            t("st.tps"),
+            t("st.tps_def", n=m["new_tokens"], ms=ms(m["wall_ms"])),
             "tokens_per_s",
         ),
     ]
@@ -250,9 +240,8 @@ def stats_card(
         tiles.append(
             _tile(
                 pct(rep.share),
-                "output that repeats earlier text",
-                f"output tokens completing a 4-gram already in prompt + earlier output ({rep.repeated} / "
-                f"{rep.tokens}); distinct-2 {num(rep.distinct2, 2)} (share of the output's word pairs that are new)",
+                t("st.rep"),
+                t("st.rep_def", repeated=rep.repeated, tokens=rep.tokens, d2=num(rep.distinct2, 2)),
                 "repetition",
             )
         )
@@ -260,11 +249,11 @@ def stats_card(
         tiles.extend(_mtp_tiles(m["mtp"], m.get("t1_ms")))
     pred = _prediction(m)
     same = _same_output_note(m, temperature)
-    state = ' <span class="stats__live">live\u2026</span>' if running else ""
+    state = f' <span class="stats__live">{esc(t("st.live"))}</span>' if running else ""
     block = _block_note() if rule == "block" else ""
     loop = _repetition_note(rep, m.get("drafter")) if rep is not None else ""
     return (
-        f'<div class="stats"><h3>Run statistics{state}</h3><div class="tiles">{"".join(tiles)}</div>'
+        f'<div class="stats"><h3>{esc(t("st.title"))}{state}</h3><div class="tiles">{"".join(tiles)}</div>'
         f"{loop}{block}{pred}{same}</div>"
     )
 
@@ -277,29 +266,13 @@ def _repetition_note(rep: repetition.Repetition, drafter: str | None) -> str:
     if not rep.high:
         return ""
     share = pct(rep.share)
-    if drafter in LOOKUP_DRAFTERS:
-        why = (
-            f"{share} of this output repeats text that came before (the model is looping). Prompt lookup copies "
-            "repeated text for free, so the speedup here comes from the repetition more than from the drafter "
-            "predicting new text. Try a prompt whose answer does not repeat itself to see the drafter alone."
-        )
-    else:
-        why = (
-            f"{share} of this output repeats text that came before (the model is looping). Repeated text is easy "
-            "to predict, so acceptance here says more about the loop than about the drafter."
-        )
+    why = t("st.loop_lookup" if drafter in LOOKUP_DRAFTERS else "st.loop", share=share)
     return f'<p class="stats__loop" role="note">{esc(why)}</p>'
 
 
 def _block_note() -> str:
     """What the card's numbers mean for a block-verified run (Sun et al. 2025)."""
-    return (
-        '<p class="pred__note stats__rule">Block verification (Sun et al. 2025): the target judges the \u03b3 drafts '
-        "together and keeps the longest prefix that passes, so every draft is judged and \u03b1 here is kept "
-        "\u00f7 drafted. The prediction below uses token verification\u2019s E, which assumes each draft is "
-        "kept independently; block verification keeps at least as many tokens per step on average, so compare "
-        "with the measured speedup.</p>"
-    )
+    return f'<p class="pred__note stats__rule">{esc(t("st.block_note"))}</p>'
 
 
 def _speedup_tile(m: dict[str, Any], race: bool) -> str:
@@ -307,19 +280,13 @@ def _speedup_tile(m: dict[str, Any], race: bool) -> str:
     if m["measured_speedup"] is not None:
         return _tile(
             times(m["measured_speedup"]),
-            "measured speedup",
-            f"speculative tok/s \u00f7 autoregressive tok/s ({num(m['tokens_per_s'], 1)} / {num(m['ar_tokens_per_s'], 1)}), "
-            "each run timed on its own, one after the other",
+            t("st.measured"),
+            t("st.measured_def", spec=num(m["tokens_per_s"], 1), ar=num(m["ar_tokens_per_s"], 1)),
             "measured_speedup",
         )
     if race:
-        return _tile("\u2026", "measured speedup", "waiting for the autoregressive run to finish", "measured_speedup")
-    return _tile(
-        "\u2014",
-        "measured speedup",
-        "not measured: choose Race mode to time the autoregressive baseline",
-        "measured_speedup",
-    )
+        return _tile("\u2026", t("st.measured"), t("st.measured_wait"), "measured_speedup")
+    return _tile("\u2014", t("st.measured"), t("st.measured_none"), "measured_speedup")
 
 
 def _same_output_note(m: dict[str, Any], temperature: float | None) -> str:
@@ -327,15 +294,10 @@ def _same_output_note(m: dict[str, Any], temperature: float | None) -> str:
     if m["same_output"] is None:
         return ""
     if m["same_output"]:
-        same = '<p class="same same--yes">\u2713 Speculative and autoregressive outputs are identical, token for token.</p>'
+        same = f'<p class="same same--yes">{esc(t("st.same"))}</p>'
     else:
-        why = (
-            "With sampling (temperature &gt; 0) both runs are different samples from the same distribution, so they may differ."
-            if temperature
-            else "At temperature 0 they should match; a difference comes from floating-point near-ties "
-            "(batched vs single-token matmuls), most often in bfloat16."
-        )
-        same = f'<p class="same same--no">\u2260 Outputs differ from token {m["first_difference"] + 1} on. {why}</p>'
+        why = t("st.differ_sampling") if temperature else t("st.differ_greedy")
+        same = f'<p class="same same--no">{esc(t("st.differ", n=m["first_difference"] + 1, why=why))}</p>'
     return same
 
 
@@ -350,57 +312,29 @@ def _prediction(m: dict[str, Any]) -> str:
     else:
         formula = "S = E / (\u03b3\u00b7c + v<sub>\u03b3</sub>) = <strong>\u2014</strong>"
     if t1 is None:
-        missing = (
-            '<p class="pred__missing">t\u2081 (one target pass over a single token) was not measured in this run, so c, '
-            "v<sub>\u03b3</sub> and S are not shown. Use Race mode, or tick \u201cmeasure t\u2081\u201d for a short "
-            "autoregressive calibration run.</p>"
-        )
+        # these messages hold <sub> markup of their own (catalogue text, not user text)
+        missing = f'<p class="pred__missing">{t("st.t1_missing")}</p>'
     elif not m["full_steps"]:
-        missing = f'<p class="pred__missing">No step drafted all \u03b3 = {g} tokens yet, so v<sub>\u03b3</sub> is not measured.</p>'
+        missing = f'<p class="pred__missing">{t("st.no_full_step", g=g)}</p>'
     else:
         missing = ""
     if m.get("early_stops"):
         k_mean = m["drafted"] / m["steps"] if m["steps"] else 0.0
-        missing += (
-            f'<p class="pred__missing">The drafter stopped early (it was unsure) in {m["early_stops"]} of '
-            f"{m['steps']} steps, drafting {num(k_mean, 2)} tokens per step on average instead of γ = {g}. "
-            "The formula is for chains of γ drafts: it predicts the same drafter without early stopping; "
-            "the measured speedup includes what stopping saved.</p>"
-        )
+        early = t("st.early", early=m["early_stops"], steps=m["steps"], mean=num(k_mean, 2), g=g)
+        missing += f'<p class="pred__missing">{esc(early)}</p>'
     if v is not None and v < 0.9:
-        missing += (
-            '<p class="pred__missing">v<sub>\u03b3</sub> &lt; 1 means a pass over \u03b3+1 tokens looked faster than '
-            "one over a single token: the machine's speed changed between the measurements (a shared or busy "
-            "CPU), so this prediction is unreliable. Run again, or use Race mode.</p>"
-        )
+        missing += f'<p class="pred__missing">{t("st.v_low").replace(" < ", " &lt; ")}</p>'
     terms = [
-        ("\u03b1", num(alpha, 3), "measured acceptance rate: accepted \u00f7 judged drafts"),
-        ("\u03b3", str(g), "drafts proposed per step"),
-        (
-            "E",
-            num(E, 3),
-            "(1 \u2212 \u03b1<sup>\u03b3+1</sup>) / (1 \u2212 \u03b1): expected tokens per step if each draft is accepted independently with probability \u03b1",
-        ),
-        (
-            "t\u2081",
-            ms(t1),
-            f"the target's time for one forward pass over a single token, measured by {esc(m['t1_source'] or 'nothing yet')}",
-        ),
-        (
-            "c",
-            num(c, 3),
-            f"drafter ms per drafted token \u00f7 t\u2081 = {esc(ms(m['draft_ms_per_token']))} \u00f7 {esc(ms(t1))} (every drafted token)",
-        ),
-        (
-            "v<sub>\u03b3</sub>",
-            num(v, 2),
-            f"target ms per verify pass over \u03b3+1 tokens \u00f7 t\u2081 = {esc(ms(m['verify_ms_per_pass']))} \u00f7 {esc(ms(t1))}",
-        ),
+        ("\u03b1", num(alpha, 3), esc(t("st.term.alpha"))),
+        ("\u03b3", str(g), esc(t("st.term.gamma"))),
+        ("E", num(E, 3), t("st.term.E")),
+        ("t\u2081", ms(t1), esc(t("st.term.t1", source=m["t1_source"] or t("st.term.t1_none")))),
+        ("c", num(c, 3), esc(t("st.term.c", per=ms(m["draft_ms_per_token"]), t1=ms(t1)))),
+        ("v<sub>\u03b3</sub>", num(v, 2), esc(t("st.term.v", verify=ms(m["verify_ms_per_pass"]), t1=ms(t1)))),
     ]
     rows = "".join(f'<dt>{k}</dt><dd><span class="pred__val">{esc(val)}</span> {d}</dd>' for k, val, d in terms)
     return (
-        f'<div class="pred"><h4>Predicted speedup from the measured \u03b1, c and v<sub>\u03b3</sub></h4>'
+        f'<div class="pred"><h4>{t("st.pred_title")}</h4>'
         f'<p class="pred__formula">{formula}</p>{missing}<dl class="pred__terms">{rows}</dl>'
-        '<p class="pred__note">The prediction ignores prefill and per-step bookkeeping and assumes i.i.d. acceptance; '
-        "compare it with the measured speedup.</p></div>"
+        f'<p class="pred__note">{esc(t("st.pred_note"))}</p></div>'
     )

@@ -20,6 +20,7 @@ import pandas as pd
 
 from playground.decoding.records import GenerationResult, StepRecord
 from visual.fmt import token_plain
+from visual.i18n import CATALOGUE, t
 
 COLUMNS = [
     "run",
@@ -106,7 +107,10 @@ def display_table(df: pd.DataFrame) -> pd.DataFrame:
         out[col] = out[col].round(4)
     for col in ("draft_ms", "verify_ms"):
         out[col] = out[col].round(1)
-    return out
+    # shown in the visitor's language (visual.i18n); the CSV and JSON exports keep these English names
+    for col in ("run", "kind", "verdict"):
+        out[col] = out[col].map(lambda v: t(f"val.{v}") if f"val.{v}" in CATALOGUE["en"] else v)
+    return out.rename(columns={c: t(f"col.{c}") for c in out.columns if f"col.{c}" in CATALOGUE["en"]})
 
 
 def trace_payload(

@@ -37,6 +37,7 @@ from playground.drafters.registry import KINDS as DRAFTER_KINDS
 from visual.bars import bars as _bars
 from visual.drafter_info import drafter_panel
 from visual.fmt import esc, ms, num, pct, quoted, token_html, token_plain
+from visual.i18n import plural, t
 from visual.replay import DRAFT, START, VERIFY, Frame
 from visual.tree_view import is_tree_step, tree_narration, tree_panel
 
@@ -50,28 +51,10 @@ ICONS = {
     "bonus": "\u2605",  # ★
     "target": "\u25cf",  # ●
 }
-LEGEND = (
-    ("drafted", "drafted", "proposed by the drafter, waiting for the target"),
-    ("accepted", "accepted", "the target kept the draft (u < min(1, p/q))"),
-    ("rejected", "rejected", "the target refused the draft (u \u2265 min(1, p/q))"),
-    ("discarded", "discarded", "drafted after a rejection, never judged"),
-    ("resampled", "resampled", "the target's correction, drawn from norm(max(0, p \u2212 q))"),
-    ("bonus", "bonus", "all drafts accepted: one more token drawn from p at position \u03b3+1"),
-    ("target", "target only", "no draft this step: the target produced the token"),
-)
-SURE_NAME = "bar under a token"
-SURE_DESC = (
-    "how sure the target was of its own top choice there (softmax at temperature 1; full width = certain). "
-    "Hover or focus a token for the drafter's own probability of it."
-)
+LEGEND = STATES  # the legend's entries, in order: their names and meanings are catalogue keys state.* / legend.*
 DRAFTER_NAMES = {k.name: k.label for k in DRAFTER_KINDS.values()}
 CORRECTION_STATE = {"resample": "resampled", "bonus": "bonus", "target": "target"}
 PROMPT_TAIL_CHARS = 600
-BLOCK_RULE = (
-    "Block verification: the longest prefix whose last draft has u < h was kept (h mixes the weight w carried along "
-    "the block with the residual mass at that position), so a draft can be kept with u \u2265 h when a later "
-    "draft passed."
-)
 
 
 def is_block_step(step: StepRecord) -> bool:
@@ -91,9 +74,10 @@ def chip(
     (``playground.decoding.confidence``); drawn as a bar along the chip's foot, full width = certain."""
     if state not in STATES:
         raise ValueError(f"unknown chip state {state!r}")
-    label = f"{state} token {quoted(text)}" + ("; " + "; ".join(tip) if tip else "")
+    name = t(f"state.{state}")
+    label = t("chip.aria", state=name, token=quoted(text)) + ("; " + "; ".join(tip) if tip else "")
     classes = f"chip chip--{state}" + (f" anim-{anim}" if anim else "")
-    tip_text = "\n".join([f"{state}: {quoted(text)}", *tip])
+    tip_text = "\n".join([f"{name}: {quoted(text)}", *tip])
     bar = ""
     if sure is not None and sure == sure:
         bar = f'<span class="chip__sure" style="width:{100 * max(0.0, min(1.0, sure)):.0f}%" aria-hidden="true"></span>'
@@ -113,59 +97,56 @@ def sure_lines(target_conf: float | None, draft_conf: float | None = None, draft
     probability here and, for a draft, the drafter's own probability of it."""
     lines = []
     if target_conf is not None:
-        lines.append(f"target's own top choice here: {pct(target_conf)} sure")
+        lines.append(t("sure.target", share=pct(target_conf)))
     if drafted:
-        lines.append(
-            f"drafter's own probability of it: {pct(draft_conf)}"
-            if draft_conf is not None
-            else "drafter: a copy, no probability of its own"
-        )
+        lines.append(t("sure.drafter", share=pct(draft_conf)) if draft_conf is not None else t("sure.copy"))
     return lines
 
 
 def _draft_tip(d: DraftDecision, judged_view: bool) -> list[str]:
-    lines = [f"draft #{d.position}, token id {d.token_id}", f"q(x) drafter = {num(d.draft_prob)}"]
+    lines = [t("tip.draft", position=d.position, id=d.token_id), t("tip.q", q=num(d.draft_prob))]
     if judged_view and d.weight is not None:
-        lines.append(f"p(x) target = {num(d.target_prob)}")
-        lines.append(f"p/q = {num(_ratio(d))}, weight w = {num(d.weight)}, h = {num(d.accept_prob)}")
+        lines.append(t("tip.p", p=num(d.target_prob)))
+        lines.append(t("tip.ratio_block", ratio=num(_ratio(d)), w=num(d.weight), h=num(d.accept_prob)))
         lines.append(_block_outcome(d))
     elif judged_view:
-        lines.append(f"p(x) target = {num(d.target_prob)}")
-        lines.append(f"p/q = {num(_ratio(d))}, min(1, p/q) = {num(d.accept_prob)}")
+        lines.append(t("tip.p", p=num(d.target_prob)))
+        lines.append(t("tip.ratio", ratio=num(_ratio(d)), a=num(d.accept_prob)))
         if d.judged and d.u is not None:
             rel = "<" if d.accepted else "\u2265"
-            lines.append(f"u = {num(d.u)} {rel} {num(d.accept_prob)} \u2192 {'accept' if d.accepted else 'reject'}")
+            verdict = t("tip.accept") if d.accepted else t("tip.reject")
+            lines.append(t("tip.u", u=num(d.u), rel=rel, a=num(d.accept_prob), verdict=verdict))
         elif not d.judged:
-            lines.append("never judged: an earlier draft was rejected")
+            lines.append(t("tip.never_judged"))
     else:
-        lines.append("waiting for the target's verify pass")
+        lines.append(t("tip.waiting"))
     return lines + sure_lines(d.target_conf if judged_view else None, d.draft_conf, drafted=True)
 
 
 def _block_why(d: DraftDecision) -> str:
     """The verdict on a judged, block-verified draft, in words."""
     if d.accepted:
-        return "kept" if d.u < d.accept_prob else "kept anyway: a later draft passed"
-    return "rejected: no later draft passed either"
+        return t("block.kept") if d.u < d.accept_prob else t("block.kept_anyway")
+    return t("block.rejected")
 
 
 def _block_outcome(d: DraftDecision) -> str:
     """'u = 0.91 ≥ h = 0.23 → kept anyway: a later draft passed' (a block-verified draft)."""
     if d.u is None:
-        return "not judged: the block ended at an earlier end-of-sequence draft"
+        return t("block.not_judged")
     rel = "<" if d.u < d.accept_prob else "\u2265"
     return f"u = {num(d.u)} {rel} h = {num(d.accept_prob)} \u2192 {_block_why(d)}"
 
 
 def _correction_tip(c: Correction) -> list[str]:
-    lines = [f"token id {c.token_id}"]
+    lines = [t("tip.token_id", id=c.token_id)]
     if c.kind == "resample":
-        lines.append(f"drawn from norm(max(0, p \u2212 q)) at position {c.position}: {num(c.prob)}")
-        lines.append(f"p(x) target = {num(c.target_prob)}")
+        lines.append(t("tip.resample", position=c.position, prob=num(c.prob)))
+        lines.append(t("tip.p", p=num(c.target_prob)))
     elif c.kind == "bonus":
-        lines.append(f"drawn from p at position {c.position} (\u03b3+1): p = {num(c.prob)}")
+        lines.append(t("tip.bonus", position=c.position, prob=num(c.prob)))
     else:
-        lines.append(f"drawn from p: p = {num(c.prob)}")
+        lines.append(t("tip.from_p", prob=num(c.prob)))
     return lines + sure_lines(c.target_conf)
 
 
@@ -181,14 +162,16 @@ def committed_chips(steps: Sequence[StepRecord]) -> list[str]:
     for s in steps:
         for d in s.drafted:  # the accepted drafts (a chain's first n_accepted, a tree's path)
             if d.accepted:
-                out.append(chip(d.text, "accepted", [f"step {s.index + 1}", *_draft_tip(d, True)], sure=d.target_conf))
+                out.append(
+                    chip(d.text, "accepted", [t("tip.step", n=s.index + 1), *_draft_tip(d, True)], sure=d.target_conf)
+                )
         if s.correction is not None:
             c = s.correction
             out.append(
                 chip(
                     c.text,
                     CORRECTION_STATE.get(c.kind, "target"),
-                    [f"step {s.index + 1}", *_correction_tip(c)],
+                    [t("tip.step", n=s.index + 1), *_correction_tip(c)],
                     sure=c.target_conf,
                 )
             )
@@ -228,9 +211,9 @@ def prompt_html(prompt: str) -> str:
     cut = ""
     if len(prompt) > PROMPT_TAIL_CHARS:
         shown = prompt[-PROMPT_TAIL_CHARS:]
-        cut = f'<span class="prompt__cut">\u2026 {len(prompt) - PROMPT_TAIL_CHARS} earlier characters \u2026 </span>'
+        cut = f'<span class="prompt__cut">{esc(t("prompt.cut", n=len(prompt) - PROMPT_TAIL_CHARS))}</span>'
     body = token_html(shown).replace('<span class="ws">\u21b5</span>', '<span class="ws">\u21b5</span><br>')
-    return f'<span class="prompt" role="listitem" aria-label="prompt: {esc(token_plain(prompt))}">{cut}{body}</span>'
+    return f'<span class="prompt" role="listitem" aria-label="{esc(t("prompt.aria", text=token_plain(prompt)))}">{cut}{body}</span>'
 
 
 def legend_html() -> str:
@@ -238,14 +221,15 @@ def legend_html() -> str:
         f'<li class="legend__item" title="{esc(desc)}"><span class="swatch chip--{key}" aria-hidden="true">'
         f'<span class="chip__icon">{ICONS[key]}</span><span class="chip__text">Aa</span></span>'
         f'<span class="legend__name">{esc(name)}</span><span class="legend__desc">{esc(desc)}</span></li>'
-        for key, name, desc in LEGEND
+        for key, name, desc in ((k, t(f"state.{k}"), t(f"legend.{k}")) for k in LEGEND)
     )
     sure = (
         '<li class="legend__item legend__item--sure"><span class="swatch swatch--sure" aria-hidden="true">'
         '<span class="chip__text">Aa</span><span class="chip__sure" style="width:60%"></span></span>'
-        f'<span class="legend__name">{esc(SURE_NAME)}</span><span class="legend__sure">{esc(SURE_DESC)}</span></li>'
+        f'<span class="legend__name">{esc(t("legend.sure_name"))}</span>'
+        f'<span class="legend__sure">{esc(t("legend.sure_desc"))}</span></li>'
     )
-    return f'<ul class="legend" aria-label="Legend of token states">{items}{sure}</ul>'
+    return f'<ul class="legend" aria-label="{esc(t("legend.aria"))}">{items}{sure}</ul>'
 
 
 # --------------------------------------------------------------------------- per-step table
@@ -259,14 +243,14 @@ def number_line(d: DraftDecision) -> str:
     name = "min(1, p/q)" if d.weight is None else "h"
     if d.u is None:
         marker = ""
-        label = f"{name} = {num(a)}; not judged, no u drawn"
+        label = t("nl.not_judged", name=name, a=num(a))
     else:
         u = max(0.0, min(1.0, d.u))
         side = "acc" if d.accepted else "rej"
         marker = f'<span class="nl__u nl__u--{side}" style="left:{100 * u:.1f}%" aria-hidden="true">\u25bc</span>'
         below = d.u < d.accept_prob
-        why = ("accepted" if d.accepted else "rejected") if d.weight is None else _block_why(d)
-        label = f"u = {num(d.u)} landed {'below' if below else 'at or above'} {name} = {num(a)}: {why}"
+        why = (t("verdict.accepted") if d.accepted else t("verdict.rejected")) if d.weight is None else _block_why(d)
+        label = t("nl.landed_below" if below else "nl.landed_above", u=num(d.u), name=name, a=num(a), why=why)
     return (
         f'<span class="nl" role="img" aria-label="{esc(label)}">{acc}{thr}{marker}</span>'
         f'<span class="nl__scale" aria-hidden="true"><span>0</span><span>1</span></span>'
@@ -275,39 +259,42 @@ def number_line(d: DraftDecision) -> str:
 
 def verdict(d: DraftDecision) -> str:
     if not d.judged:
-        return '<span class="verdict verdict--discarded">\u2298 not judged</span>'
+        return f'<span class="verdict verdict--discarded">\u2298 {esc(t("verdict.not_judged"))}</span>'
     if d.weight is not None and d.accepted and not d.u < d.accept_prob:
         return (
-            f'<span class="verdict verdict--accepted">\u2713 kept <small>(u \u2265 {num(d.accept_prob)}, '
-            "a later draft passed)</small></span>"
+            f'<span class="verdict verdict--accepted">\u2713 {esc(t("verdict.kept_later"))} '
+            f"<small>{esc(t('verdict.kept_later_why', a=num(d.accept_prob)))}</small></span>"
         )
     if d.accepted:
-        return f'<span class="verdict verdict--accepted">\u2713 accepted <small>(u &lt; {num(d.accept_prob)})</small></span>'
+        return (
+            f'<span class="verdict verdict--accepted">\u2713 {esc(t("verdict.accepted"))} '
+            f"<small>(u &lt; {num(d.accept_prob)})</small></span>"
+        )
     return (
-        f'<span class="verdict verdict--rejected">\u2717 rejected <small>(u \u2265 {num(d.accept_prob)})</small></span>'
+        f'<span class="verdict verdict--rejected">\u2717 {esc(t("verdict.rejected"))} '
+        f"<small>(u \u2265 {num(d.accept_prob)})</small></span>"
     )
 
 
 def draft_sentence(d: DraftDecision) -> str:
     """'Draft 3 “·Paris”: drafter gave it 0.41, target 0.62, ratio 1.51 ≥ 1 → accepted.'"""
-    head = f"Draft {d.position} {quoted(d.text)}: drafter gave it {num(d.draft_prob)}, target {num(d.target_prob)}"
+    head = t("sentence.head", position=d.position, token=quoted(d.text), q=num(d.draft_prob), p=num(d.target_prob))
     r = _ratio(d)
     if r is None:
-        ratio = "ratio undefined (q = 0)"
+        ratio = t("sentence.ratio_undefined")
     elif r >= 1:
-        ratio = f"ratio {num(r, 2)} \u2265 1"
+        ratio = t("sentence.ratio_ge", r=num(r, 2))
     else:
-        ratio = f"ratio {num(r, 2)} < 1"
+        ratio = t("sentence.ratio_lt", r=num(r, 2))
     if d.weight is not None:
-        return f"{head}, {ratio}, weight w = {num(d.weight)}; {_block_outcome(d)}."
+        return t("sentence.block", head=head, ratio=ratio, w=num(d.weight), outcome=_block_outcome(d))
     if not d.judged:
-        return f"{head}, {ratio} \u2192 not judged: an earlier draft was already rejected."
+        return t("sentence.not_judged", head=head, ratio=ratio)
     if r is not None and r >= 1:
-        return f"{head}, {ratio} \u2192 accepted (always)."
+        return t("sentence.always", head=head, ratio=ratio)
     rel = "<" if d.accepted else "\u2265"
-    return (
-        f"{head}, {ratio}; u = {num(d.u)} {rel} {num(d.accept_prob)} \u2192 {'accepted' if d.accepted else 'rejected'}."
-    )
+    verdict = t("verdict.accepted") if d.accepted else t("verdict.rejected")
+    return t("sentence.judged", head=head, ratio=ratio, u=num(d.u), rel=rel, a=num(d.accept_prob), verdict=verdict)
 
 
 def step_table(step: StepRecord, phase: str) -> str:
@@ -315,8 +302,8 @@ def step_table(step: StepRecord, phase: str) -> str:
         return ""
     judged_view = phase == VERIFY
     block = is_block_step(step)
-    names = ("#", "draft token", "q(x) drafter", "p(x) target", "p/q", "h (weight w)" if block else "min(1, p/q)")
-    names += ("u on [0, 1)", "verdict")
+    names = ("#", t("table.draft_token"), t("table.q"), t("table.p"), "p/q", t("table.h") if block else "min(1, p/q)")
+    names += (t("table.u"), t("table.verdict"))
     head = "<tr>" + "".join(f"<th scope=col>{esc(n)}</th>" for n in names) + "</tr>"
     lab = [f' data-label="{esc(n)}"' for n in names]  # a phone shows each row as a card, each value labelled
     rows = []
@@ -330,7 +317,7 @@ def step_table(step: StepRecord, phase: str) -> str:
             )
             rclass = "accepted" if d.accepted else ("rejected" if d.judged else "discarded")
         else:
-            cells = '<td class="pending" colspan=5>waiting for the target\u2019s single verify pass\u2026</td>'
+            cells = f'<td class="pending" colspan=5>{esc(t("table.pending"))}</td>'
             rclass = "drafted"
         rows.append(
             f'<tr class="row--{rclass}" title="{esc(draft_sentence(d) if judged_view else "")}">'
@@ -338,16 +325,13 @@ def step_table(step: StepRecord, phase: str) -> str:
             f"<td{lab[2]}>{num(d.draft_prob)}</td>{cells}</tr>"
         )
     if not judged_view:
-        caption = "The drafter proposed these tokens; q(x) is the probability it drew each one with."
+        caption = esc(t("table.caption.draft"))
     elif block:
-        caption = esc(
-            "Block verification judges every draft, each with its own u (the paper's \u03b7), against h "
-            "instead of min(1, p/q); the kept prefix ends at the last draft with u < h."
-        )
+        caption = esc(t("table.caption.block"))
     else:
-        caption = "Each draft is accepted iff u &lt; min(1, p/q); the first rejection ends the step."
+        caption = esc(t("table.caption.token"))
     return (
-        f'<table class="steptable" aria-label="Drafted tokens of step {step.index + 1}">'
+        f'<table class="steptable" aria-label="{esc(t("table.aria", n=step.index + 1))}">'
         f"<caption>{caption}</caption><thead>{head}</thead><tbody>{''.join(rows)}</tbody></table>"
     )
 
@@ -364,42 +348,32 @@ def distribution_panel(step: StepRecord) -> str:
     if c.kind == "resample" and is_tree_step(step):
         parts = [
             _bars(
-                f"target p at depth {c.position}",
+                t("bars.target_depth", position=c.position),
                 c.target_top,
                 c.token_id,
                 "resampled",
                 None,
                 (c.token_id, c.text, c.target_prob),
             ),
-            _bars(
-                "what is left of p after every rejected child", c.distribution_top, c.token_id, "resampled", None, pick
-            ),
+            _bars(t("bars.left_after_children"), c.distribution_top, c.token_id, "resampled", None, pick),
         ]
-        note = (
-            "Every child tried at this node was rejected. Each rejection removed that child's q from what was left "
-            "of p (the bars at the branching point above show it sibling by sibling); the target draws from the "
-            "remainder, renormalised. This is what keeps the output distribution exactly p with several siblings."
-        )
+        note = esc(t("bars.note.tree"))
     elif c.kind == "resample" and is_block_step(step):
         parts, note = _block_resample_bars(step, c, pick)
     elif c.kind == "resample":
         parts = [
             *_p_and_q_bars(step, c),
-            _bars("residual norm(max(0, p \u2212 q))", c.distribution_top, c.token_id, "resampled", None, pick),
+            _bars(t("bars.residual"), c.distribution_top, c.token_id, "resampled", None, pick),
         ]
-        note = (
-            "After the rejection the target does not simply take its own favourite: it draws from the residual "
-            "max(0, p \u2212 q), renormalised. The rejected draft had p &lt; q, so its residual is 0. "
-            "This is what makes the output distribution exactly p."
-        )
+        note = esc(t("bars.note.resample"))
     elif c.kind == "bonus":
         parts = [
-            _bars(f"target p at position {c.position} (\u03b3+1)", c.distribution_top, c.token_id, "bonus", None, pick)
+            _bars(t("bars.target_bonus", position=c.position), c.distribution_top, c.token_id, "bonus", None, pick)
         ]
-        note = "Every draft was accepted, and the same target pass already computed p one position further: the bonus token is drawn from it for free."
+        note = esc(t("bars.note.bonus"))
     else:
-        parts = [_bars(f"target p at position {c.position}", c.distribution_top, c.token_id, "chosen", None, pick)]
-        note = "No draft this step, so the target produced one token from its own distribution p."
+        parts = [_bars(t("bars.target_at", position=c.position), c.distribution_top, c.token_id, "chosen", None, pick)]
+        note = esc(t("bars.note.target"))
     return f'<div class="dists">{"".join(parts)}</div><p class="dists__note">{note}</p>'
 
 
@@ -409,14 +383,14 @@ def _p_and_q_bars(step: StepRecord, c: Correction) -> list[str]:
     rej_id = first_out.token_id if first_out else None
     return [
         _bars(
-            f"target p at position {c.position}",
+            t("bars.target_at", position=c.position),
             c.target_top,
             c.token_id,
             "resampled",
             rej_id,
             (c.token_id, c.text, c.target_prob),
         ),
-        _bars(f"drafter q at position {c.position}", c.draft_top, c.token_id, "resampled", rej_id)
+        _bars(t("bars.drafter_at", position=c.position), c.draft_top, c.token_id, "resampled", rej_id)
         if c.draft_top
         else "",
     ]
@@ -429,17 +403,11 @@ def _block_resample_bars(step: StepRecord, c: Correction, pick) -> tuple[list[st
     parts = [
         *_p_and_q_bars(step, c),
         _bars(
-            f"residual norm(max(0, w\u00b7p \u2212 q)), w = {num(w)}", c.distribution_top, c.token_id, "resampled",
+            t("bars.block_residual", w=num(w)), c.distribution_top, c.token_id, "resampled",
             None, pick,
         ),
     ]  # fmt: skip
-    note = (
-        f"The kept prefix ended after {len(kept)} draft{'s' if len(kept) != 1 else ''}, so the target draws from "
-        "the residual max(0, w\u00b7p \u2212 q), renormalised, where w is the weight the block carried to "
-        "this position (w = 1 at the first position: the usual residual max(0, p \u2212 q)). Scaling p by w "
-        "accounts for the drafts before it that were kept; this is what keeps block verification exact."
-    )
-    return parts, esc(note)
+    return parts, esc(t("bars.note.block", n=len(kept), s=plural(len(kept))))
 
 
 # --------------------------------------------------------------------------- narration
@@ -453,41 +421,43 @@ def narration(step: StepRecord, phase: str) -> str:
     k = len(step.drafted)
     c = step.correction
     if phase == DRAFT:
-        toks = ", ".join(quoted(d.text) for d in step.drafted)
-        return (
-            f"Step {n}: {DRAFTER_NAMES.get((step.drafter_info or {}).get('source') or step.drafter or '', 'the drafter')} proposes {k} token{'s' if k != 1 else ''} "
-            f"({toks}) in {ms(step.draft_ms)}; the target has not looked at them yet."
-        )
+        toks = t("list.sep").join(quoted(d.text) for d in step.drafted)
+        source = (step.drafter_info or {}).get("source") or step.drafter or ""
+        who = t(f"drafter.{source}") if source in DRAFTER_NAMES else t("narr.the_drafter")
+        return t("narr.draft", n=n, drafter=who, k=k, s=plural(k), tokens=toks, ms=ms(step.draft_ms))
     emitted = len(step.emitted_ids)
-    tail = f" \u2014 {emitted} token{'s' if emitted != 1 else ''} from one target pass ({ms(step.verify_ms)})."
-    if step.eos:
-        tail = tail[:-1] + "; end of sequence reached."
+    tail = t("narr.tail_eos" if step.eos else "narr.tail", n=emitted, s=plural(emitted), ms=ms(step.verify_ms))
     if k == 0:
-        what = f"the target produced {quoted(c.text)} itself (p = {num(c.prob)})" if c else "nothing was produced"
-        why = "" if step.mode == "autoregressive" else " (no draft this step)"
-        return f"Step {n}{why}: {what}{tail}"
+        what = t("narr.target_itself", token=quoted(c.text), p=num(c.prob)) if c else t("narr.nothing")
+        why = "" if step.mode == "autoregressive" else t("narr.no_draft")
+        return t("narr.no_drafts", n=n, why=why, what=what, tail=tail)
     if is_block_step(step):
         return _block_narration(step, n, c, tail)
     acc = [d for d in step.drafted if d.accepted]
     rej = next((d for d in step.drafted if d.judged and not d.accepted), None)
-    parts = [f"Step {n}: "]
+    parts = [t("narr.step", n=n)]
     if rej is None and c is not None and c.kind == "bonus":
-        parts.append(
-            f"all {k} drafts accepted, and the target added the bonus token {quoted(c.text)} drawn from p at position {c.position}"
-        )
+        parts.append(t("narr.all_bonus", k=k, token=quoted(c.text), position=c.position))
     else:
         if acc:
-            parts.append(f"the target accepted {len(acc)} of {k} drafts ({', '.join(quoted(d.text) for d in acc)}), ")
+            toks = t("list.sep").join(quoted(d.text) for d in acc)
+            parts.append(t("narr.accepted_some", a=len(acc), k=k, tokens=toks))
         else:
-            parts.append(f"the target accepted none of the {k} drafts, ")
+            parts.append(t("narr.accepted_none", k=k))
         if rej is not None:
             parts.append(
-                f"rejected {quoted(rej.text)} (p/q = {num(_ratio(rej), 2)}, u = {num(rej.u)} \u2265 {num(rej.accept_prob)})"
+                t(
+                    "narr.rejected",
+                    token=quoted(rej.text),
+                    ratio=num(_ratio(rej), 2),
+                    u=num(rej.u),
+                    a=num(rej.accept_prob),
+                )
             )
             if c is not None and c.kind == "resample":
-                parts.append(f" and resampled {quoted(c.text)} from the residual")
+                parts.append(t("narr.resampled", token=quoted(c.text)))
         elif c is None:
-            parts.append("and stopped")
+            parts.append(t("narr.stopped"))
     return "".join(parts) + tail
 
 
@@ -496,18 +466,17 @@ def _block_narration(step: StepRecord, n: int, c: Correction | None, tail: str) 
     k = len(step.drafted)
     kept = [d for d in step.drafted if d.accepted]
     anyway = [d for d in kept if not d.u < d.accept_prob]
-    parts = [f"Step {n}: {BLOCK_RULE} It kept {len(kept)} of {k} drafts"]
+    sep = t("list.sep")
+    parts = [t("narr.block", n=n, rule=t("block.rule"), kept=len(kept), k=k)]
     if kept:
-        parts.append(f" ({', '.join(quoted(d.text) for d in kept)})")
+        parts.append(f" ({sep.join(quoted(d.text) for d in kept)})")
     if anyway:
-        parts.append(
-            f"; {', '.join(quoted(d.text) for d in anyway)} kept although "
-            f"{'its own u was' if len(anyway) == 1 else 'their own u were'} not below h"
-        )
+        key = "narr.block_anyway_one" if len(anyway) == 1 else "narr.block_anyway_many"
+        parts.append(t(key, tokens=sep.join(quoted(d.text) for d in anyway)))
     if c is not None and c.kind == "bonus":
-        parts.append(f", and the target added the bonus token {quoted(c.text)} drawn from p at position {c.position}")
+        parts.append(t("narr.block_bonus", token=quoted(c.text), position=c.position))
     elif c is not None and c.kind == "resample":
-        parts.append(f", and resampled {quoted(c.text)} from the weighted residual norm(max(0, w\u00b7p \u2212 q))")
+        parts.append(t("narr.block_resampled", token=quoted(c.text)))
     return "".join(parts) + tail
 
 
@@ -531,20 +500,22 @@ def step_view(
     total = len(steps)
     more = "+" if running else ""
     if frame.phase == START or not steps:
-        head = "Before the first step" if steps else "No run yet"
-        say = message or ("Press Step or Play to watch the first step." if steps else "Press Run to generate.")
+        head = t("view.before_first") if steps else t("view.no_run")
+        say = message or (t("view.press_step") if steps else t("view.press_run"))
         chips: list[str] = []
         body = ""
         sr = say
     else:
         step = steps[frame.step]
-        phase_name = "drafting" if frame.phase == DRAFT else "verified"
-        head = f"Step {frame.step + 1} of {total}{more} \u00b7 {phase_name}"
+        phase_name = t("view.drafting") if frame.phase == DRAFT else t("view.verified")
+        head = t("view.head", n=frame.step + 1, total=total, more=more, phase=phase_name)
         chips = committed_chips(steps[: frame.step]) + current_chips(step, frame.phase)
         sentences = ""
         if frame.phase == VERIFY and step.drafted:
             sentences = "".join(f"<li>{esc(draft_sentence(d))}</li>" for d in step.drafted)
-            sentences = f'<details class="why"><summary>Each draft in words</summary><ol>{sentences}</ol></details>'
+            sentences = (
+                f'<details class="why"><summary>{esc(t("view.each_draft"))}</summary><ol>{sentences}</ol></details>'
+            )
         mtp = drafter_panel(steps, frame.step, frame.phase, prompt_tokens)
         table = tree_panel(step, frame.phase) if is_tree_step(step) else step_table(step, frame.phase)
         body = table + mtp + (distribution_panel(step) if frame.phase == VERIFY else "") + sentences
@@ -554,7 +525,7 @@ def step_view(
         f'<div class="sd-view" style="--stagger:{max(0.0, stagger_s):.3f}s">'
         f'<div class="sd-head"><span class="sd-step">{esc(head)}</span></div>'
         f'<p class="sd-narration" role="status" aria-live="polite" aria-atomic="true">{esc(sr)}</p>'
-        f'<div class="sd-text" role="list" aria-label="Prompt and generated tokens">'
+        f'<div class="sd-text" role="list" aria-label="{esc(t("view.text_aria"))}">'
         f"{prompt_html(prompt) if prompt else ''}{''.join(chips)}</div>"
         f"{body}</div>"
     )

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from playground.decoding.records import Correction, DraftDecision
 from visual.bars import bars
 from visual.fmt import esc, quoted
+from visual.i18n import t
 
 
 def is_branching(drafted: Sequence[DraftDecision], kids: Sequence[int]) -> bool:
@@ -49,7 +50,7 @@ def sibling_residuals(drafted: Sequence[DraftDecision], kids: Sequence[int], cor
     first = drafted[kids[0]]
     if not first.target_top:
         return ""  # a trace without top lists (trace off): nothing to draw
-    panels = [_panel("p at this node", first.target_top, first, None)]
+    panels = [_panel(t("res.p_at_node"), first.target_top, first, None)]
     missing = False
     for k, i in enumerate(kids):
         d = drafted[i]
@@ -61,22 +62,19 @@ def sibling_residuals(drafted: Sequence[DraftDecision], kids: Sequence[int], cor
         after = _next_judged(drafted, kids, k)
         panels.append(
             _panel(
-                f"after {quoted(d.text)} was rejected: norm(max(0, r \u2212 q))",
+                t("res.after", token=quoted(d.text)),
                 d.residual_top,
                 after,
                 correction if after is None else None,
             )
         )
-    note = (
-        "Children are tried in order. Each rejection takes the rejected draft's q out of r: "
-        "r \u2190 norm(max(0, r \u2212 q)), and the next sibling is judged against that residual."
-    )
+    note = t("res.note")
     if correction is not None:
-        note += " Every child here was rejected, so the resample was drawn from the last residual."
+        note += t("res.note_all")
     if missing:
-        note += " (This trace was recorded without the residuals after rejected siblings.)"
+        note += t("res.note_missing")
     return (
-        f'<div class="tree__residuals" role="group" aria-label="How r changed over the siblings here">'
+        f'<div class="tree__residuals" role="group" aria-label="{esc(t("res.aria"))}">'
         f'<p class="tree__residuals-note">{esc(note)}</p>'
         f'<div class="dists tree__dists">{"".join(panels)}</div></div>'
     )

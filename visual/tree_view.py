@@ -15,6 +15,7 @@ from collections.abc import Sequence
 
 from playground.decoding.records import Correction, DraftDecision, StepRecord
 from visual.fmt import esc, num, quoted, token_html
+from visual.i18n import plural, t
 from visual.kv_strip import kv_strip
 from visual.replay import DRAFT
 from visual.tree_residuals import sibling_residuals
@@ -40,18 +41,18 @@ def _state(d: DraftDecision, phase: str) -> str:
 
 def _facts(d: DraftDecision, phase: str, tried_before: int) -> str:
     if phase == DRAFT:
-        return f"q {num(d.draft_prob)}"
+        return t("tree.q", q=num(d.draft_prob))
     if not d.judged:
-        return "not judged"
+        return t("tree.not_judged")
     against = (
-        "p" if tried_before == 0 else f"residual after {tried_before} rejected sibling{'s' if tried_before > 1 else ''}"
+        t("tree.against_p") if tried_before == 0 else t("tree.against_residual", n=tried_before, s=plural(tried_before))
     )
     ratio = "\u2013" if d.ratio is None else num(d.ratio, 2)
     rel = "<" if d.accepted else "\u2265"
-    return (
-        f"q {num(d.draft_prob)} \u00b7 {against} {num(d.target_prob)} \u00b7 ratio {ratio} \u00b7 "
-        f"u {num(d.u)} {rel} {num(d.accept_prob)}"
-    )
+    return t(
+        "tree.facts", q=num(d.draft_prob), against=against, p=num(d.target_prob), ratio=ratio, u=num(d.u), rel=rel,
+        a=num(d.accept_prob),
+    )  # fmt: skip
 
 
 def _resample_node(step: StepRecord) -> tuple[int | None, Correction | None]:
@@ -102,21 +103,13 @@ def tree_panel(step: StepRecord, phase: str) -> str:
 
     depth = max((d.position for d in drafted), default=0)
     roots = len(kids.get(-1, []))
-    caption = (
-        f"The drafter proposed a tree of {len(drafted)} node{'s' if len(drafted) != 1 else ''} "
-        f"({roots} at the first position, {depth} deep); the target scores every node in one pass, each node "
-        "seeing only its own ancestors."
-    )
+    caption = t("tree.caption", n=len(drafted), s=plural(len(drafted)), roots=roots, depth=depth)
     if phase != DRAFT:
-        caption += (
-            " At each node its children are tried in order: a child is kept with probability min(1, r/q); after a "
-            "rejection, r becomes the residual norm(max(0, r \u2212 q)) for the next sibling. The accepted path is "
-            "highlighted; subtrees under rejected nodes are never judged."
-        )
+        caption += t("tree.caption_verified")
     return (
-        f'<div class="sd-tree" role="group" tabindex="0" aria-label="Draft tree of step {step.index + 1}">'
+        f'<div class="sd-tree" role="group" tabindex="0" aria-label="{esc(t("tree.aria", n=step.index + 1))}">'
         f'<p class="sd-tree__caption">{esc(caption)}</p>'
-        f'<div class="tree__root"><span class="tree__rootlabel">last committed token</span>{branch(-1, False)}</div>'
+        f'<div class="tree__root"><span class="tree__rootlabel">{esc(t("tree.root"))}</span>{branch(-1, False)}</div>'
         f"{'' if phase == DRAFT else kv_strip(step)}</div>"
     )
 
@@ -126,25 +119,20 @@ def tree_narration(step: StepRecord, phase: str) -> str:
     n, k = step.index + 1, len(step.drafted)
     if phase == DRAFT:
         roots = len(_children(step.drafted).get(-1, []))
-        return (
-            f"Step {n}: the drafter proposes a tree of {k} tokens with {roots} alternatives for the next position, "
-            f"in {step.draft_ms:.1f} ms; the target has not looked yet."
-        )
+        return t("tree.narr.draft", n=n, k=k, roots=roots, ms=f"{step.draft_ms:.1f}")
     path = [d for d in step.drafted if d.accepted]
     rejected = [d for d in step.drafted if d.judged and not d.accepted]
     c = step.correction
-    parts = [f"Step {n}: one target pass checked all {k} nodes; "]
+    parts = [t("tree.narr.checked", n=n, k=k)]
     if path:
-        parts.append("the accepted path is " + " \u2192 ".join(quoted(d.text) for d in path))
+        parts.append(t("tree.narr.path", path=" \u2192 ".join(quoted(d.text) for d in path)))
     else:
-        parts.append("no branch was accepted")
+        parts.append(t("tree.narr.no_branch"))
     if rejected:
-        parts.append(f"; rejected: {', '.join(quoted(d.text) for d in rejected)}")
+        parts.append(t("tree.narr.rejected", tokens=t("list.sep").join(quoted(d.text) for d in rejected)))
     if c is not None and c.kind == "bonus":
-        parts.append(f"; then the target added the bonus token {quoted(c.text)} at the leaf")
+        parts.append(t("tree.narr.bonus", token=quoted(c.text)))
     elif c is not None:
-        parts.append(
-            f"; no child of the last accepted node survived, so the target resampled {quoted(c.text)} from the residual"
-        )
+        parts.append(t("tree.narr.resampled", token=quoted(c.text)))
     emitted = len(step.emitted_ids)
-    return "".join(parts) + f" \u2014 {emitted} token{'s' if emitted != 1 else ''} from one target pass."
+    return "".join(parts) + t("tree.narr.tail", n=emitted, s=plural(emitted))

@@ -205,7 +205,7 @@ def test_narration_sentences():
 
 def test_legend_names_every_state_once():
     legend = tokens.legend_html()
-    for key, name, _ in tokens.LEGEND:
+    for key in tokens.LEGEND:
         assert legend.count(f"swatch chip--{key}") == 1
     assert tokens.count_states(legend) == {s: 0 for s in tokens.STATES}  # legend swatches are not chips
 

@@ -1,0 +1,363 @@
+"""English and Chinese (visual.i18n): the catalogue is complete, the Playground's props all go
+through it, and its server-rendered HTML in Chinese holds no English words.
+
+Two guards against a visible string added in English only:
+
+* every string prop of a Playground component (label, info, placeholder, a button's or Markdown's
+  value, choice labels) must be a catalogue key (``L``), unless it has no English word in it;
+* the Playground's HTML rendered in Chinese (a chain step with every verdict, a bonus, a block
+  step, a tree step, the MTP / early-exit / other-tokenizer boxes, the stats card, the charts'
+  text, the per-token table) must hold no English word beyond the formula's symbols and the
+  tokens' own text.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+from dataclasses import replace
+
+import gradio as gr
+import pytest
+
+import tests.synthetic as syn
+from playground.config import load_config
+from visual import charts, stats, tables, tokens
+from visual.i18n import (
+    CATALOGUE,
+    L,
+    accept_language,
+    config_zh,
+    gradio_i18n,
+    lang_of,
+    localized,
+    normalize,
+    placeholders,
+    t,
+    text_of,
+    use_lang,
+)
+from visual.i18n.errors import engine_message
+from visual.replay import DRAFT, START, VERIFY, Frame
+
+# Words that are the same in both languages: symbols of the formulas, names, units, formats.
+ALLOWED = {
+    "min", "max", "norm", "argmax", "id", "MTP", "KV", "LM", "top", "bfloat16", "float32", "dtype", "ms",
+    "Leviathan", "Sun", "Gemma", "SmolLM2", "Qwen2", "GGUF", "UTF", "gram", "tiny", "random", "playground",
+    "weights", "exit", "hub", "Hub", "Instruct", "Space", "GPU", "CPU", "softmax", "transformers", "E2B",
+    "x", "y", "extra", "customdata", "distinct", "sub", "sup", "br", "draft_stop", "top_p", "top_k",
+}  # fmt: skip
+
+
+def english_words(markup: str, tokens_text: set[str] = frozenset()) -> list[str]:
+    """English words a visitor would read in ``markup``: text and the aria/title/tooltip attributes,
+    without the tokens' own text (chips, code, “quoted” tokens) and the allowed symbols."""
+    s = re.sub(r"<style>.*?</style>|<!DOCTYPE[^>]*>", " ", markup, flags=re.S)
+    s = re.sub(r'<span class="chip__text">.*?</span>', " ", s, flags=re.S)
+    s = re.sub(r"<code[^>]*>.*?</code>", " ", s, flags=re.S)
+    attrs = " ".join(m.group(2) for m in re.finditer(r'(aria-label|title|data-tip)="([^"]*)"', s))
+    text = re.sub(r"<[^>]+>", " ", s) + " " + attrs
+    text = html.unescape(text)
+    text = re.sub(r"\u201c.*?\u201d", " ", text, flags=re.S)  # quoted tokens
+    words = re.findall(r"[A-Za-z][A-Za-z0-9_]+", text)
+    return sorted({w for w in words if w not in ALLOWED and w not in tokens_text})
+
+
+def _token_words(steps) -> set[str]:
+    out: set[str] = set()
+    for s in steps:
+        texts = [d.text for d in s.drafted] + ([s.correction.text] if s.correction else [])
+        for c in (
+            (s.correction.distribution_top + s.correction.target_top + s.correction.draft_top) if s.correction else ()
+        ):
+            texts.append(c.text)
+        for d in s.drafted:
+            texts += [c.text for c in (d.residual_top or ())] + [c.text for c in (d.target_top or ())]
+        for x in texts:
+            out |= set(re.findall(r"[A-Za-z][A-Za-z0-9_]+", x))
+    return out
+
+
+# ---------------------------------------------------------------------------- the catalogue
+
+
+def test_every_key_has_both_languages_and_the_same_values():
+    en, zh = CATALOGUE["en"], CATALOGUE["zh"]
+    assert set(en) == set(zh), f"missing in zh: {set(en) - set(zh)}; missing in en: {set(zh) - set(en)}"
+    for key in en:
+        assert zh[key].strip(), key
+        need = placeholders(en[key]) - {"s"}  # {s}: the English plural ending
+        assert placeholders(zh[key]) == need, f"{key}: zh fills {placeholders(zh[key])}, en {need}"
+
+
+def test_chinese_messages_are_chinese():
+    """A key copied over untranslated is caught: every Chinese message that has words has Han characters."""
+    han = re.compile(r"[\u4e00-\u9fff]")
+    untranslated = [
+        k
+        for k, v in CATALOGUE["zh"].items()
+        if re.search(r"[A-Za-z]{4,}", re.sub(r"\{[^}]*\}", "", v))
+        and not han.search(v)
+        and not set(english_words(v.replace("%{", "{"))) <= ALLOWED
+    ]
+    assert not untranslated, untranslated
+
+
+def test_the_config_text_has_chinese_for_every_preset_and_example():
+    cfg = load_config()
+    assert {p.name for p in cfg.presets} <= set(config_zh.PRESETS)
+    assert {e["label"] for e in cfg.examples} <= set(config_zh.EXAMPLES)
+    i18n = gradio_i18n(cfg).translations_dict
+    assert set(i18n["en"]) == set(i18n["zh"])
+
+
+def test_numbers_in_static_messages_match_the_code():
+    from visual.playground_run import CALIBRATION_TOKENS
+
+    for lang in ("en", "zh"):
+        assert str(CALIBRATION_TOKENS) in CATALOGUE[lang]["pg.calibrate"]
+
+
+def test_a_missing_key_is_an_error_not_a_raw_key():
+    with pytest.raises(KeyError):
+        L("no.such.key")
+    with pytest.raises(KeyError):
+        t("no.such.key")
+
+
+# ---------------------------------------------------------------------------- choosing the language
+
+
+class _Req:
+    def __init__(self, referer=None, accept=None, query=None):
+        self.headers = {k: v for k, v in (("referer", referer), ("accept-language", accept)) if v}
+        self.query_params = query or {}
+
+
+@pytest.mark.parametrize(
+    ("req", "lang"),
+    [
+        (_Req("http://h/?lang=zh", "en-US,en"), "zh"),  # ?lang= beats the browser
+        (_Req("http://h/?lang=en", "zh-CN,zh;q=0.9"), "en"),
+        (_Req("http://h/", "zh-CN,zh;q=0.9,en;q=0.8"), "zh"),  # the browser's language
+        (_Req("http://h/", "fr-FR,en;q=0.5,zh;q=0.4"), "en"),  # its first language we have
+        (_Req("http://h/?lang=fr", "de"), "en"),  # nothing we have: English
+        (_Req(None, None, {"lang": "zh-Hans"}), "zh"),
+        (None, "en"),
+    ],
+)
+def test_the_language_comes_from_lang_then_the_browser(req, lang):
+    assert lang_of(req) == lang
+
+
+def test_normalize_and_accept_language():
+    assert normalize("zh_CN") == normalize("ZH-tw") == "zh" and normalize("en-GB") == "en" and normalize("fr") is None
+    assert accept_language("en;q=0.1, zh;q=0.9") == "zh" and accept_language("") is None
+
+
+def test_localized_handlers_render_in_the_requests_language():
+    def plain(x):
+        return t("pg.starting") + x
+
+    def gen(n):
+        for _ in range(n):
+            yield t("pg.starting")
+
+    zh = _Req("http://h/?lang=zh")
+    assert localized(plain)(zh, "!") == CATALOGUE["zh"]["pg.starting"] + "!"
+    assert list(localized(gen)(zh, 2)) == [CATALOGUE["zh"]["pg.starting"]] * 2
+    assert t("pg.starting") == CATALOGUE["en"]["pg.starting"]  # nothing leaks out of the handler
+
+    def takes_request(request: gr.Request):
+        return t("pg.starting"), request
+
+    out, got = localized(takes_request)(zh)
+    assert out == CATALOGUE["zh"]["pg.starting"] and got is zh
+
+
+def test_engine_errors_are_translated_by_pattern_and_kept_in_english():
+    msg = "temperature must be 0 (greedy) or between 0.01 and 2, got 5"
+    assert engine_message(ValueError(msg)) == msg
+    with use_lang("zh"):
+        zh = engine_message(ValueError(msg))
+        assert "温度" in zh and "0.01" in zh and "5" in zh
+        assert engine_message("something new") == "something new"  # unknown: as the engine wrote it
+        from playground.serving.trace_cache import describe_replay
+
+        for live in (True, False):
+            said = engine_message(describe_replay({"recorded_at": "2026-01-02 03:04:05 UTC", "live": live}))
+            assert "2026-01-02 03:04:05 UTC" in said and not re.search(r"[a-z]{4,}", said.replace("UTC", "")), said
+
+
+def test_share_links_carry_the_language():
+    from visual.share import share_url, validate_query
+
+    assert share_url(_Req("http://h:1/?lang=zh"), "?seed=3") == "http://h:1/?seed=3&lang=zh"
+    assert share_url(_Req("http://h:1/", "en-US"), "?seed=3") == "http://h:1/?seed=3"
+    assert not validate_query({"lang": "zh"}).errors  # ?lang= is a known parameter
+
+
+# ---------------------------------------------------------------------------- the Playground's props
+
+
+def _prop_strings(comp) -> list[tuple[str, object]]:
+    out = []
+    for prop in ("label", "info", "placeholder"):
+        v = getattr(comp, prop, None)
+        if v is not None:
+            out.append((prop, v))
+    if isinstance(comp, (gr.Button, gr.Markdown, gr.DownloadButton)):
+        out.append(("value", comp.value))
+    for ch in getattr(comp, "choices", None) or ():
+        if isinstance(ch, (tuple, list)):
+            out.append(("choice", ch[0]))
+    if isinstance(comp, (gr.Accordion, gr.Tab)):
+        out.append(("label", comp.label))
+    return out
+
+
+def test_every_visible_prop_of_the_playground_is_a_catalogue_key():
+    """Fails when a label, info, placeholder, button text or choice label is added in English only."""
+    import app
+
+    demo = app.build_demo()
+    playground = next(b for b in demo.blocks.values() if isinstance(b, gr.Tab) and text_of(b.label) == "Playground")
+    inside: list = []
+
+    def walk(block):
+        for child in getattr(block, "children", []) or []:
+            inside.append(child)
+            walk(child)
+
+    walk(playground)
+    reloaded = set()  # what the page load re-renders in the visitor's language (app._playground)
+    for dep in demo.fns.values():
+        if dep.name == "on_load":
+            reloaded |= set(dep.outputs)
+    inside += [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lang-switch"]
+    bad = []
+    for comp in inside:
+        if type(comp).__name__ == "Api":
+            continue  # the /speculate endpoint's parameters: not on the page
+        if isinstance(comp, gr.HTML) or getattr(comp, "elem_id", None) in ("prompt",) or comp in reloaded:
+            continue  # server-rendered HTML (re-rendered on load): the next test; the prompt is the visitor's text
+        for prop, v in _prop_strings(comp):
+            if isinstance(v, gr.i18n.I18nData) or v in (None, "") or str(v).startswith("__i18n__"):
+                continue
+            if english_words(str(v)):
+                bad.append((type(comp).__name__, getattr(comp, "elem_id", None), prop, v))
+    bad = [b for b in bad if b[3] not in ("English",)]  # language names are written in their own language
+    assert not bad, "\n".join(map(repr, bad))
+
+
+def test_the_pages_static_text_is_translated_in_chinese():
+    import app
+
+    demo = app.build_demo()
+    cfg = demo.get_config_file()
+    keys = set(re.findall(r'__i18n__\{[^}]*"key": "([^"]+)"', str(cfg)))
+    zh = gradio_i18n(load_config()).translations_dict["zh"]
+    assert keys and keys <= set(zh), keys - set(zh)
+    assert {"tab.playground", "pg.run", "pg.prompt", "app.header"} <= keys
+
+
+# ---------------------------------------------------------------------------- the server-rendered HTML
+
+
+def _all_kinds_of_steps():
+    from tests.visual.test_tree_view import hand_tree_step
+    from tests.visual.test_visual import MTP_PROMPT_TOKENS, mtp_steps
+
+    chain = syn.spec_steps()
+    block = [
+        replace(
+            chain[0],
+            drafted=tuple(replace(d, weight=0.5) for d in chain[0].drafted),
+        )
+    ]
+    early = replace(chain[1], drafter="early-exit", drafter_info={"exit_layer": 2, "layers": 4, "exit": "trained"})
+    other = replace(
+        chain[1],
+        drafter="other-tokenizer",
+        drafter_info={"drafter_tokens": [" is", " a"], "target_tokens": [" is"], "retokenized": "alone"},
+    )
+    return (
+        chain,
+        block,
+        [hand_tree_step(), hand_tree_step(resample=True)],
+        mtp_steps(),
+        MTP_PROMPT_TOKENS,
+        [early, other],
+    )
+
+
+def _renders():
+    chain, block, trees, mtp, mtp_prompt, others = _all_kinds_of_steps()
+    out = [
+        tokens.step_view("", (), Frame(-1, START)),
+        tokens.step_view("p", chain, Frame(-1, START)),
+        tokens.legend_html(),
+    ]
+    for steps, prompt_tokens in ((chain, None), (block, None), (trees, None), (mtp, mtp_prompt), (others, None)):
+        for i in range(len(steps)):
+            for phase in (DRAFT, VERIFY):
+                out.append(tokens.step_view("提示", steps, Frame(i, phase), running=True, prompt_tokens=prompt_tokens))
+    ar = syn.ar_steps()
+    m = stats.compute_metrics(
+        chain,
+        3,
+        result=syn.result(chain, single_token_ms=10.0),
+        ar_result=syn.result(ar, mode="autoregressive", single_token_ms=10.0),
+    )
+    from visual import provenance
+
+    for steps in (chain, trees, mtp):
+        out.append(provenance.provenance_html("提示", steps))
+        out.append(provenance.provenance_document("提示", steps))
+    out.append(provenance.provenance_html("", ()))
+    out.append(stats.stats_card({}))
+    out.append(stats.stats_card(m, race=True, running=True, temperature=0.0, rule="block"))
+    out.append(stats.stats_card(stats.compute_metrics(mtp, 3), temperature=1.0))
+    df = tables.display_table(tables.token_table(chain, ar))
+    out.append(
+        " ".join(map(str, df.columns))
+        + " "
+        + " ".join(df[c].astype(str).str.cat(sep=" ") for c in (df.columns[0], df.columns[3], df.columns[10]))
+    )
+    return out, set().union(*(_token_words(s) for s in (chain, block, trees, mtp, others)))
+
+
+def _figure_text(fig) -> str:
+    j = fig.to_plotly_json()
+    parts = [str(j["layout"].get("title", {}).get("text", ""))]
+    for ax in ("xaxis", "yaxis", "yaxis2"):
+        parts.append(str(j["layout"].get(ax, {}).get("title", {}).get("text", "")))
+    parts += [str(a.get("text", "")) for a in j["layout"].get("annotations", ())]
+    for tr in j["data"]:
+        parts += [str(tr.get("name", "")), re.sub(r"%\{[^}]*\}", " ", str(tr.get("hovertemplate", "")))]
+    return " ".join(parts)
+
+
+def test_the_playground_html_in_chinese_has_no_english_words():
+    with use_lang("zh"):
+        renders, token_words = _renders()
+        chain = syn.spec_steps()
+        figs = [
+            charts.race_figure((), ()),
+            charts.race_figure(chain, syn.ar_steps()),
+            charts.race_figure(chain, ()),
+            charts.tokens_per_call_figure(chain),
+            charts.acceptance_by_position_figure(chain, 3),
+            charts.acceptance_by_position_figure((), 3),
+            charts.accepted_length_figure(chain, 3),
+            charts.timeline_figure(chain),
+        ]
+    leftovers = {w for r in renders for w in english_words(r, token_words)}
+    leftovers |= {w for f in figs for w in english_words(_figure_text(f), token_words)}
+    assert not leftovers, sorted(leftovers)
+
+
+def test_the_same_renders_in_english_are_english():
+    """The check above can fail: in English the same renders are full of English words."""
+    renders, token_words = _renders()
+    assert len({w for r in renders for w in english_words(r, token_words)}) > 100
