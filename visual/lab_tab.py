@@ -36,6 +36,7 @@ import gradio as gr
 from playground.config import AppConfig, load_config
 from playground.lab.quiz import Scoreboard
 from visual.classroom import classroom_presets
+from visual.i18n import L, preset_key
 from visual.lab_tabs import distribution, equality, predict, replay_share, serving, theory
 from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, lab_choices, pick
 from visual.lab_tabs.distribution import HISTORY, compare_all_rules, run_distribution
@@ -113,7 +114,7 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
         classroom = []
     setup = Setup(
         cfg.limits,
-        [(c.label, c.name) for c in choices],
+        [(L(preset_key(c.name, not c.available)), c.name) for c in choices],
         start,
         pick(choices, "tiny-random"),
         next((c.gamma for c in choices if c.name == start), 4),

@@ -635,3 +635,234 @@ MESSAGES.update(
         "prov.bonus.desc": "all drafts accepted: one more token from the target's p",
     }
 )
+
+# ---- the Classroom lab (visual/lab_tab.py, visual/lab_tabs/*) and the serving lesson (visual/serving.py)
+MESSAGES.update(
+    {
+        "lab.preset": "Preset",
+        "lab.temperature": "Temperature",
+        "lab.seed": "Seed",
+        "lab.new_tokens": "New tokens",
+        "lab.prompt": "Prompt",
+        "lab.stop": "■ Stop",
+        "lab.stopping": "Stopping…",
+        "lab.failed": "The lab run failed: {error}",
+        "lab.whole": "{name} must be a whole number.",
+        "lab.whole.got": "{name} must be a whole number, got {value}.",
+        "lab.name.seed": "seed",
+        "lab.name.tokens": "tokens",
+        "lab.name.n": "N",
+        "lab.name.tokens_per": "tokens per continuation",
+        # equality
+        "lab.eq.tab": "Equality check (greedy)",
+        "lab.eq.intro": (
+            "At temperature 0 speculative decoding must reproduce the target's own greedy output **token for "
+            "token**. Run both and compare. In float32 they are identical; in bfloat16 a 1-token pass and a "
+            "multi-token verify pass can round a near-tie differently, and the first such flip is shown with "
+            "both tokens' logits."
+        ),
+        "lab.eq.run": "Run both ▸",
+        # distribution
+        "lab.d.tab": "Distribution check & wrong rules",
+        "lab.d.intro": (
+            "Draw **N** short continuations with speculative sampling and with the target alone, and compare "
+            "the histograms. The correct rule matches the target up to noise; the rules marked ✗ WRONG are bugs "
+            "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance (its edge "
+            "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
+            "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
+            "continuation on a CPU and allow N ≤ {n_slow}; on them a check stops after "
+            "{wall} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
+        ),
+        "lab.d.rule": "Verification rule",
+        "lab.d.rule.info": "The correct rule is the default; the others are labelled.",
+        "lab.d.rule.lossless": "✓ Correct: lossless speculative sampling",
+        "lab.d.rule.block": "✓ Correct: block verification — the drafts judged jointly (Sun et al., ICLR 2025)",
+        "lab.d.rule.softmax-q": "✗ WRONG (a): argmax drafts checked against the drafter's softmax q — transformers #32867",
+        "lab.d.rule.exact-match": "≈ Wasteful (b): exact-match acceptance at T > 0 — lossless, but rejects good drafts",
+        "lab.d.rule.target-sample": "✗ WRONG (c): on rejection emit a plain target sample instead of the residual",
+        "lab.d.rule.bonus-wrong-position": "✗ WRONG (d): bonus token drawn from the wrong position (γ instead of γ+1)",
+        "lab.d.rule.typical": "~ LOSSY but faster: Medusa typical acceptance",
+        "lab.d.n": "N continuations per side",
+        "lab.d.tokens": "Tokens per continuation",
+        "lab.d.run": "Run check ▸",
+        "lab.d.all": "Compare all rules",
+        "lab.d.table": "Rules checked this session (newest first)",
+        "lab.d.help": (
+            "**TV distance** = ½ Σ |f_spec(x) − f_target(x)|: 0 = identical histograms, 1 = no overlap; two "
+            "samples of the same distribution still differ by about the *noise level* shown. **p-value**: how "
+            "often a difference at least this large would appear if both came from the same distribution "
+            "(chi-square test, rare outcomes pooled). **p vs exact**: the speculative sample against the "
+            "target's exact probabilities (computed from its logits). **Acceptance** = accepted ÷ judged drafts."
+        ),
+        "lab.d.stopped": "Stopped: nothing new was computed.",
+        "lab.d.done": "Done in {seconds} s.",
+        "lab.d.partial": (
+            "Stopped at the time limit after {seconds} s: {done} of {total} continuations — a partial result, "
+            "labelled as such."
+        ),
+        "lab.d.all_done": "All rules checked on the same settings: compare drift (p-value, TV) with acceptance in the table.",
+        "lab.d.all_stopped": "Stopped after {seconds} s (time limit {limit}): {done} of {total} rules checked",
+        "lab.d.not_checked": ", not checked: {rules}",
+        "lab.d.partial_rows": "; rows marked partial are computed on fewer continuations than asked.",
+        "lab.d.progress": "rule {i}/{n} ({rule}): {message}",
+        # theory
+        "lab.t.tab": "Theory bench",
+        "lab.t.alpha": "α: acceptance probability",
+        "lab.t.gamma": "γ: drafts per step",
+        "lab.t.c": "c: draft cost ÷ target cost",
+        "lab.t.v": "v_γ: verify-pass cost ÷ 1-token cost",
+        "lab.t.here": "You are here: measure a real run",
+        "lab.t.measure": "Measure (target alone + speculative, γ from the slider) ▸",
+        "lab.t.from_trace": "Use the trace from Replay & share",
+        "lab.t.no_trace": "No trace yet: run or import one in the Replay & share tab.",
+        # predict
+        "lab.p.tab": "Predict, then reveal",
+        "lab.p.intro": (
+            "Guess before you look. **Before the run**, guess its acceptance rate. **At each step**, the drafts "
+            "are shown with the drafter's confidence q: tick the ones the target will accept, then reveal p, "
+            "min(1, p/q), the random u and the verdict. Your score is kept for this session."
+        ),
+        "lab.p.rate": "Your guess: acceptance rate of the run (%)",
+        "lab.p.new": "New round ▸",
+        "lab.p.guess": "Which drafts will the target accept?",
+        "lab.p.reveal": "Reveal",
+        "lab.p.next": "Next step ›",
+        "lab.p.rate_reveal": "Reveal the run's acceptance rate",
+        "lab.p.over": (
+            "This run is over. Press <b>Reveal the run's acceptance rate</b> to score your guess, or start a "
+            "<b>New round</b>."
+        ),
+        "lab.p.new_run": (
+            "New run: {k} step(s) with drafts out of {n}. Your acceptance-rate guess ({guess}%) is locked in."
+        ),
+        "lab.p.no_drafts": "This run drafted nothing (prompt lookup found no match?): try another prompt or preset.",
+        "lab.p.already": "Already revealed: press Next step.",
+        "lab.p.start_first": "Start a round first.",
+        "lab.p.rate_again": "Acceptance rate of this run: {actual} (already scored).",
+        "lab.p.rate_scored": (
+            "Acceptance rate of this run: {actual} (you guessed {guess}); it drafted {drafted} tokens in {steps} steps."
+        ),
+        # replay & share
+        "lab.r.tab": "Replay & share",
+        "lab.r.intro": (
+            "Step backwards and forwards through a recorded run, import a trace JSON exported earlier "
+            "(checked: size, JSON, schema, values — nothing in it is executed), and hand out a link that "
+            "pre-fills the settings."
+        ),
+        "lab.r.classroom": "Classroom presets",
+        "lab.r.apply": "Apply preset",
+        "lab.r.run": "Run ▸",
+        "lab.r.file": "Import a trace JSON (≤ {mb} MB)",
+        "lab.r.back": "◀ Back",
+        "lab.r.frame": "Frame",
+        "lab.r.fwd": "Step ▶",
+        "lab.r.export": "⬇ Export this trace (JSON)",
+        "lab.r.share_btn": "Make a share link",
+        "lab.r.share": "Share link (settings above)",
+        "lab.r.fresh": "Fresh run:",
+        "lab.r.generated": "Generated. Step through it with ◀ ▶ or the slider.",
+        "lab.r.refused": "⛔ Could not import this file: {reason}.",
+        "lab.r.refused_kind": "⛔ Could not import this file ({kind}).",
+        "lab.r.imported_from": "Imported {name}:",
+        "lab.r.imported": "Imported a trace with {n} steps.",
+        "lab.r.nothing": "Nothing to export yet.",
+        "lab.r.unknown_classroom": "Unknown classroom preset.",
+        # serving a class
+        "lab.sv.tab": "Serving a class",
+        "lab.sv.measure": "Measure the pass cost on this server now (≈ 30 s) ▸",
+        "sv.lesson": (
+            "### Serving a class: batching and speculation\n\n"
+            "A target pass over a few tokens is **memory-bound** on this CPU: reading 270 M weights costs\n"
+            "about the same whether the pass carries one token or a few dozen.  So when thirty students\n"
+            "press Run, the server does not run thirty decoding loops one after another: every run keeps\n"
+            "its own cache, drafts and random stream, but their next target passes are **one forward\n"
+            "pass** (continuous batching, as vLLM, SGLang and TGI do).  Each row sees only its own keys.\n\n"
+            "Past the knee, the pass is **compute-bound**: every extra token costs real time, and a\n"
+            "rejected draft is pure waste.  Alone, speculation turns idle compute into tokens; under\n"
+            "load there is no idle compute left, and plain decoding of many rows wins.  That is why\n"
+            "servers turn speculation **down** as load grows: this one shares a budget of row-tokens per\n"
+            "pass between the runs (draft cap = knee ÷ runs − 1), so at full load a run decodes plainly.\n"
+            "At temperature 0 the output never changes, only the speed."
+        ),
+        "sv.variant.speculative, capped": "speculative, capped",
+        "sv.variant.speculative": "speculative",
+        "sv.variant.autoregressive": "autoregressive",
+        "sv.hover.class": "%{x} runs at once<br>%{y:.1f} tokens/s for the class",
+        "sv.runs": "runs at once",
+        "sv.class_tps": "tokens/s for the class",
+        "sv.throughput.title": "A class at once: throughput by runs sharing each pass",
+        "sv.one_pass": "one shared pass",
+        "sv.rows_tokens": "{rows} rows × {tokens} tokens",
+        "sv.hover.cost": "%{text}<br>%{y:.2f} × a 1-token pass",
+        "sv.knee": "knee ≈ {knee} row-tokens",
+        "sv.cost.x": "row-tokens in the pass (rows × tokens each)",
+        "sv.cost.y": "cost ÷ one 1-token pass",
+        "sv.cost.title": "What one shared target pass costs",
+        "sv.none": "No measurement yet.",
+        "sv.measured_now": "Measured just now on this server",
+        "sv.measured": "Measured",
+        "sv.reproduce": "Reproduce:",
+        "sv.col.runs": "runs at once",
+        "sv.col.variant": "variant",
+        "sv.col.tps": "class tokens/s",
+        "sv.col.p50": "p50 s",
+        "sv.col.p95": "p95 s",
+        "sv.col.per_pass": "runs per pass",
+    }
+)
+
+# ---- the Benchmark tab (visual/bench_tab.py, visual/bench.py)
+MESSAGES.update(
+    {
+        "bench.intro": (
+            "### Benchmark on this machine\n"
+            "Times our decoding loop against `transformers`' own `generate()` and its prompt-lookup assisted "
+            "generation, on the same prompts and models, interleaved so machine drift hits every method alike. "
+            "A live run is small (a minute or two); the command line runs the full version: "
+            "`python -m playground bench`."
+        ),
+        "bench.preset": "Preset",
+        "bench.kind": "Prompts",
+        "bench.kind.grounded": "Input-grounded (edit / copy / summarise a given text)",
+        "bench.kind.general": "General (open-ended)",
+        "bench.kind.custom": "My own prompt",
+        "bench.custom": "Your prompt",
+        "bench.custom.placeholder": "e.g. paste a paragraph and ask for it corrected",
+        "bench.drafters": "Drafters",
+        "bench.gammas": "Block sizes γ (at most 4)",
+        "bench.trees": "Tree nodes (1 = chain; at most 3)",
+        "bench.trees.info": (
+            "Above 1: the drafter proposes a tree of that many nodes, all verified in one target pass; γ bounds its depth."
+        ),
+        "bench.max_new": "New tokens per run",
+        "bench.temperature": "Temperature",
+        "bench.repeats": "Repetitions",
+        "bench.with_hf": "Include transformers generate() and assisted generation",
+        "bench.run": "Run benchmark",
+        "bench.table": "block size / tree size → latency, throughput, acceptance rate, quality",
+        "bench.help": "What the numbers mean",
+        "bench.starting": "Starting… (`{command}` runs the same code)",
+        "bench.running": "Running {done}/{total}: {label}",
+        "bench.failed": "The benchmark failed: {error}",
+        "bench.note": "Note: {note}",
+        "bench.partial": "**Partial result:** {partial} (`limits.lab_wall_s`); the rows use those rounds only.",
+        "bench.done": "Done: {n} measured runs. Reproduce on the command line: `{command}`",
+        "bench.err.whole": "{name} must be a whole number.",
+        "bench.err.range": "{name} must be a whole number between {lo} and {hi}.",
+        "bench.err.tree_whole": "Tree sizes must be whole numbers.",
+        "bench.err.tree_none": "Pick at least one tree size (1 = chain drafts).",
+        "bench.err.tree_many": "Pick at most {n} tree sizes for a live run (the CLI takes more).",
+        "bench.err.tree_range": "Tree sizes must be between 1 (a chain) and {n} nodes.",
+        "bench.err.tree_branch": "Trees need a drafter that can branch ({drafters}); pick one, or tree size 1 only.",
+        "bench.err.no_prompt": "Type a prompt, or pick one of the prompt sets.",
+        "bench.err.long": "The prompt is too long ({n} characters, limit {limit}).",
+        "bench.err.no_set": "No {kind} prompts in the default prompt set.",
+        "bench.err.drafter": "Pick at least one drafter this preset has: {drafters}.",
+        "bench.err.gamma_whole": "γ values must be whole numbers.",
+        "bench.err.gamma_none": "Pick at least one block size γ.",
+        "bench.err.gamma_many": "Pick at most {n} block sizes for a live run (the CLI takes more).",
+        "bench.err.temperature": "Temperature must be a number.",
+        "bench.name.new_tokens": "New tokens",
+        "bench.name.repeats": "Repetitions",
+    }
+)

@@ -545,3 +545,213 @@ MESSAGES.update(
         "prov.bonus.desc": "所有草稿都被接受：再从目标模型的 p 中取一个词元",
     }
 )
+
+# ---- 课堂实验（visual/lab_tab.py、visual/lab_tabs/*）与“为全班服务”一课（visual/serving.py）
+MESSAGES.update(
+    {
+        "lab.preset": "预设",
+        "lab.temperature": "温度",
+        "lab.seed": "随机种子",
+        "lab.new_tokens": "新词元数",
+        "lab.prompt": "提示词",
+        "lab.stop": "■ 停止",
+        "lab.stopping": "正在停止……",
+        "lab.failed": "实验运行失败：{error}",
+        "lab.whole": "{name} 必须是整数。",
+        "lab.whole.got": "{name} 必须是整数，收到的是 {value}。",
+        "lab.name.seed": "随机种子",
+        "lab.name.tokens": "词元数",
+        "lab.name.n": "N",
+        "lab.name.tokens_per": "每条续写的词元数",
+        # 相等性检查
+        "lab.eq.tab": "相等性检查（贪心解码）",
+        "lab.eq.intro": (
+            "温度为 0 时，投机解码必须**逐词元**复现目标模型自己的贪心解码输出。把两者都运行一遍并比较。"
+            "在 float32 下两者完全相同；在 bfloat16 下，单词元前向传播与多词元验证前向传播可能对几乎打平的候选"
+            "做出不同的舍入，第一次出现这种翻转时会显示两个词元的 logits。"
+        ),
+        "lab.eq.run": "两者都运行 ▸",
+        # 分布检查
+        "lab.d.tab": "分布检查与错误规则",
+        "lab.d.intro": (
+            "分别用投机采样和只用目标模型抽取 **N** 条简短续写，比较两者的直方图。正确的规则在噪声范围内与目标模型一致；"
+            "标为 ✗ 错误 的规则是真实实现中出现过的缺陷——观察它们如何偏离。~ 有损 规则用偏离换取接受率"
+            "（每条续写 3 个词元时优势最明显：把它的*词元/前向传播*与正确规则比较）。"
+            "大 N 请用 **tiny-random**（5,000 条只需几秒）；真实模型在 CPU 上每条续写需要一秒或更久，N ≤ {n_slow}；"
+            "在真实模型上，检查会在 {wall} 秒后停止并显示已收集的结果，标为部分结果（**■ 停止** 可以更早结束）。"
+        ),
+        "lab.d.rule": "验证规则",
+        "lab.d.rule.info": "默认是正确的规则；其他规则都有标注。",
+        "lab.d.rule.lossless": "✓ 正确：无损投机采样",
+        "lab.d.rule.block": "✓ 正确：块验证——整体评判所有草稿（Sun 等，ICLR 2025）",
+        "lab.d.rule.softmax-q": "✗ 错误 (a)：argmax 草稿却用草稿模型的 softmax q 来检验——transformers #32867",
+        "lab.d.rule.exact-match": "≈ 浪费 (b)：T > 0 时要求完全匹配才接受——无损，但会拒绝好草稿",
+        "lab.d.rule.target-sample": "✗ 错误 (c)：拒绝后直接输出目标模型的普通采样，而不是从残差分布采样",
+        "lab.d.rule.bonus-wrong-position": "✗ 错误 (d)：奖励词元取自错误的位置（γ 而不是 γ+1）",
+        "lab.d.rule.typical": "~ 有损但更快：Medusa 典型接受",
+        "lab.d.n": "每侧续写条数 N",
+        "lab.d.tokens": "每条续写的词元数",
+        "lab.d.run": "运行检查 ▸",
+        "lab.d.all": "比较所有规则",
+        "lab.d.table": "本次会话检查过的规则（最新的在前）",
+        "lab.d.help": (
+            "**TV 距离** = ½ Σ |f_spec(x) − f_target(x)|：0 = 直方图完全相同，1 = 毫无重叠；同一分布的两组样本之间"
+            "也会相差大约图中所示的*噪声水平*。**p 值**：如果两者来自同一分布，出现至少这么大差异的频率"
+            "（卡方检验，罕见结果合并计算）。**与精确值比较的 p**：投机采样样本与目标模型精确概率（由其 logits 计算）的比较。"
+            "**接受率** = 被接受的草稿数 ÷ 被评判的草稿数。"
+        ),
+        "lab.d.stopped": "已停止：没有计算新的结果。",
+        "lab.d.done": "完成，用时 {seconds} 秒。",
+        "lab.d.partial": "到达时间上限，{seconds} 秒后停止：完成 {done} / {total} 条续写——这是部分结果，并已如此标注。",
+        "lab.d.all_done": "已在同一设置下检查所有规则：在表格中对比偏离程度（p 值、TV）与接受率。",
+        "lab.d.all_stopped": "{seconds} 秒后停止（时间上限 {limit}）：已检查 {done} / {total} 条规则",
+        "lab.d.not_checked": "，未检查：{rules}",
+        "lab.d.partial_rows": "；标为部分结果的行所用续写少于要求的数量。",
+        "lab.d.progress": "规则 {i}/{n}（{rule}）：{message}",
+        # 理论实验台
+        "lab.t.tab": "理论实验台",
+        "lab.t.alpha": "α：接受概率",
+        "lab.t.gamma": "γ：每步草稿数",
+        "lab.t.c": "c：草稿代价 ÷ 目标代价",
+        "lab.t.v": "v_γ：验证前向传播代价 ÷ 单词元代价",
+        "lab.t.here": "你在这里：测量一次真实运行",
+        "lab.t.measure": "测量（仅目标模型 + 投机解码，γ 取自滑块）▸",
+        "lab.t.from_trace": "使用“回放与分享”中的轨迹",
+        "lab.t.no_trace": "还没有轨迹：请先在“回放与分享”标签页中运行或导入一个。",
+        # 先预测，再揭晓
+        "lab.p.tab": "先预测，再揭晓",
+        "lab.p.intro": (
+            "先猜再看。**运行之前**，猜它的接受率。**每一步**都会显示草稿及草稿模型的置信度 q：勾选你认为目标模型会接受的草稿，"
+            "然后揭晓 p、min(1, p/q)、随机数 u 和判定结果。你的得分在本次会话中保留。"
+        ),
+        "lab.p.rate": "你的猜测：这次运行的接受率（%）",
+        "lab.p.new": "新一轮 ▸",
+        "lab.p.guess": "目标模型会接受哪些草稿？",
+        "lab.p.reveal": "揭晓",
+        "lab.p.next": "下一步 ›",
+        "lab.p.rate_reveal": "揭晓这次运行的接受率",
+        "lab.p.over": "这次运行已结束。点击<b>揭晓这次运行的接受率</b>为你的猜测打分，或开始<b>新一轮</b>。",
+        "lab.p.new_run": "新的运行：共 {n} 步，其中 {k} 步有草稿。你对接受率的猜测（{guess}%）已锁定。",
+        "lab.p.no_drafts": "这次运行没有产生任何草稿（提示词查找没有找到匹配？）：请换一个提示词或预设。",
+        "lab.p.already": "已经揭晓：请点击“下一步”。",
+        "lab.p.start_first": "请先开始一轮。",
+        "lab.p.rate_again": "这次运行的接受率：{actual}（已计分）。",
+        "lab.p.rate_scored": "这次运行的接受率：{actual}（你猜的是 {guess}）；它在 {steps} 步中起草了 {drafted} 个词元。",
+        # 回放与分享
+        "lab.r.tab": "回放与分享",
+        "lab.r.intro": (
+            "在一次录制的运行中前后单步浏览，导入之前导出的轨迹 JSON（会检查大小、JSON 格式、结构和数值——其中的任何内容都不会被执行），"
+            "并分发一个预先填好设置的链接。"
+        ),
+        "lab.r.classroom": "课堂预设",
+        "lab.r.apply": "应用预设",
+        "lab.r.run": "运行 ▸",
+        "lab.r.file": "导入轨迹 JSON（≤ {mb} MB）",
+        "lab.r.back": "◀ 后退",
+        "lab.r.frame": "帧",
+        "lab.r.fwd": "单步 ▶",
+        "lab.r.export": "⬇ 导出这条轨迹（JSON）",
+        "lab.r.share_btn": "生成分享链接",
+        "lab.r.share": "分享链接（上方的设置）",
+        "lab.r.fresh": "新的运行：",
+        "lab.r.generated": "已生成。用 ◀ ▶ 或滑块单步浏览。",
+        "lab.r.refused": "⛔ 无法导入此文件：{reason}。",
+        "lab.r.refused_kind": "⛔ 无法导入此文件（{kind}）。",
+        "lab.r.imported_from": "已导入 {name}：",
+        "lab.r.imported": "已导入一条包含 {n} 步的轨迹。",
+        "lab.r.nothing": "还没有可导出的内容。",
+        "lab.r.unknown_classroom": "未知的课堂预设。",
+        # 为全班服务
+        "lab.sv.tab": "为全班服务",
+        "lab.sv.measure": "现在在此服务器上测量前向传播代价（约 30 秒）▸",
+        "sv.lesson": (
+            "### 为全班服务：批处理与投机解码\n\n"
+            "在这台 CPU 上，目标模型对少量词元的一次前向传播是**受内存带宽限制**的：读取 2.7 亿个权重的代价，"
+            "无论这次前向传播携带一个词元还是几十个，都差不多。所以当三十名学生同时点击“运行”时，服务器不会一个接一个地"
+            "运行三十个解码循环：每次运行保留自己的缓存、草稿和随机数流，但它们下一次的目标前向传播会合并为**一次前向传播**"
+            "（连续批处理，vLLM、SGLang 和 TGI 都这样做）。每一行只看到自己的键。\n\n"
+            "越过拐点之后，前向传播变为**受计算限制**：每多一个词元都要花真实的时间，被拒绝的草稿纯属浪费。"
+            "单独运行时，投机解码把闲置的算力变成词元；负载高时已没有闲置算力，多行的普通解码更胜一筹。"
+            "这就是服务器随负载增长而**调低**投机解码的原因：本服务器在各次运行之间分配每次前向传播的行词元预算"
+            "（草稿上限 = 拐点 ÷ 运行数 − 1），因此满负载时每次运行都以普通方式解码。"
+            "温度为 0 时输出从不改变，改变的只是速度。"
+        ),
+        "sv.variant.speculative, capped": "投机解码（有上限）",
+        "sv.variant.speculative": "投机解码",
+        "sv.variant.autoregressive": "自回归解码",
+        "sv.hover.class": "同时 %{x} 个运行<br>全班每秒 %{y:.1f} 个词元",
+        "sv.runs": "同时运行数",
+        "sv.class_tps": "全班每秒词元数",
+        "sv.throughput.title": "全班同时运行：吞吐量随共享前向传播的运行数变化",
+        "sv.one_pass": "一次共享前向传播",
+        "sv.rows_tokens": "{rows} 行 × {tokens} 个词元",
+        "sv.hover.cost": "%{text}<br>单词元前向传播的 %{y:.2f} 倍",
+        "sv.knee": "拐点 ≈ {knee} 行词元",
+        "sv.cost.x": "前向传播中的行词元数（行数 × 每行词元数）",
+        "sv.cost.y": "代价 ÷ 一次单词元前向传播",
+        "sv.cost.title": "一次共享的目标前向传播的代价",
+        "sv.none": "还没有测量结果。",
+        "sv.measured_now": "刚刚在此服务器上测量",
+        "sv.measured": "测量于",
+        "sv.reproduce": "复现：",
+        "sv.col.runs": "同时运行数",
+        "sv.col.variant": "方式",
+        "sv.col.tps": "全班每秒词元数",
+        "sv.col.p50": "p50（秒）",
+        "sv.col.p95": "p95（秒）",
+        "sv.col.per_pass": "每次前向传播的运行数",
+    }
+)
+
+# ---- 基准测试标签页（visual/bench_tab.py、visual/bench.py）
+MESSAGES.update(
+    {
+        "bench.intro": (
+            "### 在本机上做基准测试\n"
+            "在相同的提示词和模型上，把我们的解码循环与 `transformers` 自带的 `generate()` 及其提示词查找辅助生成进行计时比较，"
+            "各方法交错运行，使机器的波动对每种方法的影响相同。在线运行规模很小（一两分钟）；完整版本请用命令行："
+            "`python -m playground bench`。"
+        ),
+        "bench.preset": "预设",
+        "bench.kind": "提示词",
+        "bench.kind.grounded": "基于输入（编辑 / 复制 / 总结给定文本）",
+        "bench.kind.general": "通用（开放式）",
+        "bench.kind.custom": "我自己的提示词",
+        "bench.custom": "你的提示词",
+        "bench.custom.placeholder": "例如：粘贴一段文字，并要求修改其中的错误",
+        "bench.drafters": "草稿模型",
+        "bench.gammas": "块大小 γ（最多 4 个）",
+        "bench.trees": "草稿树节点数（1 = 链；最多 3 个）",
+        "bench.trees.info": "大于 1：草稿模型提出一棵有这么多节点的树，全部在目标模型的一次前向传播中验证；γ 限制其深度。",
+        "bench.max_new": "每次运行的新词元数",
+        "bench.temperature": "温度",
+        "bench.repeats": "重复次数",
+        "bench.with_hf": "包括 transformers 的 generate() 与辅助生成",
+        "bench.run": "运行基准测试",
+        "bench.table": "块大小 / 树大小 → 延迟、吞吐量、接受率、质量",
+        "bench.help": "这些数字的含义",
+        "bench.starting": "正在启动……（`{command}` 运行的是同一份代码）",
+        "bench.running": "运行中 {done}/{total}：{label}",
+        "bench.failed": "基准测试失败：{error}",
+        "bench.note": "注：{note}",
+        "bench.partial": "**部分结果：**{partial}（`limits.lab_wall_s`）；各行只使用这些轮次。",
+        "bench.done": "完成：共 {n} 次测量运行。在命令行上复现：`{command}`",
+        "bench.err.whole": "{name} 必须是整数。",
+        "bench.err.range": "{name} 必须是 {lo} 到 {hi} 之间的整数。",
+        "bench.err.tree_whole": "树大小必须是整数。",
+        "bench.err.tree_none": "请至少选择一个树大小（1 = 链式草稿）。",
+        "bench.err.tree_many": "在线运行最多选择 {n} 个树大小（命令行可以更多）。",
+        "bench.err.tree_range": "树大小必须在 1（链）到 {n} 个节点之间。",
+        "bench.err.tree_branch": "草稿树需要能分叉的草稿模型（{drafters}）：请选择其一，或只用树大小 1。",
+        "bench.err.no_prompt": "请输入提示词，或选择一组提示词。",
+        "bench.err.long": "提示词太长（{n} 个字符，上限 {limit}）。",
+        "bench.err.no_set": "默认提示词集中没有 {kind} 类提示词。",
+        "bench.err.drafter": "请至少选择一个此预设拥有的草稿模型：{drafters}。",
+        "bench.err.gamma_whole": "γ 值必须是整数。",
+        "bench.err.gamma_none": "请至少选择一个块大小 γ。",
+        "bench.err.gamma_many": "在线运行最多选择 {n} 个块大小（命令行可以更多）。",
+        "bench.err.temperature": "温度必须是数字。",
+        "bench.name.new_tokens": "新词元数",
+        "bench.name.repeats": "重复次数",
+    }
+)
