@@ -866,3 +866,103 @@ MESSAGES.update(
         "bench.name.repeats": "Repetitions",
     }
 )
+
+# ---- the Benchmark's charts, table and summary (visual/bench.py)
+MESSAGES.update(
+    {
+        "bench.fig.throughput": "Throughput by block size γ (tokens/s)",
+        "bench.fig.speedup": "Decode speedup vs our autoregressive loop: measured vs predicted",
+        "bench.fig.acceptance": "Acceptance by draft position",
+        "bench.fig.costs": "Cost of one step, in single-token target passes (γ·c + v_γ)",
+        "bench.axis.gamma_drafts": "block size γ (drafts per step)",
+        "bench.axis.tps": "tokens / s",
+        "bench.axis.gamma": "block size γ",
+        "bench.axis.speedup": "speedup (×)",
+        "bench.axis.position": "draft position",
+        "bench.axis.acceptance": "acceptance",
+        "bench.axis.cost": "× one single-token target pass",
+        "bench.axis.ar": "autoregressive",
+        "bench.trace.ours": "ours",
+        "bench.trace.hf_assisted": "HF assisted",
+        "bench.trace.tree": "tree",
+        "bench.trace.measured": "measured",
+        "bench.trace.predicted": "predicted",
+        "bench.trace.step_mix": "predicted from step mix",
+        "bench.trace.v": "v_γ (target pass over γ+1 tokens)",
+        "bench.method.speculative": "speculative",
+        "bench.method.autoregressive": "autoregressive",
+        "bench.method.hf_generate": "hf_generate",
+        "bench.method.hf_assisted": "hf_assisted",
+        "bench.col.prompts": "prompts",
+        "bench.col.temperature": "T",
+        "bench.col.dtype": "dtype",
+        "bench.col.trace": "trace",
+        "bench.col.method": "method",
+        "bench.col.drafter": "drafter",
+        "bench.col.gamma": "block size γ",
+        "bench.col.tree_nodes": "tree nodes",
+        "bench.col.ms_per_token": "latency (ms/token)",
+        "bench.col.tokens_per_s": "throughput (tokens/s)",
+        "bench.col.speedup_vs_autoregressive": "speedup vs ours AR",
+        "bench.col.speedup_vs_hf_generate": "speedup vs HF generate",
+        "bench.col.acceptance_rate": "acceptance rate",
+        "bench.col.tokens_per_target_call": "tokens / target call",
+        "bench.col.c": "c",
+        "bench.col.v": "v_γ",
+        "bench.col.predicted_speedup": "predicted",
+        "bench.col.predicted_speedup_steps": "predicted (step mix)",
+        "bench.col.mean_accepted_length": "mean accepted",
+        "bench.col.repeated_4gram_share": "repeated 4-grams",
+        "bench.col.distinct_2": "distinct-2",
+        "bench.col.repetitive_runs": "repetitive runs",
+        "bench.col.speedup_non_repetitive": "speedup, non-repetitive",
+        "bench.col.speedup_repetitive": "speedup, repetitive",
+        "bench.col.draft_stop": "stop below",
+        "bench.col.nodes_per_pass": "nodes / pass",
+        "bench.col.speedup_vs_chain": "speedup vs chain",
+        "bench.col.v_measured": "v in runs",
+        "bench.col.quality": "quality",
+        "bench.metric_help": (
+            "**latency** = wall time per new token, prefill included · **throughput** = tokens/s · "
+            "**acceptance rate** = accepted drafts / drafts the target judged (drafts after the first rejection are "
+            "never judged) · **tokens / target call** = new tokens per decode-phase target pass · "
+            "**c** = drafter ms per drafted token ÷ one single-token target pass · "
+            "**v_γ** = one target pass over γ+1 tokens ÷ one over 1 token, timed back to back at the same cache length · "
+            "**predicted** = E(α, γ) / (γ·c + v_γ) with E = (1 − α^(γ+1)) / (1 − α) and the measured α · "
+            "**quality** = token-identical to `transformers` `generate()` for greedy rows · "
+            "**repeated 4-grams** = share of output tokens that complete a 4-gram already in the prompt or earlier in the "
+            "output · **distinct-2** = distinct bigrams / bigrams of the output · a run is **repetitive** when at least "
+            "50% of its tokens repeat · **speedup, non-repetitive / repetitive** = our autoregressive loop's "
+            "ms/token on the same prompts ÷ this row's, over those runs only (a base model loops when greedy, and copying "
+            "a loop is nearly free, so judge a drafter on the non-repetitive column)."
+        ),
+        "bench.sum.end": ".",
+        "bench.sum.none": "No results yet.",
+        "bench.sum.tree": ", tree of {n} nodes",
+        "bench.sum.fastest": (
+            "Fastest: **{drafter} at γ={gamma}{tree}** on {prompts} prompts — {tps} tokens/s, **{speedup}×** our "
+            "autoregressive loop"
+        ),
+        "bench.sum.vs_hf": ", {x}× `transformers` `generate()`",
+        "bench.sum.acceptance": "; acceptance {rate}",
+        "bench.sum.predicted": "; predicted {x}×",
+        "bench.sum.plain": (
+            "On non-repetitive outputs the fastest is **{drafter} at γ={gamma}** (T={temperature}): **{speedup}×** our "
+            "autoregressive loop"
+        ),
+        "bench.sum.against_rep": ", against {x}× on its repetitive outputs",
+        "bench.sum.rep_runs": " ({k} of {n} runs repetitive).",
+        "bench.sum.ar": "Our autoregressive loop runs at {x}× `generate()`'s speed ({prompts} prompts, T={temperature}).",
+        "bench.sum.v": "Measured v_γ: {values}.",
+        "bench.sum.trees": "Draft trees: {items} (v: one target pass over the root and the nodes ÷ one single-token pass).",
+        "bench.sum.tree_item": "{drafter} γ={gamma} tree {nodes}: {per_pass} nodes per pass",
+        "bench.sum.tree_vs_chain": ", {x}× the chain",
+        "bench.sum.machine": (
+            "Machine: {cpu}, {threads} torch threads, load {load}; timings on a shared CPU are noisy — methods were "
+            "interleaved so drift hits them alike."
+        ),
+        "bench.prompts.grounded": "grounded",
+        "bench.prompts.general": "general",
+        "bench.prompts.custom": "custom",
+    }
+)

@@ -755,3 +755,95 @@ MESSAGES.update(
         "bench.name.repeats": "重复次数",
     }
 )
+
+# ---- 基准测试的图表、表格与摘要（visual/bench.py）
+MESSAGES.update(
+    {
+        "bench.fig.throughput": "各块大小 γ 下的吞吐量（词元/秒）",
+        "bench.fig.speedup": "相对我们的自回归循环的解码加速比：实测与预测",
+        "bench.fig.acceptance": "各草稿位置的接受率",
+        "bench.fig.costs": "每步的代价，以单词元目标前向传播计（γ·c + v_γ）",
+        "bench.axis.gamma_drafts": "块大小 γ（每步草稿数）",
+        "bench.axis.tps": "词元 / 秒",
+        "bench.axis.gamma": "块大小 γ",
+        "bench.axis.speedup": "加速比（×）",
+        "bench.axis.position": "草稿位置",
+        "bench.axis.acceptance": "接受率",
+        "bench.axis.cost": "× 一次单词元目标前向传播",
+        "bench.axis.ar": "自回归解码",
+        "bench.trace.ours": "我们的",
+        "bench.trace.hf_assisted": "HF 辅助生成",
+        "bench.trace.tree": "树",
+        "bench.trace.measured": "实测",
+        "bench.trace.predicted": "预测",
+        "bench.trace.step_mix": "按各步组合预测",
+        "bench.trace.v": "v_γ（目标模型对 γ+1 个词元的前向传播）",
+        "bench.method.speculative": "投机解码",
+        "bench.method.autoregressive": "自回归解码",
+        "bench.method.hf_generate": "HF generate()",
+        "bench.method.hf_assisted": "HF 辅助生成",
+        "bench.col.prompts": "提示词",
+        "bench.col.temperature": "T",
+        "bench.col.dtype": "数据类型",
+        "bench.col.trace": "轨迹",
+        "bench.col.method": "方法",
+        "bench.col.drafter": "草稿模型",
+        "bench.col.gamma": "块大小 γ",
+        "bench.col.tree_nodes": "草稿树节点数",
+        "bench.col.ms_per_token": "延迟（毫秒/词元）",
+        "bench.col.tokens_per_s": "吞吐量（词元/秒）",
+        "bench.col.speedup_vs_autoregressive": "相对我们的自回归的加速比",
+        "bench.col.speedup_vs_hf_generate": "相对 HF generate() 的加速比",
+        "bench.col.acceptance_rate": "接受率",
+        "bench.col.tokens_per_target_call": "词元 / 目标调用",
+        "bench.col.c": "c",
+        "bench.col.v": "v_γ",
+        "bench.col.predicted_speedup": "预测",
+        "bench.col.predicted_speedup_steps": "预测（按各步组合）",
+        "bench.col.mean_accepted_length": "平均接受数",
+        "bench.col.repeated_4gram_share": "重复 4 元组",
+        "bench.col.distinct_2": "distinct-2",
+        "bench.col.repetitive_runs": "重复性运行数",
+        "bench.col.speedup_non_repetitive": "加速比（非重复性）",
+        "bench.col.speedup_repetitive": "加速比（重复性）",
+        "bench.col.draft_stop": "停止阈值",
+        "bench.col.nodes_per_pass": "节点 / 前向传播",
+        "bench.col.speedup_vs_chain": "相对链的加速比",
+        "bench.col.v_measured": "运行中的 v",
+        "bench.col.quality": "质量",
+        "bench.metric_help": (
+            "**延迟** = 每个新词元的实际耗时，含预填充 · **吞吐量** = 词元/秒 · "
+            "**接受率** = 被接受的草稿 / 目标模型评判过的草稿（第一次拒绝之后的草稿从不被评判） · "
+            "**词元 / 目标调用** = 解码阶段每次目标前向传播产生的新词元 · "
+            "**c** = 草稿模型每起草一个词元的毫秒数 ÷ 一次单词元目标前向传播 · "
+            "**v_γ** = 目标模型对 γ+1 个词元的一次前向传播 ÷ 对 1 个词元的一次，在相同缓存长度下背靠背计时 · "
+            "**预测** = E(α, γ) / (γ·c + v_γ)，其中 E = (1 − α^(γ+1)) / (1 − α)，α 为实测值 · "
+            "**质量** = 贪心解码的行是否与 `transformers` `generate()` 逐词元一致 · "
+            "**重复 4 元组** = 输出词元中补全了提示词或先前输出里已有 4 元组的比例 · "
+            "**distinct-2** = 输出中不同的二元组 / 全部二元组 · 至少 50% 的词元是重复的运行称为**重复性**运行 · "
+            "**加速比（非重复性 / 重复性）** = 在相同提示词上我们的自回归循环的毫秒/词元 ÷ 本行的，只计这些运行"
+            "（基础模型在贪心解码时会陷入循环，而复制循环几乎不花代价，所以请用非重复性一列来评判草稿模型）。"
+        ),
+        "bench.sum.end": "。",
+        "bench.sum.none": "还没有结果。",
+        "bench.sum.tree": "，{n} 个节点的草稿树",
+        "bench.sum.fastest": (
+            "最快：**{drafter}，γ={gamma}{tree}**，在{prompts}提示词上——每秒 {tps} 个词元，是我们的自回归循环的 **{speedup}×**"
+        ),
+        "bench.sum.vs_hf": "，是 `transformers` `generate()` 的 {x}×",
+        "bench.sum.acceptance": "；接受率 {rate}",
+        "bench.sum.predicted": "；预测 {x}×",
+        "bench.sum.plain": "在非重复性输出上，最快的是 **{drafter}，γ={gamma}**（T={temperature}）：是我们的自回归循环的 **{speedup}×**",
+        "bench.sum.against_rep": "，而在其重复性输出上为 {x}×",
+        "bench.sum.rep_runs": "（{n} 次运行中 {k} 次为重复性）。",
+        "bench.sum.ar": "我们的自回归循环的速度是 `generate()` 的 {x}×（{prompts}提示词，T={temperature}）。",
+        "bench.sum.v": "实测 v_γ：{values}。",
+        "bench.sum.trees": "草稿树：{items}（v：目标模型对根和所有节点的一次前向传播 ÷ 一次单词元前向传播）。",
+        "bench.sum.tree_item": "{drafter} γ={gamma} 树 {nodes}：每次前向传播 {per_pass} 个节点",
+        "bench.sum.tree_vs_chain": "，是链的 {x}×",
+        "bench.sum.machine": "机器：{cpu}，{threads} 个 torch 线程，负载 {load}；共享 CPU 上的计时有噪声——各方法交错运行，使波动对它们的影响相同。",
+        "bench.prompts.grounded": "基于输入的",
+        "bench.prompts.general": "通用",
+        "bench.prompts.custom": "自定义",
+    }
+)
