@@ -40,7 +40,7 @@ def run_equality(prompt, preset, gamma, max_new_tokens, dtype, request: gr.Reque
             budget=session_budget(preset, request),
         )
     except Stopped:
-        return vlab.stopped_html("the equality check")
+        return vlab.stopped_html(t("vlab.what.equality"))
     return vlab.equality_html(eq)
 
 
