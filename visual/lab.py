@@ -325,7 +325,14 @@ def equality_html(eq: EqualityCheck | None) -> str:
 # --------------------------------------------------------------------------- theory bench
 
 
-FORMULAS_MD = EN["vlab.t.formulas"]  # in English; the tab shows L("vlab.t.formulas")
+_E_TEX = r"E = \frac{1 - \alpha^{\gamma+1}}{1 - \alpha}"
+_S_TEX = r"S = \frac{E}{\gamma\, c + v_\gamma}"
+FORMULAS_MD = EN["vlab.t.formulas"].format(e_tex=_E_TEX, s_tex=_S_TEX)  # in English
+
+
+def formulas_md() -> str:
+    """The theory bench's formulas and their reading, in the current language (LaTeX between $$)."""
+    return t("vlab.t.formulas", e_tex=_E_TEX, s_tex=_S_TEX)
 
 
 def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.Figure:
@@ -354,7 +361,7 @@ def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.
         mode="markers+text",
         name=t("vlab.t.best", gamma=curve.best_gamma),
         marker=dict(size=13, color=COLORS["speedup"], symbol="diamond"),
-        text=[t("vlab.t.best_text", gamma=curve.best_gamma, s=f"{curve.best_speedup:.2f}")],
+        text=[t("vlab.t.best_text", gamma=curve.best_gamma, speedup=f"{curve.best_speedup:.2f}")],
         textposition="top center",
         textfont=dict(color=FONT_COLOR),
     )
@@ -415,7 +422,9 @@ def theory_html(curve: TheoryCurve, gamma: int, point: MeasuredPoint | None = No
         ]
     tiles.append(_tile(f"γ = {curve.best_gamma}", t("vlab.t.best_tile"), f"S = {times(curve.best_speedup)}"))
     verdict = (
-        t("vlab.t.pays", gamma=curve.best_gamma, s=times(curve.best_speedup)) if curve.pays_off else t("vlab.t.slower")
+        t("vlab.t.pays", gamma=curve.best_gamma, speedup=times(curve.best_speedup))
+        if curve.pays_off
+        else t("vlab.t.slower")
     )
     meas = ""
     if point is not None:
@@ -561,7 +570,6 @@ def prefill_note_html(prefill: Prefill) -> str:
 def classroom_md(cp: ClassroomPreset | None) -> str:
     if cp is None:
         return ""
-    return (
-        f"**{cp.label}** — {cp.explanation}\n\n"
-        f"`{cp.preset}` · γ = {cp.gamma} · T = {cp.temperature:g} · seed {cp.seed} · share with `{cp.query()}`"
+    return f"**{cp.label}** — {cp.explanation}\n\n" + t(
+        "vlab.cls.line", preset=cp.preset, gamma=cp.gamma, t=f"{cp.temperature:g}", seed=cp.seed, query=cp.query()
     )

@@ -175,6 +175,7 @@ def _localized_panels(c: dict[str, Any], s: Setup) -> tuple[list[Any], Any]:
         data = measured()
         return [
             intro_md(s.lim),
+            vlab.formulas_md(),
             gr.update(label=file_label(s.lim)),
             vlab.equality_html(None),
             vlab.distribution_figure(None),
@@ -191,6 +192,6 @@ def _localized_panels(c: dict[str, Any], s: Setup) -> tuple[list[Any], Any]:
             vserving.provenance_html(data),
         ]
 
-    keys = ["d_intro", "r_file", "eq_out", "d_plot", "d_html", "d_table", "t_plot", "t_html", "p_question",
+    keys = ["d_intro", "t_formulas", "r_file", "eq_out", "d_plot", "d_html", "d_table", "t_plot", "t_html", "p_question",
             "p_score", "r_view", "sv_throughput", "sv_table", "sv_costs", "sv_about"]  # fmt: skip
     return [c[k] for k in keys], values

@@ -1042,11 +1042,11 @@ MESSAGES.update(
         "vlab.eq.row_ar": "target alone · 1-token pass",
         "vlab.eq.row_spec": "speculative · {rows}-token verify pass",
         "vlab.eq.stats": "{preset} · {drafter} drafter · {dtype} · γ = {gamma} · target passes: {ar} alone vs {spec} speculative · acceptance {rate}",
-        "vlab.t.formulas": "\n**Expected tokens per step** with γ drafts, each accepted with probability α (independently):\n$$E = \\frac{1 - \\alpha^{\\gamma+1}}{1 - \\alpha}$$\n**Predicted speedup** over the target alone, in units of one single-token target pass:\n$$S = \\frac{E}{\\gamma\\, c + v_\\gamma}$$\n*c* = cost of one draft token ÷ cost of one target pass over 1 token; *v*<sub>γ</sub> = cost of one target pass over\nγ+1 tokens ÷ cost of a pass over 1 token (≈ 1 on a GPU, 1.3–2 on a CPU). Speculation pays off only where S > 1.\n",
+        "vlab.t.formulas": "\n**Expected tokens per step** with γ drafts, each accepted with probability α (independently):\n$${e_tex}$$\n**Predicted speedup** over the target alone, in units of one single-token target pass:\n$${s_tex}$$\n*c* = cost of one draft token ÷ cost of one target pass over 1 token; *v*<sub>γ</sub> = cost of one target pass over\nγ+1 tokens ÷ cost of a pass over 1 token (≈ 1 on a GPU, 1.3–2 on a CPU). Speculation pays off only where S > 1.\n",
         "vlab.t.S": "predicted speedup S",
         "vlab.t.E": "tokens per step E",
         "vlab.t.best": "best γ = {gamma}",
-        "vlab.t.best_text": "best γ = {gamma}: {s}×",
+        "vlab.t.best_text": "best γ = {gamma}: {speedup}×",
         "vlab.t.break_even": "break-even (S = 1)",
         "vlab.t.how.measured": "measured",
         "vlab.t.how.sliders": "measured α, c and v_γ from the sliders",
@@ -1061,7 +1061,7 @@ MESSAGES.update(
         "vlab.t.S_at": "S at γ = {gamma}",
         "vlab.t.predicted": "predicted",
         "vlab.t.best_tile": "best γ",
-        "vlab.t.pays": "With these numbers speculation pays off: best at γ = {gamma} ({s}).",
+        "vlab.t.pays": "With these numbers speculation pays off: best at γ = {gamma} ({speedup}).",
         "vlab.t.slower": "With these numbers speculation is SLOWER than the target alone at every γ: drafts are too costly (c, v_γ) for how often they are accepted (α).",
         "vlab.t.measured": "Measured run: α = {alpha}, c = {c}, v<sub>γ</sub> = {v}, γ = {gamma}, mean accepted drafts per step = {mean}; predicted S = {predicted}, measured S = {measured}.",
         "vlab.t.no_single": "This trace has no single-token target pass to time against, so c and v<sub>γ</sub> could not be measured from it: the point uses the measured α with the sliders' c and v<sub>γ</sub>. Use <b>Measure</b> for a full measurement.",
@@ -1102,3 +1102,5 @@ MESSAGES.update(
         "vlab.r.rule": "rule {v}",
     }
 )
+
+MESSAGES.update({"vlab.cls.line": "`{preset}` · γ = {gamma} · T = {t} · seed {seed} · share with `{query}`"})

@@ -780,7 +780,7 @@ MESSAGES.update(
         "bench.trace.v": "v_γ（目标模型对 γ+1 个词元的前向传播）",
         "bench.method.speculative": "投机解码",
         "bench.method.autoregressive": "自回归解码",
-        "bench.method.hf_generate": "HF generate()",
+        "bench.method.hf_generate": "HF 的 generate()",
         "bench.method.hf_assisted": "HF 辅助生成",
         "bench.col.prompts": "提示词",
         "bench.col.temperature": "T",
@@ -923,11 +923,11 @@ MESSAGES.update(
         "vlab.eq.row_ar": "仅目标模型 · 单词元前向传播",
         "vlab.eq.row_spec": "投机解码 · {rows} 个词元的验证前向传播",
         "vlab.eq.stats": "{preset} · 草稿模型 {drafter} · {dtype} · γ = {gamma} · 目标前向传播：仅目标模型 {ar} 次，投机解码 {spec} 次 · 接受率 {rate}",
-        "vlab.t.formulas": "\n**每步期望词元数**：γ 个草稿，每个以概率 α（相互独立）被接受：\n$$E = \\frac{1 - \\alpha^{\\gamma+1}}{1 - \\alpha}$$\n相对仅用目标模型的**预测加速比**，以一次单词元目标前向传播为单位：\n$$S = \\frac{E}{\\gamma\\, c + v_\\gamma}$$\n*c* = 一个草稿词元的代价 ÷ 目标模型对 1 个词元做一次前向传播的代价；*v*<sub>γ</sub> = 目标模型对\nγ+1 个词元做一次前向传播的代价 ÷ 对 1 个词元的代价（GPU 上 ≈ 1，CPU 上 1.3–2）。只有在 S > 1 时投机解码才划算。\n",
+        "vlab.t.formulas": "\n**每步期望词元数**：γ 个草稿，每个以概率 α（相互独立）被接受：\n$${e_tex}$$\n相对仅用目标模型的**预测加速比**，以一次单词元目标前向传播为单位：\n$${s_tex}$$\n*c* = 一个草稿词元的代价 ÷ 目标模型对 1 个词元做一次前向传播的代价；*v*<sub>γ</sub> = 目标模型对\nγ+1 个词元做一次前向传播的代价 ÷ 对 1 个词元的代价（GPU 上 ≈ 1，CPU 上 1.3–2）。只有在 S > 1 时投机解码才划算。\n",
         "vlab.t.S": "预测加速比 S",
         "vlab.t.E": "每步词元数 E",
         "vlab.t.best": "最佳 γ = {gamma}",
-        "vlab.t.best_text": "最佳 γ = {gamma}：{s}×",
+        "vlab.t.best_text": "最佳 γ = {gamma}：{speedup}×",
         "vlab.t.break_even": "盈亏平衡（S = 1）",
         "vlab.t.how.measured": "实测",
         "vlab.t.how.sliders": "实测的 α，c 和 v_γ 取自滑块",
@@ -942,7 +942,7 @@ MESSAGES.update(
         "vlab.t.S_at": "γ = {gamma} 时的 S",
         "vlab.t.predicted": "预测",
         "vlab.t.best_tile": "最佳 γ",
-        "vlab.t.pays": "按这些数字，投机解码是划算的：γ = {gamma} 时最佳（{s}）。",
+        "vlab.t.pays": "按这些数字，投机解码是划算的：γ = {gamma} 时最佳（{speedup}）。",
         "vlab.t.slower": "按这些数字，投机解码在每个 γ 下都比仅用目标模型更慢：相对于草稿被接受的频率（α），草稿的代价（c、v_γ）太高。",
         "vlab.t.measured": "实测运行：α = {alpha}，c = {c}，v<sub>γ</sub> = {v}，γ = {gamma}，每步平均接受草稿数 = {mean}；预测 S = {predicted}，实测 S = {measured}。",
         "vlab.t.no_single": "这条轨迹中没有可用于对比计时的单词元目标前向传播，因此无法从中测出 c 和 v<sub>γ</sub>：该点使用实测的 α 与滑块上的 c 和 v<sub>γ</sub>。要完整测量，请使用<b>测量</b>。",
@@ -983,3 +983,5 @@ MESSAGES.update(
         "vlab.r.rule": "规则 {v}",
     }
 )
+
+MESSAGES.update({"vlab.cls.line": "`{preset}` · γ = {gamma} · T = {t} · 随机种子 {seed} · 分享链接参数 `{query}`"})

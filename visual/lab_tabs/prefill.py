@@ -52,7 +52,7 @@ def wire_prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple
             return [vlab.classroom_md(cp), *_fill(vals)]
 
         c["r_class"].change(
-            lambda s: vlab.classroom_md(by_classroom.get(s)), c["r_class"], c["r_class_md"], **LIGHT_EVENT
+            localized(lambda s: vlab.classroom_md(by_classroom.get(s))), c["r_class"], c["r_class_md"], **LIGHT_EVENT
         )
         c["r_apply"].click(localized(apply_classroom), c["r_class"], [c["r_class_md"], *load_outputs], **LIGHT_EVENT)
 

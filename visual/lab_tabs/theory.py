@@ -93,7 +93,9 @@ def theory_from_trace(trace, alpha, gamma, c, v):
 def build_tab(c: dict[str, Any], s: Setup) -> None:
     """5. The cost model as sliders, and a measured point on it."""
     with gr.Tab(L("lab.t.tab")):
-        gr.Markdown(L("vlab.t.formulas"), latex_delimiters=[{"left": "$$", "right": "$$", "display": True}])
+        c["t_formulas"] = gr.Markdown(
+            vlab.formulas_md(), latex_delimiters=[{"left": "$$", "right": "$$", "display": True}]
+        )
         with gr.Row():
             c["t_alpha"] = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label=L("lab.t.alpha"))
             c["t_gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label=L("lab.t.gamma"))
