@@ -30,6 +30,7 @@ from visual.classroom import ClassroomPreset
 from visual.fmt import esc, num, pct, times, token_html
 from visual.i18n import t
 from visual.i18n.en import MESSAGES as EN
+from visual.i18n.errors import engine_message
 from visual.share import Prefill
 
 CATEGORY_BADGE = {  # (the badge in English, its colour); _badge gives it in the current language
@@ -546,15 +547,12 @@ def prefill_note(prefill: Prefill) -> str:
     parts = []
     vals = prefill.values()
     if prefill.classroom:
-        parts.append(f"Classroom preset “{prefill.classroom}” loaded from the link.")
+        parts.append(t("vlab.link.classroom", name=prefill.classroom))
     elif vals:
-        parts.append(
-            "Settings loaded from the link: "
-            + ", ".join(f"{k} = {v!r}" if k != "prompt" else "prompt" for k, v in vals.items())
-            + "."
-        )
+        settings = ", ".join(f"{k} = {v!r}" if k != "prompt" else t("vlab.link.prompt") for k, v in vals.items())
+        parts.append(t("vlab.link.settings", settings=settings))
     if prefill.errors:
-        parts.append("Ignored: " + "; ".join(prefill.errors) + ".")
+        parts.append(t("vlab.link.ignored", errors="; ".join(engine_message(e) for e in prefill.errors)))
     return " ".join(parts)
 
 
@@ -564,7 +562,7 @@ def prefill_note_html(prefill: Prefill) -> str:
     note = prefill_note(prefill)
     if not note:
         return ""
-    return f'<p class="lab-link-note" style="{_SUB}"><b>Link:</b> {esc(note)}</p>'
+    return f'<p class="lab-link-note" style="{_SUB}"><b>{esc(t("vlab.link"))}</b> {esc(note)}</p>'
 
 
 def classroom_md(cp: ClassroomPreset | None) -> str:

@@ -99,7 +99,7 @@ class LabTabs:
     def wire(self, demo: gr.Blocks) -> None:
         """Fill the lab from the page's URL on load (``demo``: the Blocks the tabs were built in), and
         render its server-side text (intro with numbers, empty panels, figures) in the visitor's language."""
-        demo.load(self.on_load, None, self.load_outputs, **LIGHT_EVENT)
+        demo.load(localized(self.on_load), None, self.load_outputs, **LIGHT_EVENT)
         if self.localized_outputs:
             demo.load(localized(self.localized_values), None, self.localized_outputs, **LIGHT_EVENT)
 

@@ -1104,3 +1104,13 @@ MESSAGES.update(
 )
 
 MESSAGES.update({"vlab.cls.line": "`{preset}` · γ = {gamma} · T = {t} · seed {seed} · share with `{query}`"})
+
+MESSAGES.update(
+    {
+        "vlab.link": "Link:",
+        "vlab.link.classroom": "Classroom preset “{name}” loaded from the link.",
+        "vlab.link.settings": "Settings loaded from the link: {settings}.",
+        "vlab.link.prompt": "prompt",
+        "vlab.link.ignored": "Ignored: {errors}.",
+    }
+)

@@ -985,3 +985,13 @@ MESSAGES.update(
 )
 
 MESSAGES.update({"vlab.cls.line": "`{preset}` · γ = {gamma} · T = {t} · 随机种子 {seed} · 分享链接参数 `{query}`"})
+
+MESSAGES.update(
+    {
+        "vlab.link": "链接：",
+        "vlab.link.classroom": "已从链接载入课堂预设“{name}”。",
+        "vlab.link.settings": "已从链接载入设置：{settings}。",
+        "vlab.link.prompt": "提示词",
+        "vlab.link.ignored": "已忽略：{errors}。",
+    }
+)
