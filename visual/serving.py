@@ -75,10 +75,12 @@ def provenance_html(data: dict, live: bool = False) -> str:
     if not about:
         return f"<p>{esc(t('sv.none'))}</p>"
     what = t("sv.measured_now") if live else t("sv.measured")
-    parts = [f"{k}: {about[k]}" for k in ("preset", "dtype", "drafter", "gamma", "temperature", "tokens") if k in about]
+    keys = ("preset", "dtype", "drafter", "gamma", "temperature", "tokens")
+    parts = t("sv.sep").join(f"{t(f'sv.about.{k}')}: {about[k]}" for k in keys if k in about)
+    said = t("sv.provenance", what=what, date=about.get("date", ""), machine=about.get("machine", ""), parts=parts)
     return (
-        f"<p class='serving-provenance'>{esc(what)} ({esc(about.get('date', ''))}, {esc(about.get('machine', ''))}; "
-        f"{esc(', '.join(parts))}).  {esc(t('sv.reproduce'))} <code>{esc(about.get('command', ''))}</code></p>"
+        f"<p class='serving-provenance'>{esc(said)} {esc(t('sv.reproduce'))} "
+        f"<code>{esc(about.get('command', ''))}</code></p>"
     )
 
 

@@ -428,7 +428,17 @@ def _lab_and_bench_renders():
     ]
     figs += [vlab.distribution_figure(None), vlab.theory_figure(curve), vlab.theory_figure(slow, point)]
     data = {
-        "about": {"knee_tokens": 32, "date": "2026-01-01", "machine": "CPU", "command": "python -m playground"},
+        "about": {
+            "knee_tokens": 32,
+            "date": "2026-01-01",
+            "machine": "CPU",
+            "command": "python -m playground",
+            "preset": "gemma3-270m",
+            "dtype": "float32",
+            "gamma": 4,
+            "temperature": 0,
+            "tokens": 16,
+        },  # fmt: skip
         "class": [
             {"runs": r, "variant": v, "tokens_per_s": 1.0, "p50_s": 1.0, "p95_s": 2.0, "mean_shared_rows": 1.0}
             for r in (1, 2)
@@ -456,11 +466,11 @@ def _lab_and_bench_renders():
     return out, figs
 
 
-# Lab/bench words that are names in both languages: drafters, the CLI, units.
+# Lab/bench words that are names in both languages: presets, drafters, the CLI, libraries, units.
 LAB_ALLOWED = {
     "lookup", "prompt", "python", "CLI", "HF", "generate", "x86_64", "AR", "TV", "JSON", "ICLR", "Medusa", "SGLang",
     "TGI", "vLLM", "torch", "bench", "lab_wall_s", "limits", "chi", "f_spec", "f_target", "logits", "p50", "p95", "ms",
-    "tiny", "random", "v_", "MB", "u", "q", "p",
+    "tiny", "random", "v_", "MB", "u", "q", "p", "gemma3",
 }  # fmt: skip
 
 

@@ -1114,3 +1114,16 @@ MESSAGES.update(
         "vlab.link.ignored": "Ignored: {errors}.",
     }
 )
+
+MESSAGES.update(
+    {
+        "sv.provenance": "{what} ({date}, {machine}; {parts}). ",
+        "sv.sep": ", ",
+        "sv.about.preset": "preset",
+        "sv.about.dtype": "dtype",
+        "sv.about.drafter": "drafter",
+        "sv.about.gamma": "gamma",
+        "sv.about.temperature": "temperature",
+        "sv.about.tokens": "tokens",
+    }
+)

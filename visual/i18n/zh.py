@@ -692,7 +692,7 @@ MESSAGES.update(
         "sv.cost.title": "一次共享的目标前向传播的代价",
         "sv.none": "还没有测量结果。",
         "sv.measured_now": "刚刚在此服务器上测量",
-        "sv.measured": "测量于",
+        "sv.measured": "测量结果",
         "sv.reproduce": "复现：",
         "sv.col.runs": "同时运行数",
         "sv.col.variant": "方式",
@@ -993,5 +993,18 @@ MESSAGES.update(
         "vlab.link.settings": "已从链接载入设置：{settings}。",
         "vlab.link.prompt": "提示词",
         "vlab.link.ignored": "已忽略：{errors}。",
+    }
+)
+
+MESSAGES.update(
+    {
+        "sv.provenance": "{what}（{date}，{machine}；{parts}）。",
+        "sv.sep": "，",
+        "sv.about.preset": "预设",
+        "sv.about.dtype": "数据类型",
+        "sv.about.drafter": "草稿模型",
+        "sv.about.gamma": "γ",
+        "sv.about.temperature": "温度",
+        "sv.about.tokens": "词元数",
     }
 )
