@@ -470,7 +470,7 @@ def _lab_and_bench_renders():
 LAB_ALLOWED = {
     "lookup", "prompt", "python", "CLI", "HF", "generate", "x86_64", "AR", "TV", "JSON", "ICLR", "Medusa", "SGLang",
     "TGI", "vLLM", "torch", "bench", "lab_wall_s", "limits", "chi", "f_spec", "f_target", "logits", "p50", "p95", "ms",
-    "tiny", "random", "v_", "MB", "u", "q", "p", "gemma3",
+    "tiny", "random", "v_", "MB", "u", "q", "p", "gemma3", "exp",
 }  # fmt: skip
 
 
@@ -539,3 +539,11 @@ def test_numbers_in_the_lab_and_bench_messages_match_the_code():
         assert f"{HIGH_SHARE:.0%}" in CATALOGUE[lang]["bench.metric_help"]
         assert str(bench_tab.MAX_LIVE_GAMMAS) in CATALOGUE[lang]["bench.gammas"]
         assert str(bench_tab.MAX_LIVE_TREES) in CATALOGUE[lang]["bench.trees"]
+
+
+def test_the_rules_descriptions_in_the_catalogue_are_the_engines():
+    from playground.rules import RULES
+
+    for key, rule in RULES.items():
+        assert CATALOGUE["en"][f"vlab.rule.{key}.what"] == rule.what, key
+        assert CATALOGUE["en"][f"vlab.rule.{key}.expect"] == rule.expect, key

@@ -1127,3 +1127,23 @@ MESSAGES.update(
         "sv.about.tokens": "tokens",
     }
 )
+
+# ---- each rule's description, as playground.rules writes it (a test keeps them in step)
+MESSAGES.update(
+    {
+        "vlab.rule.lossless.what": "Accept d with probability min(1, p(d)/q(d)); after a rejection resample from norm(max(0, p − q)); after all drafts, a bonus token from p at position γ+1.",
+        "vlab.rule.lossless.expect": "No drift: the speculative histogram matches the target's up to sampling noise.",
+        "vlab.rule.block.what": "Every draft gets its own u; keep the longest prefix whose last draft has u < h, where h mixes the weight w = min(1, w·p/q) carried along the block with the residual mass left at that position (a draft can be kept although its own u failed). Then resample from norm(max(0, w·p − q)), or the bonus after the whole block.",
+        "vlab.rule.block.expect": "No drift, like the token-by-token rule, and at least as many drafts kept on average: compare tokens/pass (vs correct) with the first rule's. Its acceptance counts every draft as judged, the token-by-token rule's only those before the first rejection.",
+        "vlab.rule.softmax-q.what": "The drafter drafts its argmax (q is really a point mass) but the verifier plugs in the drafter's softmax as q. The draft is accepted too often, and the residual wrongly excludes it.",
+        "vlab.rule.softmax-q.expect": "Drift towards the drafter's favourite tokens. Needs a model drafter at temperature > 0.",
+        "vlab.rule.exact-match.what": "Draw a fresh token from p and accept the draft only if it is the same token; on a mismatch emit that sample. When p = q a draft survives with probability Σp² instead of 1.",
+        "vlab.rule.exact-match.expect": "By the math this is lossless: no drift (p-value not small), but the acceptance rate drops — compare it with the correct rule's.",
+        "vlab.rule.target-sample.what": "After a rejection the token is drawn from p instead of norm(max(0, p − q)), so tokens the drafter already proposes often are counted twice.",
+        "vlab.rule.target-sample.expect": "Drift towards tokens both models like (overlap of p and q is over-represented).",
+        "vlab.rule.bonus-wrong-position.what": "When every draft is accepted, the bonus token is sampled from the distribution of the last draft's position (which does not see that draft) instead of the next position.",
+        "vlab.rule.bonus-wrong-position.expect": "Drift in the token after a fully accepted step: visible in 2- and 3-token continuations.",
+        "vlab.rule.typical.what": "Accept d if p(d) > min(ε, δ·exp(−H(p))) (ε = 0.09, δ = 0.3); on rejection emit a sample from p.",
+        "vlab.rule.typical.expect": "Higher acceptance (faster) and a measurable drift: the trade-off a serving system may choose.",
+    }
+)

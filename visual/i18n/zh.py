@@ -1008,3 +1008,23 @@ MESSAGES.update(
         "sv.about.tokens": "词元数",
     }
 )
+
+# ---- 每条规则的说明（playground.rules）
+MESSAGES.update(
+    {
+        "vlab.rule.lossless.what": "以概率 min(1, p(d)/q(d)) 接受草稿 d；拒绝后从 norm(max(0, p − q)) 重新采样；全部草稿之后，从位置 γ+1 的 p 中取一个奖励词元。",
+        "vlab.rule.lossless.expect": "没有偏离：投机采样的直方图在采样噪声范围内与目标模型一致。",
+        "vlab.rule.block.what": "每个草稿都有自己的 u；保留最长的前缀，使其最后一个草稿满足 u < h，其中 h 把沿块传递的权重 w = min(1, w·p/q) 与该位置剩余的残差质量结合起来（即使草稿自己的 u 没有通过，也可能被保留）。然后从 norm(max(0, w·p − q)) 重新采样，或在整个块之后取奖励词元。",
+        "vlab.rule.block.expect": "没有偏离，与逐词元验证相同，并且平均保留的草稿至少一样多：把词元/前向传播（相对正确规则）与第一条规则比较。它的接受率把每个草稿都计为被评判过，而逐词元验证只计第一次拒绝之前的草稿。",
+        "vlab.rule.softmax-q.what": "草稿模型起草的是它的 argmax（q 实际上是点质量），验证时却把草稿模型的 softmax 当作 q。草稿被接受得过于频繁，而残差分布又错误地排除了它。",
+        "vlab.rule.softmax-q.expect": "偏向草稿模型偏爱的词元。需要在温度 > 0 时使用模型草稿。",
+        "vlab.rule.exact-match.what": "从 p 中重新抽取一个词元，只有当它与草稿相同时才接受；不一致时输出这个样本。当 p = q 时，草稿保留下来的概率是 Σp² 而不是 1。",
+        "vlab.rule.exact-match.expect": "从数学上看这是无损的：没有偏离（p 值不小），但接受率下降——请与正确规则的接受率比较。",
+        "vlab.rule.target-sample.what": "拒绝后从 p 而不是 norm(max(0, p − q)) 中抽取词元，于是草稿模型本来就常提出的词元被计算了两次。",
+        "vlab.rule.target-sample.expect": "偏向两个模型都喜欢的词元（p 与 q 的重叠部分被高估）。",
+        "vlab.rule.bonus-wrong-position.what": "当所有草稿都被接受时，奖励词元从最后一个草稿所在位置的分布中采样（该分布看不到这个草稿），而不是从下一个位置采样。",
+        "vlab.rule.bonus-wrong-position.expect": "在一个全部被接受的步骤之后的那个词元上出现偏离：在 2 个和 3 个词元的续写中可以看到。",
+        "vlab.rule.typical.what": "若 p(d) > min(ε, δ·exp(−H(p)))（ε = 0.09，δ = 0.3）则接受 d；拒绝时输出一个来自 p 的样本。",
+        "vlab.rule.typical.expect": "接受率更高（更快），偏离可以测量出来：这是服务系统可能选择的取舍。",
+    }
+)
