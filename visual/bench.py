@@ -108,6 +108,8 @@ def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
             v = r.get(k)
             if isinstance(v, float):
                 v = round(v, 3 if k in ("acceptance_rate", "c") else 2)
+            if k == "quality":
+                v = quality_text(v)
             if k == "method" and f"bench.method.{v}" in EN:
                 v = t(f"bench.method.{v}")
             if k == "method" and r.get("rule") not in (None, "lossless"):
@@ -115,6 +117,26 @@ def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
             rec[head] = v
         data.append(rec)
     return pd.DataFrame(data, columns=heads)
+
+
+_QUALITY_KEYS = ("reference", "reference_sampled", "identical", "identical_ar", "differs_ar", "differs_ar_bf16",
+                 "not_compared", "differs_bf16", "differs_hf", "lossless", "lossy_drift", "lossy")  # fmt: skip
+_QUALITY = [  # the engine's English (a catalogue template) as a pattern -> its key
+    (re.compile("^" + re.escape(EN[f"bench.q.{k}"]).replace(r"\{fd\}", r"(?P<fd>\d+)").replace(r"\{tv\}", r"(?P<tv>[\d.]+)") + "$"),
+     f"bench.q.{k}")
+    for k in _QUALITY_KEYS
+]  # fmt: skip
+
+
+def quality_text(value: Any) -> Any:
+    """The quality column's text in the current language (anything unknown as the engine wrote it)."""
+    if not isinstance(value, str):
+        return value
+    for pattern, key in _QUALITY:
+        m = pattern.match(value)
+        if m:
+            return t(key, **m.groupdict()) if m.groupdict() else t(key)
+    return value
 
 
 def _prompts(kind: Any) -> str:

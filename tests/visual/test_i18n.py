@@ -547,3 +547,16 @@ def test_the_rules_descriptions_in_the_catalogue_are_the_engines():
     for key, rule in RULES.items():
         assert CATALOGUE["en"][f"vlab.rule.{key}.what"] == rule.what, key
         assert CATALOGUE["en"][f"vlab.rule.{key}.expect"] == rule.expect, key
+
+
+def test_the_benchmarks_quality_column_is_translated_by_pattern():
+    from visual.bench import quality_text
+
+    samples = ["reference", "identical to target", "differs from token 7 (bfloat16 rounding of the multi-token pass; "
+               "exact in float32)", "lossy: drift 0.012 TV/token", "lossy", "differs from hf_generate from token 3"]  # fmt: skip
+    assert [quality_text(x) for x in samples] == samples  # English: as the engine wrote it
+    with use_lang("zh"):
+        said = [quality_text(x) for x in samples]
+        assert "7" in said[2] and "0.012" in said[3] and "3" in said[5]
+        assert not {w for x in said for w in english_words(x)} - {"bfloat16", "float32", "TV", "HF", "generate"}
+        assert quality_text("something new") == "something new"

@@ -1147,3 +1147,21 @@ MESSAGES.update(
         "vlab.rule.typical.expect": "Higher acceptance (faster) and a measurable drift: the trade-off a serving system may choose.",
     }
 )
+
+# ---- the Benchmark's quality column (playground.bench.aggregate._quality, matched by pattern)
+MESSAGES.update(
+    {
+        "bench.q.reference": "reference",
+        "bench.q.reference_sampled": "reference (sampled)",
+        "bench.q.identical": "identical to target",
+        "bench.q.identical_ar": "identical to our autoregressive",
+        "bench.q.differs_ar": "differs from our autoregressive",
+        "bench.q.differs_ar_bf16": "differs from our autoregressive (bfloat16 rounding)",
+        "bench.q.not_compared": "not compared",
+        "bench.q.differs_bf16": "differs from token {fd} (bfloat16 rounding of the multi-token pass; exact in float32)",
+        "bench.q.differs_hf": "differs from hf_generate from token {fd}",
+        "bench.q.lossless": "lossless (exact sampling)",
+        "bench.q.lossy_drift": "lossy: drift {tv} TV/token",
+        "bench.q.lossy": "lossy",
+    }
+)

@@ -1028,3 +1028,21 @@ MESSAGES.update(
         "vlab.rule.typical.expect": "接受率更高（更快），偏离可以测量出来：这是服务系统可能选择的取舍。",
     }
 )
+
+# ---- the Benchmark's quality column (playground.bench.aggregate._quality, matched by pattern)
+MESSAGES.update(
+    {
+        "bench.q.reference": "参考",
+        "bench.q.reference_sampled": "参考（采样）",
+        "bench.q.identical": "与目标模型一致",
+        "bench.q.identical_ar": "与我们的自回归解码一致",
+        "bench.q.differs_ar": "与我们的自回归解码不同",
+        "bench.q.differs_ar_bf16": "与我们的自回归解码不同（bfloat16 舍入）",
+        "bench.q.not_compared": "未比较",
+        "bench.q.differs_bf16": "从第 {fd} 个词元起不同（多词元前向传播的 bfloat16 舍入；float32 下精确）",
+        "bench.q.differs_hf": "从第 {fd} 个词元起与 HF generate() 不同",
+        "bench.q.lossless": "无损（精确采样）",
+        "bench.q.lossy_drift": "有损：偏离 {tv} TV/词元",
+        "bench.q.lossy": "有损",
+    }
+)
