@@ -164,7 +164,7 @@ def _rounds_differently(answer: dict) -> bool:
     """A bfloat16 run whose target passes carried other runs' rows: its logits come from a
     pass of another shape than the run alone, which in bfloat16 rounds differently (a near
     tie may then go the other way, and at T > 0 a draw too).  Not a mismatch of the
-    algorithm: in float32 such a run equals the run alone (tests/test_serving.py)."""
+    algorithm: in float32 such a run equals the run alone (tests/serving/test_serving.py)."""
     shared = any(step.get("shared_rows", 1) > 1 for step in answer.get("steps") or [])
     return shared and (answer.get("config") or {}).get("dtype") == "bfloat16"
 
