@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from visual.charts import COLORS, FONT_COLOR, GRID_COLOR, style
+from visual.charts import COLORS, GRID_COLOR, style
 from visual.fmt import esc
 
 LESSON_MD = """### Serving a class: batching and speculation
@@ -28,10 +28,6 @@ load there is no idle compute left, and plain decoding of many rows wins.  That 
 servers turn speculation **down** as load grows: this one shares a budget of row-tokens per
 pass between the runs (draft cap = knee ÷ runs − 1), so at full load a run decodes plainly.
 At temperature 0 the output never changes, only the speed."""
-
-
-def _knee(data: dict) -> int | None:
-    return (data.get("about") or {}).get("knee_tokens")
 
 
 def throughput_figure(data: dict) -> go.Figure:
@@ -67,14 +63,6 @@ def pass_cost_figure(data: dict) -> go.Figure:
         text=[f"{c['rows']} rows × {c['tokens']} tokens" for c in costs],
         hovertemplate="%{text}<br>%{y:.2f} × a 1-token pass<extra></extra>",
     )
-    knee = _knee(data)
-    if knee:
-        fig.add_vline(
-            x=knee,
-            line=dict(color=FONT_COLOR, dash="dash"),
-            annotation_text=f"knee ≈ {knee} row-tokens",
-            annotation_font_color=FONT_COLOR,
-        )
     fig.update_xaxes(title="row-tokens in the pass (rows × tokens each)", type="log", gridcolor=GRID_COLOR)
     fig.update_yaxes(title="cost ÷ one 1-token pass", gridcolor=GRID_COLOR, rangemode="tozero")
     return style(fig, "What one shared target pass costs", height=320)
