@@ -11,16 +11,12 @@ from __future__ import annotations
 
 import plotly.graph_objects as go
 
-from visual.charts import COLORS, FONT_COLOR, GRID_COLOR, style
+from visual.charts import COLORS, GRID_COLOR, style
 from visual.fmt import esc
 from visual.i18n import t
 from visual.i18n.en import MESSAGES as EN
 
 LESSON_MD = EN["sv.lesson"]  # the lesson in English (the tab shows it through L("sv.lesson"))
-
-
-def _knee(data: dict) -> int | None:
-    return (data.get("about") or {}).get("knee_tokens")
 
 
 def throughput_figure(data: dict) -> go.Figure:
@@ -56,14 +52,6 @@ def pass_cost_figure(data: dict) -> go.Figure:
         text=[t("sv.rows_tokens", rows=c["rows"], tokens=c["tokens"]) for c in costs],
         hovertemplate=t("sv.hover.cost") + "<extra></extra>",
     )
-    knee = _knee(data)
-    if knee:
-        fig.add_vline(
-            x=knee,
-            line=dict(color=FONT_COLOR, dash="dash"),
-            annotation_text=t("sv.knee", knee=knee),
-            annotation_font_color=FONT_COLOR,
-        )
     fig.update_xaxes(title=t("sv.cost.x"), type="log", gridcolor=GRID_COLOR)
     fig.update_yaxes(title=t("sv.cost.y"), gridcolor=GRID_COLOR, rangemode="tozero")
     return style(fig, t("sv.cost.title"), height=320)

@@ -169,7 +169,9 @@ class ModelDrafter:
         if drop:
             self.cache.crop(-drop)
             del self._seen[keep:]
-        else:
+        elif self._seen:  # trims sliding layers back to their window; an empty cache has none
+            # (a run whose steps drafted nothing yet, e.g. capped by the load, never filled it,
+            # and transformers' crop(0) fails on a sliding layer that holds no keys)
             self.cache.crop(0)
 
     def cache_len(self) -> int | None:

@@ -12,6 +12,9 @@ alone in this process (``--reference local``, the default) with the draft length
 server's run had (the server shortens drafts under load; at T > 0 a seed's tokens depend
 on them), or with the server's own sequential answer computed before the concurrent
 phase (``--reference server``; weaker: its trace cache then answers the concurrent phase).
+A bfloat16 answer whose passes were shared may differ from the run alone by rounding (a
+pass over many rows rounds differently from a pass over one): it is counted apart, as
+"bf16 rounding", and does not fail the test; in float32 every answer must be equal.
 Prints p50/p95 latency, throughput, errors, mismatches, how many runs each target pass
 carried, and the server's resident memory before and after (found by its listening port
 when it runs on this machine, else ``--pid``).
@@ -45,6 +48,9 @@ class LoadReport:
     latencies_s: list[float] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
     mismatches: int = 0
+    # bfloat16 answers whose passes were shared and that differ from the run alone: a pass over
+    # many rows rounds differently from a pass over one (in float32 they are equal, and tested).
+    rounding: int = 0
     replays: int = 0
     tokens: int = 0
     rss_before_mb: float | None = None
@@ -68,6 +74,7 @@ class LoadReport:
             "ok": self.ok,
             "errors": len(self.errors),
             "mismatches": self.mismatches,
+            "bf16_rounding": self.rounding,
             "replayed_or_followed": self.replays,
             "p50_s": self.percentile(0.5),
             "p95_s": self.percentile(0.95),
@@ -153,6 +160,15 @@ def _draft_caps(answer: dict) -> list[int] | None:
     return [int(step.get("gamma", 0)) for step in steps]
 
 
+def _rounds_differently(answer: dict) -> bool:
+    """A bfloat16 run whose target passes carried other runs' rows: its logits come from a
+    pass of another shape than the run alone, which in bfloat16 rounds differently (a near
+    tie may then go the other way, and at T > 0 a draw too).  Not a mismatch of the
+    algorithm: in float32 such a run equals the run alone (tests/serving/test_serving.py)."""
+    shared = any(step.get("shared_rows", 1) > 1 for step in answer.get("steps") or [])
+    return shared and (answer.get("config") or {}).get("dtype") == "bfloat16"
+
+
 def run_load(args) -> LoadReport:
     from gradio_client import Client
 
@@ -211,7 +227,11 @@ def run_load(args) -> LoadReport:
             expected = server_reference[json.dumps(kw, sort_keys=True)]
         else:
             expected = _local_tokens(kw, _draft_caps(out))
-        report.mismatches += int(list(out.get("token_ids", ())) != expected)
+        if list(out.get("token_ids", ())) != expected:
+            if _rounds_differently(out):
+                report.rounding += 1
+            else:
+                report.mismatches += 1
     return report
 
 
@@ -228,11 +248,12 @@ def format_report(report: LoadReport) -> str:
         f"{report.clients} clients x {report.requests} request(s) on {report.url} "
         f"(preset {report.preset or 'default'}, {report.max_new_tokens} tokens, T={report.temperature:g}, "
         f"{report.distinct} distinct request(s), reference: {report.reference})",
-        "| p50 | p95 | throughput | errors | answers != alone | replayed/followed | runs per pass "
+        "| p50 | p95 | throughput | errors | answers != alone | bf16 rounding | replayed/followed | runs per pass "
         "| server RSS before -> after |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         f"| {sec(s['p50_s'])} | {sec(s['p95_s'])} | {s['throughput_req_s'] or 0:.2f} req/s "
-        f"({s['throughput_tok_s'] or 0:.1f} tok/s) | {s['errors']} | {s['mismatches']} | {s['replayed_or_followed']} | "
+        f"({s['throughput_tok_s'] or 0:.1f} tok/s) | {s['errors']} | {s['mismatches']} | {s['bf16_rounding']} | "
+        f"{s['replayed_or_followed']} | "
         f"{s['mean_shared_rows'] or 1:.1f} | {mb(s['rss_before_mb'])} -> {mb(s['rss_after_mb'])} |",
     ]
     for e in sorted(set(report.errors))[:5]:

@@ -1,22 +1,24 @@
 """How far a run may draft when other runs share its target passes.
 
-A target pass over a few tokens is memory-bound on a CPU: reading the weights costs the
-same for 1 row of 1 token as for 8 rows of 4.  Past a knee of about ``knee_tokens``
-row-tokens per pass it turns compute-bound and every extra token costs real time, and a
-rejected draft is then pure waste.  Alone, a run drafts its full γ (the pass is far
-below the knee); as more runs share the passes, the knee's budget is split between them:
+A target pass over a few tokens is memory-bound on a CPU: reading the weights costs about
+the same for 1 row of 1 token as for 8 rows of 2.  But each run also drafts on its own
+(the drafter's steps are not shared), and once several runs share each pass, the passes
+carry many rows whatever the runs draft: a rejected draft then costs real time, and so
+does every draft step.  Alone, a run drafts its full γ; as more runs share the passes, a
+budget of ``knee_tokens`` row-tokens per pass is split between them:
 
     draft cap per run = max(0, knee_tokens // runs - 1)
 
 (each run's row is its newest token plus its drafts).  With a cap of 0 a run decodes
 plainly (one token per pass, no drafting): the speculative loop with no drafts *is* the
-autoregressive step.  At temperature 0 the output never changes, only the speed; at
-T > 0 every output is still a sample of the target's distribution, but a seed's tokens
-depend on the draft lengths, which each step's record keeps (``StepRecord.gamma``).
+autoregressive step.  At temperature 0 (float32) the output never changes, only the
+speed; at T > 0 every output is still a sample of the target's distribution, but a
+seed's tokens depend on the draft lengths, which each step's record keeps
+(``StepRecord.gamma``).
 
-The knee is measured, not assumed: ``python -m playground batch-sweep`` measures the
-pass cost by rows × tokens and the throughput of speculative and plain decoding by batch
-size on the machine it runs on (README, "A class at once").
+The budget is measured, not assumed: ``python -m playground batch-sweep`` measures the
+class throughput of speculative and plain decoding by the number of runs sharing the
+passes (README, "A class at once").
 
 This module runs nothing; ``ReplayedCaps`` holds one re-run's step counter.
 """
@@ -25,15 +27,18 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-# Row-tokens one Gemma 3 270M pass carries before its cost grows with them (bf16, 2 vCPUs):
-# measured by `python -m playground batch-sweep` (README, "A class at once").
-KNEE_TOKENS = 36
+# Row-tokens of drafts a shared pass may carry.  Measured by `python -m playground batch-sweep`
+# (default preset, bf16, T = 0.7, 2 vCPUs, playground/data/batch_sweep.json): plain decoding beat
+# speculation from 4 runs at once (42 vs 20-23 tokens/s; 82 vs 34-67 at 32), the two were even at
+# 2.  6 gives a run alone its full γ, 2 runs 2 drafts each, 3 runs 1, and 4 or more plain decoding.
+KNEE_TOKENS = 6
+NO_CAP = 1 << 30  # larger than any γ
 
 
 def draft_cap(runs: int, knee_tokens: int = KNEE_TOKENS) -> int:
     """The most drafts a run may propose per step while ``runs`` runs share each pass."""
     if runs <= 1:
-        return knee_tokens  # alone: the run's own γ decides
+        return NO_CAP  # alone: the run's own γ decides
     return max(0, knee_tokens // runs - 1)
 
 

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from playground.decoding.batch_pass import RowOut, RowPass, batched_forward, layer_types
 from playground.errors import Busy
-from playground.serving.policy import KNEE_TOKENS
+from playground.serving.policy import KNEE_TOKENS, NO_CAP
 from playground.serving.policy import draft_cap as _draft_cap
 
 
@@ -137,7 +137,7 @@ class PassScheduler:
 
     def draft_cap(self) -> int:
         """The most drafts a run may propose per step at the current load (``policy``)."""
-        return 1 << 30 if self.knee_tokens is None else _draft_cap(self._joined, self.knee_tokens)
+        return NO_CAP if self.knee_tokens is None else _draft_cap(self._joined, self.knee_tokens)
 
     def forward(self, row: RowPass) -> Shared:
         """Run ``row`` in the next shared pass; blocks until it ran."""

@@ -57,8 +57,8 @@ def test_loadtest_classroom_case_shares_one_run(server, capsys):
     assert code == 0, text
     assert "| p50 | p95 |" in text
     row = text.splitlines()[3].split("|")
-    assert row[4].strip() == "0" and row[5].strip() == "0"  # errors, mismatches
-    assert int(row[6]) >= 7  # everyone but the first followed or replayed its run
+    assert row[4].strip() == "0" and row[5].strip() == "0" and row[6].strip() == "0"  # errors, mismatches, rounding
+    assert int(row[7]) >= 7  # everyone but the first followed or replayed its run
 
 
 def test_a_mismatch_is_reported_and_fails(server, capsys, monkeypatch):
@@ -84,3 +84,11 @@ def test_own_prompts_share_passes_and_match_alone(server, capsys):
     assert code == 0, out["errors"]
     assert s["ok"] == 5 and s["mismatches"] == 0
     assert s["mean_shared_rows"] > 1  # passes really carried several runs
+
+
+def test_only_shared_bfloat16_answers_may_round_differently():
+    """A differing answer is a mismatch unless it is bfloat16 and its passes were shared."""
+    shared = [{"shared_rows": 1}, {"shared_rows": 5}]
+    assert loadtest._rounds_differently({"steps": shared, "config": {"dtype": "bfloat16"}})
+    assert not loadtest._rounds_differently({"steps": shared, "config": {"dtype": "float32"}})
+    assert not loadtest._rounds_differently({"steps": [{"shared_rows": 1}], "config": {"dtype": "bfloat16"}})

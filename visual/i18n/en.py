@@ -546,11 +546,12 @@ MESSAGES.update(
         "run.shared": (
             "\n\n**Shared passes:** {shared} of {steps} target passes also carried other visitors' runs: each served "
             "{mean} runs on average, so this run's verify times are its share of each pass (the pass's time / the "
-            "runs it served)."
+            "runs it served). In float32 the output is what the run alone gives; in bfloat16 a pass over many rows "
+            "rounds differently from a pass over one, so a near-tie (or, when sampling, a draw) can go the other way."
         ),
         "run.shared_capped": (
             " Under that load {capped} step(s) decoded plainly, without drafts (the server turns speculation down "
-            "when a pass is full): at temperature 0 the output is the same token for token; when sampling it is "
+            "when a pass is full): at temperature 0 that changes only the speed; when sampling, the output is "
             "still drawn from the target's distribution."
         ),
         "eng.number_like": "{name} must be a number like 0.7, got {value}",
@@ -794,7 +795,6 @@ MESSAGES.update(
         "sv.one_pass": "one shared pass",
         "sv.rows_tokens": "{rows} rows × {tokens} tokens",
         "sv.hover.cost": "%{text}<br>%{y:.2f} × a 1-token pass",
-        "sv.knee": "knee ≈ {knee} row-tokens",
         "sv.cost.x": "row-tokens in the pass (rows × tokens each)",
         "sv.cost.y": "cost ÷ one 1-token pass",
         "sv.cost.title": "What one shared target pass costs",

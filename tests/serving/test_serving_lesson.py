@@ -87,4 +87,5 @@ def test_the_status_says_how_many_runs_shared_the_passes():
               Step(shared_rows=1, mode="speculative", gamma=8)]  # fmt: skip
     note = _shared_note(shared)
     assert "2 of 3 target passes" in note and "10.0 runs on average" in note
-    assert "1 step(s) decoded plainly" in note and "temperature 0 the output is the same" in note
+    assert "1 step(s) decoded plainly" in note and "temperature 0 that changes only the speed" in note
+    assert "in bfloat16 a pass over many rows rounds differently" in note

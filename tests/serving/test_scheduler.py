@@ -122,9 +122,14 @@ def test_a_run_that_leaves_is_not_waited_for(model):
     assert "out" in result
 
 
-@pytest.mark.parametrize(("runs", "cap"), [(1, policy.KNEE_TOKENS), (2, 17), (4, 8), (8, 3), (12, 2), (18, 1), (36, 0)])
+@pytest.mark.parametrize(("runs", "cap"), [(1, policy.NO_CAP), (2, 17), (4, 8), (8, 3), (12, 2), (18, 1), (36, 0)])
 def test_draft_cap_shares_the_knee(runs, cap):
     assert policy.draft_cap(runs, knee_tokens=36) == cap
+
+
+@pytest.mark.parametrize(("runs", "cap"), [(1, policy.NO_CAP), (2, 2), (3, 1), (4, 0), (30, 0)])
+def test_the_app_budget_turns_speculation_off_from_four_runs(runs, cap):
+    assert policy.draft_cap(runs) == cap
 
 
 def test_runs_caches_count_against_the_kv_budget(model):
