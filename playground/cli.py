@@ -169,11 +169,11 @@ def _dispatch(argv: list[str] | None) -> int:
     # Subcommands with their own parsers, imported when chosen: each brings its own stack (the
     # load test's HTTP client, the bench's reports, the training code) only when asked for.
     if argv and argv[0] == "loadtest":
-        from playground.serving import loadtest  # its own stack, only when chosen
+        from playground import loadtest  # its own stack, only when chosen
 
         return loadtest.main(argv[1:])
     if argv and argv[0] == "batch-sweep":
-        from playground.serving import sweep  # its own stack, only when chosen
+        from playground import batch_sweep as sweep  # its own stack, only when chosen
 
         return sweep.main(argv[1:])
     if argv and argv[0] == "check-space":

@@ -4,7 +4,7 @@ or live on this server.
 
 Figures: the class's throughput by runs at once for speculative (capped / uncapped) and
 plain decoding, and the cost of one shared pass by the row-tokens it carries.  This
-module renders a measurement; it does not measure (``playground.serving.sweep``).
+module renders a measurement; it does not measure (``playground.batch_sweep``).
 """
 
 from __future__ import annotations

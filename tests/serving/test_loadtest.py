@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 
-from playground.serving import loadtest
+from playground import loadtest
 
 
 def test_loadtest_mixed_seeds_no_cross_talk(server, capsys):

@@ -1,4 +1,4 @@
-"""The lesson "Serving a class" (visual.serving, playground.serving.sweep): the committed
+"""The lesson "Serving a class" (visual.serving, playground.batch_sweep): the committed
 measurement renders, numbers and text from the file are escaped, and an empty file gives
 empty figures rather than an error; the pass-cost table measures a tiny model."""
 
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.serving import sweep
+from playground import batch_sweep as sweep
 from tests.tiny_models import tiny_target
 from visual import serving as vserving
 

@@ -132,7 +132,7 @@ def _requests(args) -> list[list[dict]]:
     """Per client, its requests' keyword arguments: request j of client i has seed
     ``(i * requests + j) % distinct + seed`` and, with ``--own-prompts``, prompt number
     ``i * requests + j`` of the held-out prompts (cycled)."""
-    from playground.serving.sweep import class_prompts  # noqa: PLC0415  (reads the prompt file)
+    from playground.batch_sweep import class_prompts  # noqa: PLC0415  (reads the prompt file)
 
     n = args.clients * args.requests
     prompts = class_prompts(n) if args.own_prompts else [None] * n

@@ -159,7 +159,7 @@ def class_prompts(n: int) -> list[str]:
     import json  # noqa: PLC0415  (only the sweep reads the prompt file)
     from pathlib import Path  # noqa: PLC0415
 
-    data = json.loads((Path(__file__).resolve().parents[1] / "data" / "heldout_prompts.json").read_text())
+    data = json.loads((Path(__file__).resolve().parent / "data" / "heldout_prompts.json").read_text())
     flat = [p for prompts in data["categories"].values() for p in prompts]
     return [flat[i % len(flat)] for i in range(n)]
 
@@ -289,5 +289,5 @@ def measured() -> dict:
     import json  # noqa: PLC0415
     from pathlib import Path  # noqa: PLC0415
 
-    path = Path(__file__).resolve().parents[1] / "data" / DATA_FILE
+    path = Path(__file__).resolve().parent / "data" / DATA_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
