@@ -164,7 +164,7 @@ def _localized_panels(c: dict[str, Any], s: Setup) -> tuple[list[Any], Any]:
     import pandas as pd
 
     from playground.lab.theory import theory_curve
-    from playground.serving.sweep import measured
+    from playground.batch_sweep import measured
     from visual import lab as vlab
     from visual import serving as vserving
     from visual.lab_tabs.distribution import intro_md
