@@ -9,6 +9,7 @@ Nothing here runs a model.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -18,28 +19,50 @@ import plotly.graph_objects as go
 from playground.bench import build_figures, table_columns
 from playground.repetition import HIGH_SHARE
 from visual.charts import style
+from visual.i18n import t
+from visual.i18n.en import MESSAGES as EN
 
-TITLES = {
-    "throughput": "Throughput by block size γ (tokens/s)",
-    "speedup": "Decode speedup vs our autoregressive loop: measured vs predicted",
-    "acceptance": "Acceptance by draft position",
-    "costs": "Cost of one step, in single-token target passes (γ·c + v_γ)",
+TITLES = {k: EN[f"bench.fig.{k}"] for k in ("throughput", "speedup", "acceptance", "costs")}  # in English
+
+METRIC_HELP = EN["bench.metric_help"]  # in English; the tab shows L("bench.metric_help")
+assert f"{HIGH_SHARE:.0%}" in METRIC_HELP  # the catalogue states the threshold: keep it in step with the code
+
+# The CLI's figure text (playground.bench.build_figures) -> catalogue keys, for the app's language.
+_AXES = {
+    EN[f"bench.axis.{k}"]: f"bench.axis.{k}"
+    for k in ("gamma_drafts", "tps", "gamma", "speedup", "position", "acceptance", "cost", "ar")
 }
+_TRACE_WORDS = [  # (pattern in a series name, catalogue key), the longest first
+    (r"predicted from step mix", "bench.trace.step_mix"),
+    (r"v_γ \(target pass over γ\+1 tokens\)", "bench.trace.v"),
+    (r"\bHF assisted\b", "bench.trace.hf_assisted"),
+    (r"\bours\b", "bench.trace.ours"),
+    (r"\bmeasured\b", "bench.trace.measured"),
+    (r"\bpredicted\b", "bench.trace.predicted"),
+    (r"\btree\b", "bench.trace.tree"),
+]
 
-METRIC_HELP = (
-    "**latency** = wall time per new token, prefill included · **throughput** = tokens/s · "
-    "**acceptance rate** = accepted drafts / drafts the target judged (drafts after the first rejection are "
-    "never judged) · **tokens / target call** = new tokens per decode-phase target pass · "
-    "**c** = drafter ms per drafted token ÷ one single-token target pass · "
-    "**v_γ** = one target pass over γ+1 tokens ÷ one over 1 token, timed back to back at the same cache length · "
-    "**predicted** = E(α, γ) / (γ·c + v_γ) with E = (1 − α^(γ+1)) / (1 − α) and the measured α · "
-    "**quality** = token-identical to `transformers` `generate()` for greedy rows · "
-    "**repeated 4-grams** = share of output tokens that complete a 4-gram already in the prompt or earlier in the "
-    "output · **distinct-2** = distinct bigrams / bigrams of the output · a run is **repetitive** when at least "
-    f"{HIGH_SHARE:.0%} of its tokens repeat · **speedup, non-repetitive / repetitive** = our autoregressive loop's "
-    "ms/token on the same prompts ÷ this row's, over those runs only (a base model loops when greedy, and copying "
-    "a loop is nearly free, so judge a drafter on the non-repetitive column)."
-)
+
+def _series_name(name: str) -> str:
+    """A series name of the CLI's figures in the current language (drafter names and numbers kept)."""
+    for pattern, key in _TRACE_WORDS:
+        name = re.sub(pattern, lambda _m, key=key: t(key), name)
+    return name
+
+
+def _localize(fig: go.Figure) -> go.Figure:
+    """The CLI figure's axis titles, annotations and series names in the current language."""
+    for axis in (fig.layout.xaxis, fig.layout.yaxis):
+        text = axis.title.text if axis.title else None
+        if text in _AXES:
+            axis.title.text = t(_AXES[text])
+    for ann in fig.layout.annotations or ():
+        if ann.text in _AXES:
+            ann.text = t(_AXES[ann.text])
+    for tr in fig.data:
+        if getattr(tr, "name", None):
+            tr.name = _series_name(tr.name)
+    return fig
 
 
 def _is_tree(r: dict[str, Any]) -> bool:
@@ -61,7 +84,7 @@ def bench_figures(rows: Sequence[dict[str, Any]]) -> dict[str, go.Figure]:
     if any(_is_tree(r) for r in rows):
         figs["costs"] = build_figures([r for r in rows if not _is_tree(r)])["costs"]
     for key, fig in figs.items():
-        style(fig, TITLES.get(key, key), height=340)
+        style(_localize(fig), t(f"bench.fig.{key}") if key in TITLES else key, height=340)
     return figs
 
 
@@ -77,77 +100,133 @@ def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
         if len({r.get(k) for r in rows}) > 1
     ]
     cols = extra + list(columns)
+    heads = [t(f"bench.col.{k}") if f"bench.col.{k}" in EN else h for k, h in cols]
     data = []
     for r in rows:
         rec = {}
-        for k, h in cols:
+        for (k, _), head in zip(cols, heads):
             v = r.get(k)
             if isinstance(v, float):
                 v = round(v, 3 if k in ("acceptance_rate", "c") else 2)
+            if k == "quality":
+                v = quality_text(v)
+            if k == "method" and f"bench.method.{v}" in EN:
+                v = t(f"bench.method.{v}")
             if k == "method" and r.get("rule") not in (None, "lossless"):
                 v = f"{v} ({r['rule']})"
-            rec[h] = v
+            rec[head] = v
         data.append(rec)
-    return pd.DataFrame(data, columns=[h for _, h in cols])
+    return pd.DataFrame(data, columns=heads)
+
+
+_QUALITY_KEYS = ("reference", "reference_sampled", "identical", "identical_ar", "differs_ar", "differs_ar_bf16",
+                 "not_compared", "differs_bf16", "differs_hf", "lossless", "lossy_drift", "lossy")  # fmt: skip
+_QUALITY = [  # the engine's English (a catalogue template) as a pattern -> its key
+    (re.compile("^" + re.escape(EN[f"bench.q.{k}"]).replace(r"\{fd\}", r"(?P<fd>\d+)").replace(r"\{tv\}", r"(?P<tv>[\d.]+)") + "$"),
+     f"bench.q.{k}")
+    for k in _QUALITY_KEYS
+]  # fmt: skip
+
+
+def quality_text(value: Any) -> Any:
+    """The quality column's text in the current language (anything unknown as the engine wrote it)."""
+    if not isinstance(value, str):
+        return value
+    for pattern, key in _QUALITY:
+        m = pattern.match(value)
+        if m:
+            return t(key, **m.groupdict()) if m.groupdict() else t(key)
+    return value
+
+
+def _prompts(kind: Any) -> str:
+    return t(f"bench.prompts.{kind}") if f"bench.prompts.{kind}" in EN else str(kind)
 
 
 def summary_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None = None) -> str:
     """A few sentences: best configuration, speedups over both baselines, costs measured."""
     rows = [r for r in rows if not r.get("trace")]
     if not rows:
-        return "No results yet."
+        return t("bench.sum.none")
     lines = []
     spec = [r for r in rows if r["method"] == "speculative" and r.get("speedup_vs_autoregressive")]
     if spec:
         best = max(spec, key=lambda r: r["speedup_vs_autoregressive"])
         hf = best.get("speedup_vs_hf_generate")
-        tree = f", tree of {best['tree_nodes']} nodes" if _is_tree(best) else ""
+        tree = t("bench.sum.tree", n=best["tree_nodes"]) if _is_tree(best) else ""
         lines.append(
-            f"Fastest: **{best['drafter']} at γ={best['gamma']}{tree}** on {best['prompts']} prompts — "
-            f"{best['tokens_per_s']:.1f} tokens/s, **{best['speedup_vs_autoregressive']:.2f}×** our autoregressive loop"
-            + (f", {hf:.2f}× `transformers` `generate()`" if hf else "")
-            + (f"; acceptance {best['acceptance_rate']:.0%}" if best.get("acceptance_rate") is not None else "")
-            + (f"; predicted {best['predicted_speedup']:.2f}×" if best.get("predicted_speedup") else "")
-            + "."
+            t(
+                "bench.sum.fastest",
+                drafter=best["drafter"],
+                gamma=best["gamma"],
+                tree=tree,
+                prompts=_prompts(best["prompts"]),
+                tps=f"{best['tokens_per_s']:.1f}",
+                speedup=f"{best['speedup_vs_autoregressive']:.2f}",
+            )
+            + (t("bench.sum.vs_hf", x=f"{hf:.2f}") if hf else "")
+            + (
+                t("bench.sum.acceptance", rate=f"{best['acceptance_rate']:.0%}")
+                if best.get("acceptance_rate") is not None
+                else ""
+            )
+            + (t("bench.sum.predicted", x=f"{best['predicted_speedup']:.2f}") if best.get("predicted_speedup") else "")
+            + t("bench.sum.end")
         )
     plain = [r for r in rows if r["method"] == "speculative" and r.get("speedup_non_repetitive")]
     if plain:
         best = max(plain, key=lambda r: r["speedup_non_repetitive"])
         rep = best.get("speedup_repetitive")
         lines.append(
-            f"On non-repetitive outputs the fastest is **{best['drafter']} at γ={best['gamma']}** "
-            f"(T={best['temperature']:g}): **{best['speedup_non_repetitive']:.2f}×** our autoregressive loop"
-            + (f", against {rep:.2f}× on its repetitive outputs" if rep else "")
-            + f" ({best['repetitive_runs']} of {best['n_runs']} runs repetitive)."
+            t(
+                "bench.sum.plain",
+                drafter=best["drafter"],
+                gamma=best["gamma"],
+                temperature=f"{best['temperature']:g}",
+                speedup=f"{best['speedup_non_repetitive']:.2f}",
+            )
+            + (t("bench.sum.against_rep", x=f"{rep:.2f}") if rep else "")
+            + t("bench.sum.rep_runs", k=best["repetitive_runs"], n=best["n_runs"])
         )
     ar = [r for r in rows if r["method"] == "autoregressive" and r.get("speedup_vs_hf_generate")]
     for r in ar:
         lines.append(
-            f"Our autoregressive loop runs at {r['speedup_vs_hf_generate']:.2f}× `generate()`'s speed "
-            f"({r['prompts']} prompts, T={r['temperature']:g})."
+            t(
+                "bench.sum.ar",
+                x=f"{r['speedup_vs_hf_generate']:.2f}",
+                prompts=_prompts(r["prompts"]),
+                temperature=f"{r['temperature']:g}",
+            )
         )
     vs = sorted({(r["gamma"], r["v"]) for r in rows if r["method"] == "speculative" and r.get("v") and not _is_tree(r)})
     if vs:
-        lines.append("Measured v_γ: " + ", ".join(f"γ={g}: {v:.2f}" for g, v in vs) + ".")
+        lines.append(t("bench.sum.v", values=", ".join(f"γ={g}: {v:.2f}" for g, v in vs)))
     trees = sorted(
         (r for r in rows if r["method"] == "speculative" and _is_tree(r) and r.get("nodes_per_pass")),
         key=lambda r: (r["tree_nodes"], r["drafter"] or "", r["gamma"]),
     )
     if trees:
-        lines.append(
-            "Draft trees: "
-            + "; ".join(
-                f"{r['drafter']} γ={r['gamma']} tree {r['tree_nodes']}: {r['nodes_per_pass']:.1f} nodes per pass"
-                + (f", v = {r['v']:.2f}" if r.get("v") else "")
-                + (f", {r['speedup_vs_chain']:.2f}× the chain" if r.get("speedup_vs_chain") else "")
-                for r in trees
+        items = "; ".join(
+            t(
+                "bench.sum.tree_item",
+                drafter=r["drafter"],
+                gamma=r["gamma"],
+                nodes=r["tree_nodes"],
+                per_pass=f"{r['nodes_per_pass']:.1f}",
             )
-            + " (v: one target pass over the root and the nodes ÷ one single-token pass)."
+            + (f", v = {r['v']:.2f}" if r.get("v") else "")
+            + (t("bench.sum.tree_vs_chain", x=f"{r['speedup_vs_chain']:.2f}") if r.get("speedup_vs_chain") else "")
+            for r in trees
         )
+        lines.append(t("bench.sum.trees", items=items))
     if meta and meta.get("machine"):
         m = meta["machine"]
         lines.append(
-            f"Machine: {m.get('cpu')}, {m.get('threads')} torch threads, load {m.get('load_avg_1m') or 0:.1f}; "
-            "timings on a shared CPU are noisy — methods were interleaved so drift hits them alike."
+            t(
+                "bench.sum.machine",
+                cpu=m.get("cpu"),
+                threads=m.get("threads"),
+                load=f"{m.get('load_avg_1m') or 0:.1f}",
+            )
         )
     return "\n\n".join(lines)

@@ -25,12 +25,10 @@ from playground.config import AppConfig, Preset, load_config
 from playground.models.loading import ModelUnavailable, availability
 from playground.validate import MAX_TREE_NODES
 from visual import bench as vbench
+from visual.i18n import L, localized, preset_key, t
+from visual.i18n.errors import engine_message
 
-KIND_CHOICES = [
-    ("Input-grounded (edit / copy / summarise a given text)", "grounded"),
-    ("General (open-ended)", "general"),
-    ("My own prompt", "custom"),
-]
+KIND_CHOICES = [(L(f"bench.kind.{k}"), k) for k in ("grounded", "general", "custom")]
 GAMMA_CHOICES = [1, 2, 3, 4, 6, 8, 12, 16]
 TREE_CHOICES = [1, 4, 8, 16]  # draft-tree node budgets; 1 = chain drafts
 MAX_LIVE_PROMPTS = 2
@@ -48,7 +46,7 @@ def _presets(cfg: AppConfig) -> list[tuple[str, str]]:
         except Exception:
             ok = False
         if ok:
-            out.append((p.label, p.name))
+            out.append((L(preset_key(p.name)), p.name))
     return out
 
 
@@ -56,9 +54,9 @@ def _int(x: Any, name: str, lo: int, hi: int) -> int:
     try:
         v = float(x)
     except (TypeError, ValueError):
-        raise gr.Error(f"{name} must be a whole number.") from None
+        raise gr.Error(t("bench.err.whole", name=name)) from None
     if not math.isfinite(v) or not v.is_integer() or not lo <= v <= hi:
-        raise gr.Error(f"{name} must be a whole number between {lo} and {hi}.")
+        raise gr.Error(t("bench.err.range", name=name, lo=lo, hi=hi))
     return int(v)
 
 
@@ -67,17 +65,15 @@ def _tree_sizes(tree_nodes, drafters: list[str]) -> tuple[int, ...]:
     try:
         sizes = sorted({int(n) for n in (tree_nodes if tree_nodes is not None else [1])})
     except (TypeError, ValueError):
-        raise gr.Error("Tree sizes must be whole numbers.") from None
+        raise gr.Error(t("bench.err.tree_whole")) from None
     if not sizes:
-        raise gr.Error("Pick at least one tree size (1 = chain drafts).")
+        raise gr.Error(t("bench.err.tree_none"))
     if len(sizes) > MAX_LIVE_TREES:
-        raise gr.Error(f"Pick at most {MAX_LIVE_TREES} tree sizes for a live run (the CLI takes more).")
+        raise gr.Error(t("bench.err.tree_many", n=MAX_LIVE_TREES))
     if any(not 1 <= n <= MAX_TREE_NODES for n in sizes):
-        raise gr.Error(f"Tree sizes must be between 1 (a chain) and {MAX_TREE_NODES} nodes.")
+        raise gr.Error(t("bench.err.tree_range", n=MAX_TREE_NODES))
     if any(n > 1 for n in sizes) and not any(d in bench.BRANCHING for d in drafters):
-        raise gr.Error(
-            f"Trees need a drafter that can branch ({', '.join(bench.BRANCHING)}); pick one, or tree size 1 only."
-        )
+        raise gr.Error(t("bench.err.tree_branch", drafters=", ".join(bench.BRANCHING)))
     return tuple(sizes)
 
 
@@ -103,41 +99,41 @@ def live_options(
     if kind == "custom":
         text = (custom_prompt or "").strip()
         if not text:
-            raise gr.Error("Type a prompt, or pick one of the prompt sets.")
+            raise gr.Error(t("bench.err.no_prompt"))
         if len(text) > cfg.limits.max_prompt_chars:
-            raise gr.Error(f"The prompt is too long ({len(text)} characters, limit {cfg.limits.max_prompt_chars}).")
+            raise gr.Error(t("bench.err.long", n=len(text), limit=cfg.limits.max_prompt_chars))
         prompts = (bench.BenchPrompt("your-prompt", "custom", text),)
     else:
         prompts = tuple(x for x in bench.load_prompts() if x.kind == kind)[:MAX_LIVE_PROMPTS]
         if not prompts:
-            raise gr.Error(f"No {kind} prompts in the default prompt set.")
+            raise gr.Error(t("bench.err.no_set", kind=kind))
     drafters = [d for d in (drafters or []) if d in p.drafters]
     if not drafters:
-        raise gr.Error(f"Pick at least one drafter this preset has: {', '.join(p.drafters)}.")
+        raise gr.Error(t("bench.err.drafter", drafters=", ".join(p.drafters)))
     try:
         gs = sorted({int(g) for g in (gammas or [])})
     except (TypeError, ValueError):
-        raise gr.Error("γ values must be whole numbers.") from None
+        raise gr.Error(t("bench.err.gamma_whole")) from None
     if not gs:
-        raise gr.Error("Pick at least one block size γ.")
+        raise gr.Error(t("bench.err.gamma_none"))
     if len(gs) > MAX_LIVE_GAMMAS:
-        raise gr.Error(f"Pick at most {MAX_LIVE_GAMMAS} block sizes for a live run (the CLI takes more).")
+        raise gr.Error(t("bench.err.gamma_many", n=MAX_LIVE_GAMMAS))
     trees = _tree_sizes(tree_nodes, drafters)
     try:
-        t = float(temperature)
+        temp = float(temperature)
     except (TypeError, ValueError):
-        raise gr.Error("Temperature must be a number.") from None
+        raise gr.Error(t("bench.err.temperature")) from None
     methods = ["autoregressive", "speculative"] + (["hf_generate", "hf_assisted"] if with_hf else [])
     return bench.BenchOptions(
         preset=p.name,
         prompts=prompts,
-        max_new_tokens=_int(max_new_tokens, "New tokens", 4, MAX_LIVE_TOKENS),
+        max_new_tokens=_int(max_new_tokens, t("bench.name.new_tokens"), 4, MAX_LIVE_TOKENS),
         gammas=tuple(gs),
         tree_nodes=trees,
-        temperatures=(t,),
+        temperatures=(temp,),
         drafters=tuple(drafters),
         methods=tuple(m for m in bench.METHODS if m in methods),
-        repeats=_int(repeats, "Repetitions", 1, 3),
+        repeats=_int(repeats, t("bench.name.repeats"), 1, 3),
         cost_reps=3,
         # a live run on real models stops after limits.lab_wall_s and shows the complete rounds it has
         wall_s=None if p.source == "builtin" else float(cfg.limits.lab_wall_s),
@@ -187,7 +183,7 @@ def run_live(
         preset, kind, custom_prompt, drafters, gammas, max_new_tokens, temperature, with_hf, repeats, tree_nodes
     )
     skip = [gr.skip()] * 6
-    yield ["Starting… (`" + cli_command(opts) + "` runs the same code)"] + skip
+    yield [t("bench.starting", command=cli_command(opts))] + skip
     report = None
     try:
         for item in bench.iter_bench(opts):
@@ -197,22 +193,20 @@ def run_live(
                     progress(frac, desc=item.label)
                 except Exception:
                     pass
-                yield [f"Running {item.done}/{item.total}: {item.label}"] + skip
+                yield [t("bench.running", done=item.done, total=item.total, label=item.label)] + skip
             else:
                 report = item
     except (bench.BenchError, ValueError, ModelUnavailable) as exc:
-        raise gr.Error(str(exc)) from None
+        raise gr.Error(engine_message(exc)) from None
     except Exception as exc:  # keep serving; say what happened
-        raise gr.Error(f"The benchmark failed: {type(exc).__name__}: {exc}") from None
+        raise gr.Error(t("bench.failed", error=f"{type(exc).__name__}: {exc}")) from None
     assert report is not None
     figs = vbench.bench_figures(report.rows)
-    notes = "".join(f"\n\nNote: {n}" for n in report.meta.get("notes", []))
+    notes = "".join("\n\n" + t("bench.note", note=n) for n in report.meta.get("notes", []))
     if report.meta.get("partial"):
-        notes += (
-            f"\n\n**Partial result:** {report.meta['partial']} (`limits.lab_wall_s`); the rows use those rounds only."
-        )
+        notes += "\n\n" + t("bench.partial", partial=report.meta["partial"])
     yield [
-        f"Done: {len(report.runs)} measured runs. Reproduce on the command line: `{cli_command(opts)}`{notes}",
+        t("bench.done", n=len(report.runs), command=cli_command(opts)) + notes,
         vbench.summary_markdown(report.rows, report.meta),
         vbench.bench_table(report.rows),
         figs["throughput"],
@@ -239,13 +233,7 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
     default = cfg.default_preset if cfg.default_preset in names else (names[0] if names else cfg.default_preset)
     p0 = cfg.preset(default)
     c: dict[str, Any] = {}
-    gr.Markdown(
-        "### Benchmark on this machine\n"
-        "Times our decoding loop against `transformers`' own `generate()` and its prompt-lookup assisted "
-        "generation, on the same prompts and models, interleaved so machine drift hits every method alike. "
-        "A live run is small (a minute or two); the command line runs the full version: "
-        "`python -m playground bench`."
-    )
+    gr.Markdown(L("bench.intro"))
     _settings_inputs(c, presets, default, p0)
     _result_outputs(c)
     _wire_events(c, cfg)
@@ -255,38 +243,33 @@ def build_benchmark_tab(cfg: AppConfig | None = None, warmup=None) -> dict[str, 
 def _settings_inputs(c: dict[str, Any], presets: list[tuple[str, str]], default: str, p0: Preset) -> None:
     """The run's settings (preset, prompts, drafters, γ, tree sizes, length, temperature, repeats), into ``c``."""
     with gr.Row():
-        c["preset"] = gr.Dropdown(presets or [(default, default)], value=default, label="Preset")
-        c["kind"] = gr.Radio(KIND_CHOICES, value="grounded", label="Prompts")
-    c["custom"] = gr.Textbox(
-        label="Your prompt", lines=3, visible=False, placeholder="e.g. paste a paragraph and ask for it corrected"
-    )
+        c["preset"] = gr.Dropdown(presets or [(default, default)], value=default, label=L("bench.preset"))
+        c["kind"] = gr.Radio(KIND_CHOICES, value="grounded", label=L("bench.kind"))
+    c["custom"] = gr.Textbox(label=L("bench.custom"), lines=3, visible=False, placeholder=L("bench.custom.placeholder"))
     with gr.Row():
-        c["drafters"] = gr.CheckboxGroup(list(p0.drafters), value=list(p0.drafters)[:1], label="Drafters")
-        c["gammas"] = gr.CheckboxGroup(
-            GAMMA_CHOICES, value=[2, 4, 8], label=f"Block sizes γ (at most {MAX_LIVE_GAMMAS})"
-        )
+        c["drafters"] = gr.CheckboxGroup(list(p0.drafters), value=list(p0.drafters)[:1], label=L("bench.drafters"))
+        c["gammas"] = gr.CheckboxGroup(GAMMA_CHOICES, value=[2, 4, 8], label=L("bench.gammas"))
         c["tree_nodes"] = gr.CheckboxGroup(
             TREE_CHOICES,
             value=[1],
-            label=f"Tree nodes (1 = chain; at most {MAX_LIVE_TREES})",
-            info="Above 1: the drafter proposes a tree of that many nodes, all verified in one target pass; "
-            "γ bounds its depth.",
+            label=L("bench.trees"),
+            info=L("bench.trees.info"),
         )
     with gr.Row():
-        c["max_new"] = gr.Slider(4, MAX_LIVE_TOKENS, value=32, step=1, label="New tokens per run")
-        c["temperature"] = gr.Radio([0.0, 0.7, 1.0], value=0.0, label="Temperature")
-        c["repeats"] = gr.Slider(1, 3, value=1, step=1, label="Repetitions")
-        c["with_hf"] = gr.Checkbox(value=True, label="Include transformers generate() and assisted generation")
+        c["max_new"] = gr.Slider(4, MAX_LIVE_TOKENS, value=32, step=1, label=L("bench.max_new"))
+        c["temperature"] = gr.Radio([0.0, 0.7, 1.0], value=0.0, label=L("bench.temperature"))
+        c["repeats"] = gr.Slider(1, 3, value=1, step=1, label=L("bench.repeats"))
+        c["with_hf"] = gr.Checkbox(value=True, label=L("bench.with_hf"))
 
 
 def _result_outputs(c: dict[str, Any]) -> None:
     """The Run button and what a run fills in: status, summary, table, the four figures, the help."""
-    c["run"] = gr.Button("Run benchmark", variant="primary")
+    c["run"] = gr.Button(L("bench.run"), variant="primary")
     c["status"] = gr.Markdown("")
     c["summary"] = gr.Markdown("")
     c["table"] = gr.Dataframe(
         vbench.bench_table([]),
-        label="block size / tree size → latency, throughput, acceptance rate, quality",
+        label=L("bench.table"),
         interactive=False,
         wrap=True,
     )
@@ -297,8 +280,8 @@ def _result_outputs(c: dict[str, Any]) -> None:
     with gr.Row():
         c["fig_acceptance"] = gr.Plot(figs[2], show_label=False)
         c["fig_costs"] = gr.Plot(figs[3], show_label=False)
-    with gr.Accordion("What the numbers mean", open=False):
-        gr.Markdown(vbench.METRIC_HELP)
+    with gr.Accordion(L("bench.help"), open=False):
+        gr.Markdown(L("bench.metric_help"))
 
 
 def _wire_events(c: dict[str, Any], cfg: AppConfig) -> None:
@@ -320,7 +303,7 @@ def _wire_events(c: dict[str, Any], cfg: AppConfig) -> None:
         show_progress="hidden",
     )
     c["run"].click(
-        run_live,
+        localized(run_live),
         [
             c["preset"],
             c["kind"],

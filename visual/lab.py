@@ -28,14 +28,22 @@ from visual import replay, tokens
 from visual.charts import COLORS, FONT_COLOR, GRID_COLOR, empty_figure, style
 from visual.classroom import ClassroomPreset
 from visual.fmt import esc, num, pct, times, token_html
+from visual.i18n import t
+from visual.i18n.en import MESSAGES as EN
+from visual.i18n.errors import engine_message
 from visual.share import Prefill
 
-CATEGORY_BADGE = {
-    "correct": ("✓ correct", "#009E73"),
-    "wrong": ("✗ WRONG", "#D55E00"),
-    "wasteful": ("≈ lossless, wasteful", "#E69F00"),
-    "lossy": ("~ lossy", "#CC79A7"),
+CATEGORY_BADGE = {  # (the badge in English, its colour); _badge gives it in the current language
+    "correct": (EN["vlab.badge.correct"], "#009E73"),
+    "wrong": (EN["vlab.badge.wrong"], "#D55E00"),
+    "wasteful": (EN["vlab.badge.wasteful"], "#E69F00"),
+    "lossy": (EN["vlab.badge.lossy"], "#CC79A7"),
 }
+
+
+def _badge(category: str) -> str:
+    return t(f"vlab.badge.{category}") if category in CATEGORY_BADGE else category
+
 
 _BOX = (
     "border:1px solid var(--border-color-primary);border-radius:8px;padding:10px 14px;"
@@ -62,13 +70,13 @@ def md_escape(text: object) -> str:
 
 def stopped_html(what: str) -> str:
     """What a panel shows when its action was stopped with the Stop button."""
-    return f'<div style="{_BOX}">Stopped: {esc(what)} was cancelled before it finished; nothing new to show.</div>'
+    return f'<div style="{_BOX}">{esc(t("vlab.stopped", what=what))}</div>'
 
 
 def _partial_banner(message: str) -> str:
     if not message:
         return ""
-    return f'<div role="status" style="{_WARN}"><b>Partial result.</b> {esc(message)}</div>'
+    return f'<div role="status" style="{_WARN}"><b>{esc(t("vlab.partial"))}</b> {esc(message)}</div>'
 
 
 def _tile(value: str, name: str, hint: str = "") -> str:
@@ -91,85 +99,102 @@ def _tiles(items: Sequence[str]) -> str:
 
 def distribution_figure(check: DistributionCheck | None, max_bins: int = DISPLAY_BINS) -> go.Figure:
     """Overlaid histograms: speculative vs target-only frequencies, exact target probability as markers."""
-    title = "Continuations: speculative vs target alone"
+    title = t("vlab.d.title")
     if check is None:
-        return empty_figure(title, "Press Run check to draw the histograms.")
+        return empty_figure(title, t("vlab.d.empty"))
     rows = display_bins(check, max_bins)
     labels = [r["label"] for r in rows]
     fig = go.Figure()
     fig.add_bar(
         x=labels,
         y=[r["target"] for r in rows],
-        name=f"target alone (N = {check.target.n:,})",
+        name=t("vlab.d.target", n=f"{check.target.n:,}"),
         marker=dict(color=COLORS["ar"]),
         opacity=0.75,
-        hovertemplate="%{x}<br>target alone: %{y:.4f}<extra></extra>",
+        hovertemplate=t("vlab.d.hover_target") + "<extra></extra>",
     )
     fig.add_bar(
         x=labels,
         y=[r["speculative"] for r in rows],
-        name=f"speculative · {check.rule}" + (f" (N = {check.spec.n:,}, partial)" if check.partial else ""),
+        name=t("vlab.d.spec", rule=check.rule)
+        + (t("vlab.d.spec_partial", n=f"{check.spec.n:,}") if check.partial else ""),
         marker=dict(color=COLORS["spec"]),
         opacity=0.75,
-        hovertemplate="%{x}<br>speculative: %{y:.4f}<extra></extra>",
+        hovertemplate=t("vlab.d.hover_spec") + "<extra></extra>",
     )
     if check.exact_probs is not None:
         fig.add_scatter(
             x=labels,
             y=[r["exact"] for r in rows],
             mode="markers",
-            name="target, exact probability",
+            name=t("vlab.d.exact"),
             marker=dict(symbol="line-ew-open", size=22, line=dict(width=3, color=FONT_COLOR)),
-            hovertemplate="%{x}<br>exact: %{y:.4f}<extra></extra>",
+            hovertemplate=t("vlab.d.hover_exact") + "<extra></extra>",
         )
     fig.update_layout(barmode="overlay", bargap=0.15)
     fig.update_xaxes(
-        title_text=f"continuation ({check.n_tokens} token{'s' if check.n_tokens > 1 else ''}, · between tokens)",
+        title_text=t("vlab.d.xn", n=check.n_tokens) if check.n_tokens > 1 else t("vlab.d.x1"),
         tickangle=-45,
         type="category",
     )
-    fig.update_yaxes(title_text="frequency", rangemode="tozero")
+    fig.update_yaxes(title_text=t("vlab.d.y"), rangemode="tozero")
     if check.partial:
-        title += " — PARTIAL (time limit)"
+        title += t("vlab.d.partial_title")
     return style(fig, title, height=380)
+
+
+def _rule_text(rule: str, part: str, english: str) -> str:
+    """A rule's description (``what`` / ``expect``) in the current language; a rule the catalogue lacks as written."""
+    key = f"vlab.rule.{rule}.{part}"
+    return t(key) if key in EN else english
 
 
 def distribution_html(check: DistributionCheck | None) -> str:
     if check is None:
-        return f'<div style="{_BOX}">Choose a rule and press <b>Run check</b>.</div>'
+        return f'<div style="{_BOX}">{t("vlab.d.choose")}</div>'
     info = RULES[check.rule]
     p_ex = check.chi2_exact.p_value if check.chi2_exact is not None else None
     tiles = [
-        _tile(num(check.tv), "TV distance", f"noise level ≈ {num(check.tv_noise)}"),
-        _tile(format_p(check.p_value), "chi-square p-value", f"two samples · {check.chi2.bins} bins"),
+        _tile(num(check.tv), t("vlab.d.tv"), t("vlab.d.noise", x=num(check.tv_noise))),
+        _tile(format_p(check.p_value), t("vlab.d.p"), t("vlab.d.p_hint", bins=check.chi2.bins)),
     ]
     if p_ex is not None:
-        tiles.append(_tile(format_p(p_ex), "p vs exact target", f"{check.chi2_exact.bins} bins"))
+        tiles.append(_tile(format_p(p_ex), t("vlab.d.p_exact"), t("vlab.d.bins", bins=check.chi2_exact.bins)))
     tiles += [
-        _tile(pct(check.spec.acceptance_rate), "acceptance rate", "accepted / judged drafts"),
-        _tile(num(check.spec.tokens_per_target_call, 2), "tokens per target pass", "target alone: 1"),
+        _tile(pct(check.spec.acceptance_rate), t("vlab.d.acceptance"), t("vlab.d.acceptance_hint")),
+        _tile(num(check.spec.tokens_per_target_call, 2), t("vlab.d.tpp"), t("vlab.d.tpp_hint")),
         _tile(
             f"{check.spec.seconds + check.target.seconds:.1f} s",
-            "time",
-            f"{check.n_samples:,} × 2 continuations"
+            t("vlab.d.time"),
+            t("vlab.d.time_hint", n=f"{check.n_samples:,}")
             if not check.partial
-            else f"{check.spec.n:,} + {check.target.n:,} of {check.n_samples:,} × 2 continuations",
+            else t(
+                "vlab.d.time_partial", spec=f"{check.spec.n:,}", target=f"{check.target.n:,}", n=f"{check.n_samples:,}"
+            ),
         ),
     ]
-    notes = "".join(f'<p style="{_SUB}">Note: {esc(n)}</p>' for n in check.notes)
-    settings = (
-        f"{esc(check.preset)} · {esc(check.drafter)} drafter · T = {check.temperature:g} · γ = {check.gamma} · "
-        f"{check.n_tokens}-token continuations · seed {check.seed}" + (" · argmax drafts" if check.draft_argmax else "")
+    notes = "".join(f'<p style="{_SUB}">{esc(t("vlab.d.note", note=n))}</p>' for n in check.notes)
+    settings = esc(
+        t(
+            "vlab.d.settings",
+            preset=check.preset,
+            drafter=check.drafter,
+            t=f"{check.temperature:g}",
+            gamma=check.gamma,
+            n=check.n_tokens,
+            seed=check.seed,
+        )
+        + (t("vlab.d.argmax") if check.draft_argmax else "")
     )
     return (
         f'<div style="{_BOX}">'
         f'<div style="font-weight:700;color:{CATEGORY_BADGE.get(info.category, ("", FONT_COLOR))[1]}">'
-        f"{esc(info.lab_label)}</div>"
+        f"{esc(t(f'lab.d.rule.{check.rule}') if f'lab.d.rule.{check.rule}' in EN else info.lab_label)}</div>"
         f"{_partial_banner(check.stopped)}"
-        f'<p style="{_SUB}">{esc(info.what)}</p>'
+        f'<p style="{_SUB}">{esc(_rule_text(check.rule, "what", info.what))}</p>'
         f"{_tiles(tiles)}"
-        f'<p style="margin:6px 0"><b>Reading:</b> {esc(check.reading)}</p>'
-        f'<p style="{_SUB}">Expected for this rule: {esc(info.expect)}</p>{notes}'
+        f'<p style="margin:6px 0"><b>{esc(t("vlab.d.reading"))}</b> {esc(check.reading)}</p>'
+        f'<p style="{_SUB}">{esc(t("vlab.d.expected", expect=_rule_text(check.rule, "expect", info.expect)))}</p>{notes}'
         f'<p style="{_SUB}">{settings}</p>'
         "</div>"
     )
@@ -205,14 +230,20 @@ def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
         ratio = None
         if base is not None and base.spec.tokens_per_target_call and c.spec.tokens_per_target_call:
             ratio = c.spec.tokens_per_target_call / base.spec.tokens_per_target_call
-        verdict = "drift detected" if c.p_value < 0.001 else ("unclear" if c.p_value < 0.05 else "no drift detected")
+        verdict = t(
+            "vlab.verdict.drift"
+            if c.p_value < 0.001
+            else ("vlab.verdict.unclear" if c.p_value < 0.05 else "vlab.verdict.none")
+        )
         if c.partial:
-            verdict += " (partial sample)"
+            verdict += t("vlab.verdict.partial")
         rows.append(
             {
                 "rule": c.rule,
-                "kind": CATEGORY_BADGE.get(c.category, (c.category,))[0],
-                "N": f"{c.spec.n:,} of {c.n_samples:,} (partial)" if c.partial else f"{c.n_samples:,}",
+                "kind": _badge(c.category),
+                "N": t("vlab.n_partial", n=f"{c.spec.n:,}", total=f"{c.n_samples:,}")
+                if c.partial
+                else f"{c.n_samples:,}",
                 "TV": round(c.tv, 4),
                 "noise TV": round(c.tv_noise, 4),
                 "p-value": format_p(c.p_value),
@@ -223,7 +254,8 @@ def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
                 "verdict": verdict,
             }
         )
-    return pd.DataFrame(rows, columns=RULES_COLUMNS)
+    heads = {k: t(f"vlab.col.{k}") for k in RULES_COLUMNS}
+    return pd.DataFrame([{heads[k]: v for k, v in row.items()} for row in rows], columns=list(heads.values()))
 
 
 # --------------------------------------------------------------------------- equality check
@@ -231,35 +263,36 @@ def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
 
 def equality_html(eq: EqualityCheck | None) -> str:
     if eq is None:
-        return (
-            f'<div style="{_BOX}">Press <b>Run both</b> to compare target-only and speculative greedy decoding.</div>'
-        )
+        return f'<div style="{_BOX}">{t("vlab.eq.empty")}</div>'
     colour = COLORS["speedup"] if eq.identical else COLORS["predicted"]
     head = (
-        f'<p style="font-weight:700;color:{colour};margin:0 0 6px 0">{"✓ identical" if eq.identical else "≠ diverged"}'
+        f'<p style="font-weight:700;color:{colour};margin:0 0 6px 0">{esc(t("vlab.eq.identical" if eq.identical else "vlab.eq.diverged"))}'
         f"</p>{_partial_banner(eq.stopped)}<p>{esc(eq.summary)}</p>"
     )
     cells = []
     for r in eq.rows:
         if r.status == "same":
-            cells.append(tokens.chip(r.ar_text, "accepted", (f"token {r.position}: id {r.ar_id}", "same in both")))
+            cells.append(
+                tokens.chip(
+                    r.ar_text, "accepted", (f"{t('vlab.eq.token', i=r.position)}: id {r.ar_id}", t("vlab.eq.same"))
+                )
+            )
         else:
             st = "rejected" if r.status == "diverged" else "discarded"
-            tip_a = f"target alone: {r.ar_text!r} (id {r.ar_id})"
-            tip_s = f"speculative: {r.spec_text!r} (id {r.spec_id})"
+            tip_a = t("vlab.eq.tip_ar", text=repr(r.ar_text), id=r.ar_id)
+            tip_s = t("vlab.eq.tip_spec", text=repr(r.spec_text), id=r.spec_id)
             cells.append(
                 '<span style="display:inline-flex;flex-direction:column;gap:2px;vertical-align:top">'
-                + tokens.chip(r.ar_text, st, (f"token {r.position}", tip_a))
+                + tokens.chip(r.ar_text, st, (t("vlab.eq.token", i=r.position), tip_a))
                 + tokens.chip(
-                    r.spec_text, "resampled" if r.status == "diverged" else "discarded", (f"token {r.position}", tip_s)
+                    r.spec_text,
+                    "resampled" if r.status == "diverged" else "discarded",
+                    (t("vlab.eq.token", i=r.position), tip_s),
                 )
                 + "</span>"
             )
-    legend = (
-        f'<p style="{_SUB}">Each chip is one token. Matching tokens show once; from the first difference on, the top '
-        "chip is target-alone greedy and the bottom chip is speculative greedy.</p>"
-    )
-    body = f'<div class="sd-text" role="list" aria-label="token-by-token comparison">{"".join(cells)}</div>'
+    legend = f'<p style="{_SUB}">{esc(t("vlab.eq.legend"))}</p>'
+    body = f'<div class="sd-text" role="list" aria-label="{esc(t("vlab.eq.aria"))}">{"".join(cells)}</div>'
     div = ""
     if eq.divergence is not None:
         d = eq.divergence
@@ -272,34 +305,41 @@ def equality_html(eq: EqualityCheck | None) -> str:
             )
 
         div = (
-            f'<h4 style="margin:10px 0 4px 0">First divergence: token {d.position}</h4>'
+            f'<h4 style="margin:10px 0 4px 0">{esc(t("vlab.eq.first", i=d.position))}</h4>'
             '<table style="border-collapse:collapse;font-variant-numeric:tabular-nums" cellpadding="4">'
-            f"<tr><th>logits as computed by</th><th>{token_html(a_tok.text)} (target alone)</th>"
-            f"<th>{token_html(s_tok.text)} (speculative)</th><th>gap</th><th>p({token_html(a_tok.text)})</th>"
+            f"<tr><th>{esc(t('vlab.eq.by'))}</th><th>{token_html(a_tok.text)} {esc(t('vlab.eq.alone'))}</th>"
+            f"<th>{token_html(s_tok.text)} {esc(t('vlab.eq.spec'))}</th><th>{esc(t('vlab.eq.gap'))}</th>"
+            f"<th>p({token_html(a_tok.text)})</th>"
             f"<th>p({token_html(s_tok.text)})</th></tr>"
-            + row("target alone · 1-token pass", d.ar)
-            + row(f"speculative · {d.spec_rows}-token verify pass", d.spec)
+            + row(t("vlab.eq.row_ar"), d.ar)
+            + row(t("vlab.eq.row_spec", rows=d.spec_rows), d.spec)
             + f"</table><p>{esc(d.explanation)}</p>"
         )
-    stats_line = (
-        f'<p style="{_SUB}">{esc(eq.preset)} · {esc(eq.drafter)} drafter · {esc(eq.dtype)} · γ = {eq.gamma} · '
-        f"target passes: {eq.ar.stats.target_calls} alone vs {eq.spec.stats.target_calls} speculative · "
-        f"acceptance {pct(eq.spec.stats.acceptance_rate)}</p>"
+    stats = t(
+        "vlab.eq.stats",
+        preset=eq.preset,
+        drafter=eq.drafter,
+        dtype=eq.dtype,
+        gamma=eq.gamma,
+        ar=eq.ar.stats.target_calls,
+        spec=eq.spec.stats.target_calls,
+        rate=pct(eq.spec.stats.acceptance_rate),
     )
+    stats_line = f'<p style="{_SUB}">{esc(stats)}</p>'
     return f'<div style="{_BOX}">{head}{body}{legend}{div}{stats_line}</div>'
 
 
 # --------------------------------------------------------------------------- theory bench
 
 
-FORMULAS_MD = r"""
-**Expected tokens per step** with γ drafts, each accepted with probability α (independently):
-$$E = \frac{1 - \alpha^{\gamma+1}}{1 - \alpha}$$
-**Predicted speedup** over the target alone, in units of one single-token target pass:
-$$S = \frac{E}{\gamma\, c + v_\gamma}$$
-*c* = cost of one draft token ÷ cost of one target pass over 1 token; *v*<sub>γ</sub> = cost of one target pass over
-γ+1 tokens ÷ cost of a pass over 1 token (≈ 1 on a GPU, 1.3–2 on a CPU). Speculation pays off only where S > 1.
-"""
+_E_TEX = r"E = \frac{1 - \alpha^{\gamma+1}}{1 - \alpha}"
+_S_TEX = r"S = \frac{E}{\gamma\, c + v_\gamma}"
+FORMULAS_MD = EN["vlab.t.formulas"].format(e_tex=_E_TEX, s_tex=_S_TEX)  # in English
+
+
+def formulas_md() -> str:
+    """The theory bench's formulas and their reading, in the current language (LaTeX between $$)."""
+    return t("vlab.t.formulas", e_tex=_E_TEX, s_tex=_S_TEX)
 
 
 def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.Figure:
@@ -309,7 +349,7 @@ def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.
         x=g,
         y=[p.speedup for p in curve.points],
         mode="lines+markers",
-        name="predicted speedup S",
+        name=t("vlab.t.S"),
         line=dict(color=COLORS["speedup"], width=3),
         hovertemplate="γ = %{x}<br>S = %{y:.2f}×<extra></extra>",
     )
@@ -317,7 +357,7 @@ def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.
         x=g,
         y=[p.expected_tokens for p in curve.points],
         mode="lines",
-        name="tokens per step E",
+        name=t("vlab.t.E"),
         line=dict(color=COLORS["other"], dash="dot"),
         yaxis="y2",
         hovertemplate="γ = %{x}<br>E = %{y:.2f}<extra></extra>",
@@ -326,34 +366,34 @@ def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.
         x=[curve.best_gamma],
         y=[curve.best_speedup],
         mode="markers+text",
-        name=f"best γ = {curve.best_gamma}",
+        name=t("vlab.t.best", gamma=curve.best_gamma),
         marker=dict(size=13, color=COLORS["speedup"], symbol="diamond"),
-        text=[f"best γ = {curve.best_gamma}: {curve.best_speedup:.2f}×"],
+        text=[t("vlab.t.best_text", gamma=curve.best_gamma, speedup=f"{curve.best_speedup:.2f}")],
         textposition="top center",
         textfont=dict(color=FONT_COLOR),
     )
     fig.add_hline(
         y=1.0,
         line=dict(color=GRID_COLOR, dash="dash"),
-        annotation_text="break-even (S = 1)",
+        annotation_text=t("vlab.t.break_even"),
         annotation_font_color=FONT_COLOR,
     )
     if point is not None and point.gamma:
         y = point.measured if point.measured is not None else point.predicted
         if y is not None and math.isfinite(y):
             if point.measured is not None:
-                how = "measured"
+                how = t("vlab.t.how.measured")
             elif point.c is None or point.v is None:
-                how = "measured α, c and v_γ from the sliders"
+                how = t("vlab.t.how.sliders")
             else:
-                how = "predicted from measured α, c, v_γ"
+                how = t("vlab.t.how.predicted")
             fig.add_scatter(
                 x=[point.gamma],
                 y=[y],
                 mode="markers+text",
-                name=f"you are here ({how})",
+                name=t("vlab.t.here_how", how=how),
                 marker=dict(size=16, color=COLORS["predicted"], symbol="star", line=dict(width=1, color=FONT_COLOR)),
-                text=["you are here"],
+                text=[t("vlab.t.here")],
                 textposition="bottom center",
                 textfont=dict(color=FONT_COLOR),
                 hovertemplate=(
@@ -365,17 +405,17 @@ def theory_figure(curve: TheoryCurve, point: MeasuredPoint | None = None) -> go.
         yaxis2=dict(
             overlaying="y",
             side="right",
-            title="E (tokens per step)",
+            title=t("vlab.t.y2"),
             showgrid=False,
             color=FONT_COLOR,
             rangemode="tozero",
         )
     )
-    fig.update_xaxes(title_text="γ (drafts per step)", dtick=1)
-    fig.update_layout(yaxis=dict(title=dict(text="S (× speed of the target alone)"), rangemode="tozero"))
+    fig.update_xaxes(title_text=t("vlab.t.x"), dtick=1)
+    fig.update_layout(yaxis=dict(title=dict(text=t("vlab.t.y")), rangemode="tozero"))
     title = f"α = {curve.alpha:.2f}, c = {curve.c:.2f}, v_γ = {curve.v:.2f}"
     fig = style(fig, title, height=380)
-    fig.update_layout(yaxis2=dict(title=dict(text="E (tokens per step)", font=dict(color=FONT_COLOR)), showgrid=False))
+    fig.update_layout(yaxis2=dict(title=dict(text=t("vlab.t.y2"), font=dict(color=FONT_COLOR)), showgrid=False))
     return fig
 
 
@@ -384,32 +424,33 @@ def theory_html(curve: TheoryCurve, gamma: int, point: MeasuredPoint | None = No
     tiles = []
     if here is not None:
         tiles += [
-            _tile(num(here.expected_tokens, 2), f"E at γ = {gamma}", "tokens per step"),
-            _tile(times(here.speedup), f"S at γ = {gamma}", "predicted"),
+            _tile(num(here.expected_tokens, 2), t("vlab.t.E_at", gamma=gamma), t("vlab.t.tps")),
+            _tile(times(here.speedup), t("vlab.t.S_at", gamma=gamma), t("vlab.t.predicted")),
         ]
-    tiles.append(_tile(f"γ = {curve.best_gamma}", "best γ", f"S = {times(curve.best_speedup)}"))
+    tiles.append(_tile(f"γ = {curve.best_gamma}", t("vlab.t.best_tile"), f"S = {times(curve.best_speedup)}"))
     verdict = (
-        f"With these numbers speculation pays off: best at γ = {curve.best_gamma} ({times(curve.best_speedup)})."
+        t("vlab.t.pays", gamma=curve.best_gamma, speedup=times(curve.best_speedup))
         if curve.pays_off
-        else "With these numbers speculation is SLOWER than the target alone at every γ: drafts are too costly "
-        "(c, v_γ) for how often they are accepted (α)."
+        else t("vlab.t.slower")
     )
     meas = ""
     if point is not None:
         meas = (
-            f"<p>Measured run: α = {num(point.alpha)}, c = {num(point.c)}, v<sub>γ</sub> = {num(point.v)}, "
-            f"γ = {point.gamma}, mean accepted drafts per step = {num(point.mean_accepted_length, 2)}; "
-            f"predicted S = {times(point.predicted)}, measured S = {times(point.measured)}.</p>"
-            + (
-                f'<p style="{_SUB}">This trace has no single-token target pass to time against, so c and v<sub>γ</sub> '
-                "could not be measured from it: the point uses the measured α with the sliders' c and v<sub>γ</sub>. "
-                "Use <b>Measure</b> for a full measurement.</p>"
-                if point.c is None or point.v is None
-                else ""
+            "<p>"
+            + t(
+                "vlab.t.measured",
+                alpha=num(point.alpha),
+                c=num(point.c),
+                v=num(point.v),
+                gamma=point.gamma,
+                mean=num(point.mean_accepted_length, 2),
+                predicted=times(point.predicted),
+                measured=times(point.measured),
             )
+            + "</p>"
+            + (f'<p style="{_SUB}">{t("vlab.t.no_single")}</p>' if point.c is None or point.v is None else "")
             + (_partial_banner(point.note) if point.note else "")
-            + f'<p style="{_SUB}">α here is the fraction of judged drafts that were accepted; the formula assumes '
-            "every draft is accepted independently with the same α, which real text does not quite do.</p>"
+            + f'<p style="{_SUB}">{esc(t("vlab.t.alpha_note"))}</p>'
         )
     return f'<div style="{_BOX}">{_tiles(tiles)}<p>{esc(verdict)}</p>{meas}</div>'
 
@@ -419,22 +460,17 @@ def theory_html(curve: TheoryCurve, gamma: int, point: MeasuredPoint | None = No
 
 def question_html(q: Question | None, n_left: int = 0) -> str:
     if q is None:
-        return f'<div style="{_BOX}">Press <b>New round</b>: the app generates a run and stops before each verification.</div>'
+        return f'<div style="{_BOX}">{t("vlab.q.empty")}</div>'
     chips = "".join(
-        tokens.chip(t, "drafted", (f"draft {i + 1}", f"drafter's q = {num(p)}"))
-        for i, (t, p) in enumerate(zip(q.drafts, q.draft_probs))
+        tokens.chip(text, "drafted", (t("vlab.q.draft", i=i + 1), t("vlab.q.q", q=num(p))))
+        for i, (text, p) in enumerate(zip(q.drafts, q.draft_probs))
     )
     qs = " · ".join(f"{i + 1}: q = {num(p)}" for i, p in enumerate(q.draft_probs))
-    hint = (
-        "These drafts are deterministic (q = 1), so a draft survives with probability p(draft)."
-        if q.deterministic
-        else "A draft survives with probability min(1, p/q): a confident drafter (large q) needs the target to agree strongly."
-    )
+    hint = t("vlab.q.det") if q.deterministic else t("vlab.q.prob")
     return (
-        f'<div style="{_BOX}"><div><b>Step {q.step_index + 1}</b> · {n_left} more step(s) with drafts after this</div>'
+        f'<div style="{_BOX}"><div>{t("vlab.q.step", i=q.step_index + 1, left=n_left)}</div>'
         f'<div class="sd-text">{token_html(q.context)}{chips}</div>'
-        f'<p style="{_SUB}">Drafter confidence: {esc(qs)}. {esc(hint)} Tick the drafts you think the target will '
-        "accept, then press Reveal.</p></div>"
+        f'<p style="{_SUB}">{esc(t("vlab.q.hint", qs=qs, hint=hint))}</p></div>'
     )
 
 
@@ -447,32 +483,34 @@ def reveal_html(r: Reveal | None, q: Question | None = None) -> str:
         ok = r.guess[i] == (out == "accepted")
         u = "—" if r.us[i] is None else num(r.us[i])
         rows.append(
-            f"<tr><td>{i + 1}</td><td>{tokens.chip(text, state)}</td><td>{'accept' if r.guess[i] else 'reject'}</td>"
-            f"<td>{esc(out)}</td><td>{num(q.draft_probs[i])}</td><td>{num(r.target_probs[i])}</td>"
+            f"<tr><td>{i + 1}</td><td>{tokens.chip(text, state)}</td><td>{esc(t('vlab.rv.accept' if r.guess[i] else 'vlab.rv.reject'))}</td>"
+            f"<td>{esc(t(f'vlab.rv.out.{out}'))}</td><td>{num(q.draft_probs[i])}</td><td>{num(r.target_probs[i])}</td>"
             f"<td>{num(r.accept_probs[i])}</td><td>{u}</td><td>{'✓' if ok else '✗'}</td></tr>"
         )
     return (
-        f'<div style="{_BOX}"><p><b>{r.points} / {r.max_points}</b> right{" — perfect!" if r.exact else ""}. '
-        f"The target then added {esc(r.correction)}.</p>"
+        f'<div style="{_BOX}"><p>{t("vlab.rv.right", points=r.points, max=r.max_points)}'
+        f"{esc(t('vlab.rv.perfect')) if r.exact else ''} {esc(t('vlab.rv.added', token=r.correction))}</p>"
         '<table cellpadding="4" style="border-collapse:collapse;font-variant-numeric:tabular-nums">'
-        "<tr><th>#</th><th>draft</th><th>your guess</th><th>outcome</th><th>q</th><th>p</th><th>min(1, p/q)</th>"
+        f"<tr><th>#</th><th>{esc(t('vlab.rv.h.draft'))}</th><th>{esc(t('vlab.rv.h.guess'))}</th>"
+        f"<th>{esc(t('vlab.rv.h.outcome'))}</th><th>q</th><th>p</th><th>min(1, p/q)</th>"
         "<th>u</th><th></th></tr>" + "".join(rows) + "</table>"
-        f'<p style="{_SUB}">A draft is accepted when u &lt; min(1, p/q). After the first rejection the remaining drafts '
-        "are thrown away without being judged.</p></div>"
+        f'<p style="{_SUB}">{t("vlab.rv.note")}</p></div>'
     )
 
 
 def score_card(board: Scoreboard) -> str:
     pct_right = (board.step_points / board.step_max) if board.step_max else None
     tiles = [
-        _tile(f"{board.total} / {board.total_max}", "session score"),
-        _tile(pct(pct_right), "drafts guessed right", f"{board.steps} step(s), {board.exact_steps} perfect"),
+        _tile(f"{board.total} / {board.total_max}", t("vlab.sc.score")),
+        _tile(pct(pct_right), t("vlab.sc.drafts"), t("vlab.sc.steps", steps=board.steps, perfect=board.exact_steps)),
         _tile(
-            f"{board.rate_points} / {10 * board.rate_rounds}", "acceptance-rate guesses", f"{board.rate_rounds} run(s)"
+            f"{board.rate_points} / {10 * board.rate_rounds}",
+            t("vlab.sc.rates"),
+            t("vlab.sc.runs", n=board.rate_rounds),
         ),
     ]
     hist = "".join(f"<li>{esc(h)}</li>" for h in reversed(board.history[-8:]))
-    return f'<div style="{_BOX}"><b>Your score (this session)</b>{_tiles(tiles)}<ul style="{_SUB}">{hist}</ul></div>'
+    return f'<div style="{_BOX}"><b>{esc(t("vlab.sc.title"))}</b>{_tiles(tiles)}<ul style="{_SUB}">{hist}</ul></div>'
 
 
 # --------------------------------------------------------------------------- replay & share
@@ -480,9 +518,7 @@ def score_card(board: Scoreboard) -> str:
 
 def replay_html(result: GenerationResult | None, frame_index: int) -> str:
     if result is None:
-        return tokens.step_view(
-            "", (), replay.Frame(-1, replay.START), message="Run a generation or import a trace JSON to replay it."
-        )
+        return tokens.step_view("", (), replay.Frame(-1, replay.START), message=t("vlab.r.empty"))
     frame = replay.frame_at(result.steps, int(frame_index))
     return tokens.step_view(
         result.prompt, result.steps, frame, stagger_s=0.05, prompt_tokens=len(result.prompt_ids) or None
@@ -495,15 +531,15 @@ def trace_summary_html(result: GenerationResult | None, source: str = "") -> str
     st = result.stats
     cfg = result.config or {}
     bits = [
-        f"{st.steps} steps",
-        f"{st.new_tokens} tokens",
-        f"acceptance {pct(st.acceptance_rate)}",
+        t("vlab.r.steps", n=st.steps),
+        t("vlab.r.tokens", n=st.new_tokens),
+        t("vlab.r.acceptance", rate=pct(st.acceptance_rate)),
         f"γ = {st.gamma}",
-        f"drafter {st.drafter or '—'}",
+        t("vlab.r.drafter", name=st.drafter or "—"),
     ]
     for key in ("preset", "temperature", "seed", "rule"):
         if key in cfg:
-            bits.append(f"{key} {cfg[key]}")
+            bits.append(t(f"vlab.r.{key}", v=cfg[key]))
     return f'<p style="{_SUB}">{esc(source)} {esc(" · ".join(str(b) for b in bits))}</p>'
 
 
@@ -517,15 +553,12 @@ def prefill_note(prefill: Prefill) -> str:
     parts = []
     vals = prefill.values()
     if prefill.classroom:
-        parts.append(f"Classroom preset “{prefill.classroom}” loaded from the link.")
+        parts.append(t("vlab.link.classroom", name=prefill.classroom))
     elif vals:
-        parts.append(
-            "Settings loaded from the link: "
-            + ", ".join(f"{k} = {v!r}" if k != "prompt" else "prompt" for k, v in vals.items())
-            + "."
-        )
+        settings = ", ".join(f"{k} = {v!r}" if k != "prompt" else t("vlab.link.prompt") for k, v in vals.items())
+        parts.append(t("vlab.link.settings", settings=settings))
     if prefill.errors:
-        parts.append("Ignored: " + "; ".join(prefill.errors) + ".")
+        parts.append(t("vlab.link.ignored", errors="; ".join(engine_message(e) for e in prefill.errors)))
     return " ".join(parts)
 
 
@@ -535,13 +568,12 @@ def prefill_note_html(prefill: Prefill) -> str:
     note = prefill_note(prefill)
     if not note:
         return ""
-    return f'<p class="lab-link-note" style="{_SUB}"><b>Link:</b> {esc(note)}</p>'
+    return f'<p class="lab-link-note" style="{_SUB}"><b>{esc(t("vlab.link"))}</b> {esc(note)}</p>'
 
 
 def classroom_md(cp: ClassroomPreset | None) -> str:
     if cp is None:
         return ""
-    return (
-        f"**{cp.label}** — {cp.explanation}\n\n"
-        f"`{cp.preset}` · γ = {cp.gamma} · T = {cp.temperature:g} · seed {cp.seed} · share with `{cp.query()}`"
+    return f"**{cp.label}** — {cp.explanation}\n\n" + t(
+        "vlab.cls.line", preset=cp.preset, gamma=cp.gamma, t=f"{cp.temperature:g}", seed=cp.seed, query=cp.query()
     )

@@ -36,6 +36,7 @@ import gradio as gr
 from playground.config import AppConfig, load_config
 from playground.lab.quiz import Scoreboard
 from visual.classroom import classroom_presets
+from visual.i18n import L, localized, preset_key
 from visual.lab_tabs import distribution, equality, predict, replay_share, serving, theory
 from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, lab_choices, pick
 from visual.lab_tabs.distribution import HISTORY, compare_all_rules, run_distribution
@@ -92,10 +93,15 @@ class LabTabs:
     components: dict[str, Any] = field(default_factory=dict)
     load_outputs: list[Any] = field(default_factory=list)
     on_load: Any = None
+    localized_outputs: list[Any] = field(default_factory=list)
+    localized_values: Any = None  # () -> the values of localized_outputs in the current language
 
     def wire(self, demo: gr.Blocks) -> None:
-        """Fill the lab from the page's URL on load (``demo``: the Blocks the tabs were built in)."""
-        demo.load(self.on_load, None, self.load_outputs, **LIGHT_EVENT)
+        """Fill the lab from the page's URL on load (``demo``: the Blocks the tabs were built in), and
+        render its server-side text (intro with numbers, empty panels, figures) in the visitor's language."""
+        demo.load(localized(self.on_load), None, self.load_outputs, **LIGHT_EVENT)
+        if self.localized_outputs:
+            demo.load(localized(self.localized_values), None, self.localized_outputs, **LIGHT_EVENT)
 
 
 def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
@@ -113,7 +119,7 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
         classroom = []
     setup = Setup(
         cfg.limits,
-        [(c.label, c.name) for c in choices],
+        [(L(preset_key(c.name, not c.available)), c.name) for c in choices],
         start,
         pick(choices, "tiny-random"),
         next((c.gamma for c in choices if c.name == start), 4),
@@ -140,6 +146,52 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
     c.update(heavy_events=heavy)
     load_outputs, on_load = wire_prefill(c, cfg, choices, classroom)
     extra = [c["r_class"]] if classroom else []
-    tabs = LabTabs(components=c, load_outputs=[c["prefill_note"], *load_outputs, *extra], on_load=on_load)
+    loc_outputs, loc_values = _localized_panels(c, setup)
+    tabs = LabTabs(
+        components=c,
+        load_outputs=[c["prefill_note"], *load_outputs, *extra],
+        on_load=on_load,
+        localized_outputs=loc_outputs,
+        localized_values=loc_values,
+    )
     c.update(states)
     return tabs
+
+
+def _localized_panels(c: dict[str, Any], s: Setup) -> tuple[list[Any], Any]:
+    """The lab's server-rendered starting text, re-rendered on page load in the visitor's language
+    (props that are plain catalogue keys are translated by gradio; these are built on the server)."""
+    import pandas as pd
+
+    from playground.batch_sweep import measured
+    from playground.lab.theory import theory_curve
+    from visual import lab as vlab
+    from visual import serving as vserving
+    from visual.lab_tabs.distribution import intro_md
+    from visual.lab_tabs.replay_share import file_label
+
+    def values() -> list[Any]:
+        curve = theory_curve(0.7, 0.1, 1.3)  # the sliders' starting values (visual.lab_tabs.theory)
+        data = measured()
+        return [
+            intro_md(s.lim),
+            vlab.formulas_md(),
+            gr.update(label=file_label(s.lim)),
+            vlab.equality_html(None),
+            vlab.distribution_figure(None),
+            vlab.distribution_html(None),
+            vlab.rules_table([]),
+            vlab.theory_figure(curve),
+            vlab.theory_html(curve, 4),
+            vlab.question_html(None),
+            vlab.score_card(Scoreboard()),
+            vlab.replay_html(None, 0),
+            vserving.throughput_figure(data),
+            pd.DataFrame(vserving.class_rows(data), columns=vserving.class_headers()),
+            vserving.pass_cost_figure(data),
+            vserving.provenance_html(data),
+        ]
+
+    keys = ["d_intro", "t_formulas", "r_file", "eq_out", "d_plot", "d_html", "d_table", "t_plot", "t_html", "p_question",
+            "p_score", "r_view", "sv_throughput", "sv_table", "sv_costs", "sv_about"]  # fmt: skip
+    return [c[k] for k in keys], values

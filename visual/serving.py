@@ -13,21 +13,10 @@ import plotly.graph_objects as go
 
 from visual.charts import COLORS, GRID_COLOR, style
 from visual.fmt import esc
+from visual.i18n import t
+from visual.i18n.en import MESSAGES as EN
 
-LESSON_MD = """### Serving a class: batching and speculation
-
-A target pass over a few tokens is **memory-bound** on this CPU: reading 270 M weights costs
-about the same whether the pass carries one token or a few dozen.  So when thirty students
-press Run, the server does not run thirty decoding loops one after another: every run keeps
-its own cache, drafts and random stream, but their next target passes are **one forward
-pass** (continuous batching, as vLLM, SGLang and TGI do).  Each row sees only its own keys.
-
-Past the knee, the pass is **compute-bound**: every extra token costs real time, and a
-rejected draft is pure waste.  Alone, speculation turns idle compute into tokens; under
-load there is no idle compute left, and plain decoding of many rows wins.  That is why
-servers turn speculation **down** as load grows: this one shares a budget of row-tokens per
-pass between the runs (draft cap = knee ÷ runs − 1), so at full load a run decodes plainly.
-At temperature 0 the output never changes, only the speed."""
+LESSON_MD = EN["sv.lesson"]  # the lesson in English (the tab shows it through L("sv.lesson"))
 
 
 def throughput_figure(data: dict) -> go.Figure:
@@ -41,13 +30,13 @@ def throughput_figure(data: dict) -> go.Figure:
                 x=[r["runs"] for r in rows],
                 y=[r["tokens_per_s"] for r in rows],
                 mode="lines+markers",
-                name=variant,
+                name=_variant(variant),
                 line=dict(color=color, width=3 if "capped" in variant else 2),
-                hovertemplate="%{x} runs at once<br>%{y:.1f} tokens/s for the class<extra>" + variant + "</extra>",
+                hovertemplate=t("sv.hover.class") + "<extra>" + _variant(variant) + "</extra>",
             )
-    fig.update_xaxes(title="runs at once", type="log", gridcolor=GRID_COLOR, tickvals=[1, 2, 4, 8, 16, 32])
-    fig.update_yaxes(title="tokens/s for the class", gridcolor=GRID_COLOR, rangemode="tozero")
-    return style(fig, "A class at once: throughput by runs sharing each pass", height=340)
+    fig.update_xaxes(title=t("sv.runs"), type="log", gridcolor=GRID_COLOR, tickvals=[1, 2, 4, 8, 16, 32])
+    fig.update_yaxes(title=t("sv.class_tps"), gridcolor=GRID_COLOR, rangemode="tozero")
+    return style(fig, t("sv.throughput.title"), height=340)
 
 
 def pass_cost_figure(data: dict) -> go.Figure:
@@ -58,36 +47,49 @@ def pass_cost_figure(data: dict) -> go.Figure:
         x=[c["rows"] * c["tokens"] for c in costs],
         y=[c["relative"] for c in costs],
         mode="markers+lines",
-        name="one shared pass",
+        name=t("sv.one_pass"),
         line=dict(color=COLORS["verify"]),
-        text=[f"{c['rows']} rows × {c['tokens']} tokens" for c in costs],
-        hovertemplate="%{text}<br>%{y:.2f} × a 1-token pass<extra></extra>",
+        text=[t("sv.rows_tokens", rows=c["rows"], tokens=c["tokens"]) for c in costs],
+        hovertemplate=t("sv.hover.cost") + "<extra></extra>",
     )
-    fig.update_xaxes(title="row-tokens in the pass (rows × tokens each)", type="log", gridcolor=GRID_COLOR)
-    fig.update_yaxes(title="cost ÷ one 1-token pass", gridcolor=GRID_COLOR, rangemode="tozero")
-    return style(fig, "What one shared target pass costs", height=320)
+    fig.update_xaxes(title=t("sv.cost.x"), type="log", gridcolor=GRID_COLOR)
+    fig.update_yaxes(title=t("sv.cost.y"), gridcolor=GRID_COLOR, rangemode="tozero")
+    return style(fig, t("sv.cost.title"), height=320)
 
 
 def provenance_html(data: dict, live: bool = False) -> str:
     """Where the numbers come from, escaped."""
     about = data.get("about") or {}
     if not about:
-        return "<p>No measurement yet.</p>"
-    what = "Measured just now on this server" if live else "Measured"
-    parts = [f"{k}: {about[k]}" for k in ("preset", "dtype", "drafter", "gamma", "temperature", "tokens") if k in about]
+        return f"<p>{esc(t('sv.none'))}</p>"
+    what = t("sv.measured_now") if live else t("sv.measured")
+    keys = ("preset", "dtype", "drafter", "gamma", "temperature", "tokens")
+    parts = t("sv.sep").join(f"{t(f'sv.about.{k}')}: {about[k]}" for k in keys if k in about)
+    said = t("sv.provenance", what=what, date=about.get("date", ""), machine=about.get("machine", ""), parts=parts)
     return (
-        f"<p class='serving-provenance'>{esc(what)} ({esc(about.get('date', ''))}, {esc(about.get('machine', ''))}; "
-        f"{esc(', '.join(parts))}).  Reproduce: <code>{esc(about.get('command', ''))}</code></p>"
+        f"<p class='serving-provenance'>{esc(said)} {esc(t('sv.reproduce'))} "
+        f"<code>{esc(about.get('command', ''))}</code></p>"
     )
+
+
+def _variant(name: str) -> str:
+    """A variant's name in the current language (an unknown one as measured)."""
+    return t(f"sv.variant.{name}") if f"sv.variant.{name}" in EN else name
 
 
 def class_rows(data: dict) -> list[list]:
     """The class table: runs, variant, tokens/s, p50, p95, runs per pass."""
     return [
-        [r["runs"], r["variant"], round(r["tokens_per_s"], 1), round(r["p50_s"], 2), round(r["p95_s"], 2),
+        [r["runs"], _variant(r["variant"]), round(r["tokens_per_s"], 1), round(r["p50_s"], 2), round(r["p95_s"], 2),
          round(r["mean_shared_rows"], 1)]
         for r in sorted(data.get("class", []), key=lambda r: (r["runs"], r["variant"]))
     ]  # fmt: skip
 
 
-CLASS_HEADERS = ["runs at once", "variant", "class tokens/s", "p50 s", "p95 s", "runs per pass"]
+CLASS_COLUMNS = ("runs", "variant", "tps", "p50", "p95", "per_pass")
+CLASS_HEADERS = [EN[f"sv.col.{k}"] for k in CLASS_COLUMNS]  # in English
+
+
+def class_headers() -> list[str]:
+    """The class table's headers in the current language."""
+    return [t(f"sv.col.{k}") for k in CLASS_COLUMNS]

@@ -719,7 +719,9 @@ def test_lab_ui_builds_and_handlers_work(tmp_path, trace_json):
     assert tabs.on_load is not None and len(tabs.load_outputs) > 10
     rule_radio = tabs.components["d_rule"]
     assert rule_radio.value == "lossless"
-    labels = [c[0] for c in rule_radio.choices]
+    from visual.i18n import text_of
+
+    labels = [text_of(c[0]) for c in rule_radio.choices]  # catalogue keys (visual.i18n), shown in English here
     assert labels[0].startswith("✓")
     assert sum(1 for lab_ in labels if "WRONG" in lab_) == 3 and any("LOSSY" in lab_ for lab_ in labels)
 

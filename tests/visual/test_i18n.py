@@ -216,12 +216,15 @@ def _prop_strings(comp) -> list[tuple[str, object]]:
     return out
 
 
-def test_every_visible_prop_of_the_playground_is_a_catalogue_key():
-    """Fails when a label, info, placeholder, button text or choice label is added in English only."""
+def _english_props(tab_key: str, reloads: tuple[str, ...]) -> list:
+    """(component, elem_id, prop, value) for every string prop inside the tab titled ``tab_key`` that has
+    English words and is not a catalogue key; what the page load re-renders in the visitor's language is
+    left to the render tests."""
     import app
 
     demo = app.build_demo()
-    playground = next(b for b in demo.blocks.values() if isinstance(b, gr.Tab) and text_of(b.label) == "Playground")
+    title = CATALOGUE["en"][tab_key]
+    top = next(b for b in demo.blocks.values() if isinstance(b, gr.Tab) and text_of(b.label) == title)
     inside: list = []
 
     def walk(block):
@@ -229,10 +232,10 @@ def test_every_visible_prop_of_the_playground_is_a_catalogue_key():
             inside.append(child)
             walk(child)
 
-    walk(playground)
-    reloaded = set()  # what the page load re-renders in the visitor's language (app._playground)
+    walk(top)
+    reloaded = set()  # what a page load re-renders in the visitor's language
     for dep in demo.fns.values():
-        if dep.name == "on_load":
+        if dep.name in reloads:
             reloaded |= set(dep.outputs)
     inside += [b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "lang-switch"]
     bad = []
@@ -240,14 +243,42 @@ def test_every_visible_prop_of_the_playground_is_a_catalogue_key():
         if type(comp).__name__ == "Api":
             continue  # the /speculate endpoint's parameters: not on the page
         if isinstance(comp, gr.HTML) or getattr(comp, "elem_id", None) in ("prompt",) or comp in reloaded:
-            continue  # server-rendered HTML (re-rendered on load): the next test; the prompt is the visitor's text
+            continue  # server-rendered HTML (re-rendered on load): the render tests; the prompt is the visitor's text
+        if isinstance(comp, gr.Textbox) and comp.label is not None and text_of(comp.label) == "Prompt":
+            continue  # a prompt box's value is the visitor's text (the example prompt)
         for prop, v in _prop_strings(comp):
             if isinstance(v, gr.i18n.I18nData) or v in (None, "") or str(v).startswith("__i18n__"):
                 continue
             if english_words(str(v)):
                 bad.append((type(comp).__name__, getattr(comp, "elem_id", None), prop, v))
-    bad = [b for b in bad if b[3] not in ("English",)]  # language names are written in their own language
+    return [b for b in bad if b[3] not in ("English",)]  # language names are written in their own language
+
+
+def test_every_visible_prop_of_the_playground_is_a_catalogue_key():
+    """Fails when a label, info, placeholder, button text or choice label is added in English only."""
+    bad = _english_props("tab.playground", ("on_load",))
     assert not bad, "\n".join(map(repr, bad))
+
+
+def test_every_visible_prop_of_the_lab_and_the_benchmark_is_a_catalogue_key():
+    """The same guard for the Classroom lab (every sub-tab) and the Benchmark tab.  The classroom presets'
+    own names are the config's text, like the prompts (not in the catalogue)."""
+    for tab in ("tab.lab", "tab.bench"):
+        bad = _english_props(tab, ("values",))  # the lab's localized starting panels (not its URL prefill)
+        bad = [b for b in bad if not _is_classroom_text(b)]
+        assert not bad, tab + ":\n" + "\n".join(map(repr, bad))
+
+
+def _is_classroom_text(bad) -> bool:
+    """A classroom preset's name (a choice) or its card (name — explanation): the config's own text."""
+    from visual.classroom import classroom_presets
+
+    labels = {cp.label for cp in classroom_presets(load_config())}
+    _, _, prop, value = bad
+    drafters = {d for p in load_config().presets for d in p.drafters}  # drafter names: the same in both languages
+    if prop == "choice":
+        return value in labels or value in drafters
+    return any(str(value).startswith(f"**{x}**") for x in labels)
 
 
 def test_the_pages_static_text_is_translated_in_chinese():
@@ -361,3 +392,171 @@ def test_the_same_renders_in_english_are_english():
     """The check above can fail: in English the same renders are full of English words."""
     renders, token_words = _renders()
     assert len({w for r in renders for w in english_words(r, token_words)}) > 100
+
+
+# ---------------------------------------------------------------------------- the lab and the benchmark
+
+
+def _lab_and_bench_renders():
+    """The lab's and the Benchmark's server-rendered text: every panel, figure and table in its
+    starting state and after a (synthetic) result, and the handlers' status lines."""
+    import pandas as pd
+
+    from playground.lab.quiz import Scoreboard
+    from playground.lab.theory import MeasuredPoint, theory_curve
+    from visual import bench as vbench
+    from visual import lab as vlab
+    from visual import serving as vserving
+
+    out, figs = [], []
+    curve = theory_curve(0.7, 0.1, 1.3)
+    slow = theory_curve(0.2, 0.9, 2.0)
+    point = MeasuredPoint(
+        alpha=0.6, c=None, v=None, gamma=4, mean_accepted_length=1.5, predicted=1.2, measured=None, note=""
+    )
+    out += [
+        vlab.stopped_html(t("vlab.what.equality")),
+        vlab.equality_html(None),
+        vlab.distribution_html(None),
+        vlab.theory_html(curve, 4),
+        vlab.theory_html(slow, 4, point),
+        vlab.question_html(None),
+        vlab.score_card(Scoreboard()),
+        vlab.replay_html(None, 0),
+        vlab._partial_banner("x"),
+        " ".join(vlab.rules_table([]).columns),
+    ]
+    figs += [vlab.distribution_figure(None), vlab.theory_figure(curve), vlab.theory_figure(slow, point)]
+    data = {
+        "about": {
+            "knee_tokens": 32,
+            "date": "2026-01-01",
+            "machine": "CPU",
+            "command": "python -m playground",
+            "preset": "gemma3-270m",
+            "dtype": "float32",
+            "gamma": 4,
+            "temperature": 0,
+            "tokens": 16,
+        },  # fmt: skip
+        "class": [
+            {"runs": r, "variant": v, "tokens_per_s": 1.0, "p50_s": 1.0, "p95_s": 2.0, "mean_shared_rows": 1.0}
+            for r in (1, 2)
+            for v in ("speculative, capped", "speculative", "autoregressive")
+        ],
+        "pass_costs": [{"rows": 1, "tokens": 1, "relative": 1.0}, {"rows": 4, "tokens": 8, "relative": 2.0}],
+    }
+    figs += [vserving.throughput_figure(data), vserving.pass_cost_figure(data)]
+    out += [vserving.provenance_html({}), vserving.provenance_html(data, live=True)]
+    out.append(" ".join(vserving.class_headers()) + " " + " ".join(str(r[1]) for r in vserving.class_rows(data)))
+    rows = [
+        {"method": m, "drafter": d, "gamma": 4, "tree_nodes": n, "prompts": "grounded", "temperature": 0.0,
+         "tokens_per_s": 10.0, "speedup_vs_autoregressive": 1.5, "speedup_vs_hf_generate": 1.2, "acceptance_rate": 0.5,
+         "predicted_speedup": 1.4, "speedup_non_repetitive": 1.1, "speedup_repetitive": 2.0, "repetitive_runs": 1,
+         "n_runs": 2, "v": 1.3, "nodes_per_pass": 3.0, "speedup_vs_chain": 1.1, "rule": "lossless"}
+        for m, d, n in (("speculative", "prompt-lookup", 1), ("speculative", "prompt-lookup", 4),
+                        ("autoregressive", None, 1))
+    ]  # fmt: skip
+    out.append(vbench.summary_markdown(rows, {"machine": {"cpu": "x86_64", "threads": 2, "load_avg_1m": 0.5}}))
+    out.append(vbench.summary_markdown([]))
+    table = vbench.bench_table(rows)
+    out.append(" ".join(table.columns) + " " + " ".join(str(v) for v in table[table.columns[0]]))
+    figs += list(vbench.bench_figures([]).values())
+    assert isinstance(table, pd.DataFrame)
+    return out, figs
+
+
+# Lab/bench words that are names in both languages: presets, drafters, the CLI, libraries, units.
+LAB_ALLOWED = {
+    "lookup", "prompt", "python", "CLI", "HF", "generate", "x86_64", "AR", "TV", "JSON", "ICLR", "Medusa", "SGLang",
+    "TGI", "vLLM", "torch", "bench", "lab_wall_s", "limits", "chi", "f_spec", "f_target", "logits", "p50", "p95", "ms",
+    "tiny", "random", "v_", "MB", "u", "q", "p", "gemma3", "exp",
+}  # fmt: skip
+
+
+def _lab_leftovers(out, figs) -> set[str]:
+    words = {w for r in out for w in english_words(r)}
+    words |= {w for f in figs for w in english_words(_figure_text(f))}
+    return {w for w in words if w not in LAB_ALLOWED}
+
+
+def test_the_lab_and_benchmark_renders_in_chinese_have_no_english_words():
+    with use_lang("zh"):
+        out, figs = _lab_and_bench_renders()
+        out += [
+            CATALOGUE["zh"][k]
+            for k in CATALOGUE["zh"]
+            if k.startswith(("lab.", "bench.", "sv.", "vlab.")) and "{" not in CATALOGUE["zh"][k]
+        ]
+    leftovers = _lab_leftovers(out, figs)
+    assert not leftovers, sorted(leftovers)
+
+
+def test_the_lab_and_benchmark_renders_in_english_are_english():
+    """The check above can fail: in English the same renders are full of English words."""
+    out, figs = _lab_and_bench_renders()
+    assert len(_lab_leftovers(out, figs)) > 100
+
+
+def test_lab_and_bench_handlers_answer_in_the_visitors_language():
+    from types import SimpleNamespace
+
+    from visual.lab_tabs.predict import reveal_rate
+    from visual.lab_tabs.stop import press_stop
+
+    zh = _Req("http://h/?lang=zh")
+    zh.session_hash = "s"
+    assert localized(press_stop)(zh) == CATALOGUE["zh"]["lab.stopping"]
+    assert press_stop(SimpleNamespace(session_hash="s")) == CATALOGUE["en"]["lab.stopping"]
+    with pytest.raises(gr.Error) as err:
+        localized(reveal_rate)(zh, None, None)
+    assert str(err.value.message) == CATALOGUE["zh"]["lab.p.start_first"]
+
+
+def test_the_lab_re_renders_its_starting_panels_in_the_visitors_language():
+    from visual.lab_tab import build_lab_tabs
+
+    with gr.Blocks():
+        tabs = build_lab_tabs()
+    with use_lang("zh"):
+        values = tabs.localized_values()
+    assert len(values) == len(tabs.localized_outputs)
+    assert "tiny-random" in values[0] and not set(english_words(values[0])) - {"tiny", "random", "LOSSY", "WRONG"}
+    by = dict(zip((getattr(c, "elem_id", None) or i for i, c in enumerate(tabs.localized_outputs)), values))
+    from visual import lab as vlab
+
+    texts = [v for v in values if isinstance(v, str)]
+    assert vlab.equality_html(None) not in texts  # English
+    with use_lang("zh"):
+        assert vlab.equality_html(None) in texts and vlab.formulas_md() in texts and by
+
+
+def test_numbers_in_the_lab_and_bench_messages_match_the_code():
+    from playground.repetition import HIGH_SHARE
+    from visual import bench_tab
+
+    for lang in ("en", "zh"):
+        assert f"{HIGH_SHARE:.0%}" in CATALOGUE[lang]["bench.metric_help"]
+        assert str(bench_tab.MAX_LIVE_GAMMAS) in CATALOGUE[lang]["bench.gammas"]
+        assert str(bench_tab.MAX_LIVE_TREES) in CATALOGUE[lang]["bench.trees"]
+
+
+def test_the_rules_descriptions_in_the_catalogue_are_the_engines():
+    from playground.rules import RULES
+
+    for key, rule in RULES.items():
+        assert CATALOGUE["en"][f"vlab.rule.{key}.what"] == rule.what, key
+        assert CATALOGUE["en"][f"vlab.rule.{key}.expect"] == rule.expect, key
+
+
+def test_the_benchmarks_quality_column_is_translated_by_pattern():
+    from visual.bench import quality_text
+
+    samples = ["reference", "identical to target", "differs from token 7 (bfloat16 rounding of the multi-token pass; "
+               "exact in float32)", "lossy: drift 0.012 TV/token", "lossy", "differs from hf_generate from token 3"]  # fmt: skip
+    assert [quality_text(x) for x in samples] == samples  # English: as the engine wrote it
+    with use_lang("zh"):
+        said = [quality_text(x) for x in samples]
+        assert "7" in said[2] and "0.012" in said[3] and "3" in said[5]
+        assert not {w for x in said for w in english_words(x)} - {"bfloat16", "float32", "TV", "HF", "generate"}
+        assert quality_text("something new") == "something new"

@@ -18,6 +18,8 @@ import gradio as gr
 from playground.config import AppConfig
 from playground.lab.budget import LabCancelled
 from playground.models.loading import ModelUnavailable
+from visual.i18n import t
+from visual.i18n.errors import engine_message
 from visual.presets import preset_choices
 
 # Events that run a model share the "model" concurrency group with the Playground tab; light ones have no limit.
@@ -89,13 +91,13 @@ def progress_adapter(progress):
 def as_int(x: Any, name: str) -> int:
     """A slider's or number box's value as an int, or a ``gr.Error`` naming the field."""
     if x is None or (isinstance(x, float) and not math.isfinite(x)):
-        raise gr.Error(f"{name} must be a whole number.")
+        raise gr.Error(t("lab.whole", name=name))
     try:
         v = float(x)
     except (TypeError, ValueError):
-        raise gr.Error(f"{name} must be a whole number, got {x!r}.") from None
+        raise gr.Error(t("lab.whole.got", name=name, value=repr(x))) from None
     if not v.is_integer():
-        raise gr.Error(f"{name} must be a whole number, got {x!r}.")
+        raise gr.Error(t("lab.whole.got", name=name, value=repr(x)))
     return int(v)
 
 
@@ -112,6 +114,6 @@ def run_errors(fn, *args, **kwargs):
     except LabCancelled:
         raise Stopped() from None
     except (ValueError, ModelUnavailable) as exc:
-        raise gr.Error(str(exc)) from None
+        raise gr.Error(engine_message(exc)) from None
     except Exception as exc:  # keep serving; say what happened
-        raise gr.Error(f"The lab run failed: {type(exc).__name__}: {exc}") from None
+        raise gr.Error(t("lab.failed", error=f"{type(exc).__name__}: {exc}")) from None

@@ -24,6 +24,7 @@ from playground.lab.distribution import (
 )
 from playground.rules import DEFAULT_RULE, RULES, lab_choices
 from visual import lab as vlab
+from visual.i18n import L, localized, t
 from visual.lab_tabs.common import (
     LIGHT_EVENT,
     MODEL_EVENT,
@@ -48,11 +49,11 @@ def _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed, rule: 
         prompt,
         preset=preset,
         rule=rule,
-        n_samples=as_int(n, "N"),
-        n_tokens=as_int(n_tokens, "tokens per continuation"),
+        n_samples=as_int(n, t("lab.name.n")),
+        n_tokens=as_int(n_tokens, t("lab.name.tokens_per")),
         temperature=float(temperature),
         gamma=as_int(gamma, "γ"),
-        seed=as_int(seed, "seed"),
+        seed=as_int(seed, t("lab.name.seed")),
     )
 
 
@@ -61,7 +62,7 @@ def _reference(history: list) -> DistributionCheck | None:
 
 
 def _stopped_outputs(history):
-    return gr.skip(), gr.skip(), gr.skip(), history, "Stopped: nothing new was computed."
+    return gr.skip(), gr.skip(), gr.skip(), history, t("lab.d.stopped")
 
 
 def run_distribution(
@@ -91,12 +92,10 @@ def run_distribution(
         return _stopped_outputs(history)
     history = [check] + [h for h in history if h.rule != check.rule or not _same_settings(h, check)]
     history = history[:HISTORY]
-    status = f"Done in {check.spec.seconds + check.target.seconds:.1f} s."
+    seconds = f"{check.spec.seconds + check.target.seconds:.1f}"
+    status = t("lab.d.done", seconds=seconds)
     if check.partial:
-        status = (
-            f"Stopped at the time limit after {check.spec.seconds + check.target.seconds:.1f} s: "
-            f"{check.spec.n:,} of {check.n_samples:,} continuations — a partial result, labelled as such."
-        )
+        status = t("lab.d.partial", seconds=seconds, done=f"{check.spec.n:,}", total=f"{check.n_samples:,}")
     return _dist_outputs(check, history, status)
 
 
@@ -137,7 +136,7 @@ def compare_all_rules(
 
             def sub(f, msg, i=i, rule=rule):
                 if report:
-                    report((i + f) / len(rules), f"rule {i + 1}/{len(rules)} ({rule}): {msg}")
+                    report((i + f) / len(rules), t("lab.d.progress", i=i + 1, n=len(rules), rule=rule, message=msg))
 
             last = run_errors(
                 distribution_check,
@@ -155,51 +154,53 @@ def compare_all_rules(
         h for h in history if not any(_same_settings(h, d) and h.rule == d.rule for d in done)
     ]
     history = history[: max(HISTORY, len(rules))]
-    status = "All rules checked on the same settings: compare drift (p-value, TV) with acceptance in the table."
+    status = t("lab.d.all_done")
     skipped = rules[len(done) :]
     if skipped or any(d.partial for d in done):
         status = (
-            f"Stopped after {budget.elapsed():.0f} s (time limit {budget.describe()}): {len(done)} of "
-            f"{len(rules)} rules checked"
-            + (f", not checked: {', '.join(skipped)}" if skipped else "")
-            + "; rows marked partial are computed on fewer continuations than asked."
+            t(
+                "lab.d.all_stopped",
+                seconds=f"{budget.elapsed():.0f}",
+                limit=budget.describe(),
+                done=len(done),
+                total=len(rules),
+            )
+            + (t("lab.d.not_checked", rules=", ".join(skipped)) if skipped else "")
+            + t("lab.d.partial_rows")
         )
     return _dist_outputs(done[0], history, status)
 
 
+def intro_md(lim) -> str:
+    """The tab's introduction in the current language (its numbers are the limits'; re-rendered on page load)."""
+    return t("lab.d.intro", n_slow=f"{MAX_SAMPLES_SLOW:,}", wall=f"{lim.lab_wall_s:g}")
+
+
 def build_tab(c: dict[str, Any], s: Setup) -> None:
     """2-4. Histograms of speculative vs target-only sampling, under each verification rule."""
-    with gr.Tab("Distribution check & wrong rules"):
-        gr.Markdown(
-            "Draw **N** short continuations with speculative sampling and with the target alone, and compare "
-            "the histograms. The correct rule matches the target up to noise; the rules marked ✗ WRONG are bugs "
-            "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance (its edge "
-            "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
-            "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
-            f"continuation on a CPU and allow N ≤ {MAX_SAMPLES_SLOW:,}; on them a check stops after "
-            f"{s.lim.lab_wall_s:g} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
-        )
+    with gr.Tab(L("lab.d.tab")):
+        c["d_intro"] = gr.Markdown(intro_md(s.lim))
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c["d_rule"] = gr.Radio(
-                    lab_choices(),
+                    [(L(f"lab.d.rule.{key}"), key) for _, key in lab_choices()],
                     value=DEFAULT_RULE,
-                    label="Verification rule",
-                    info="The correct rule is the default; the others are labelled.",
+                    label=L("lab.d.rule"),
+                    info=L("lab.d.rule.info"),
                 )
-                c["d_preset"] = gr.Dropdown(s.preset_opts, value=s.fast, label="Preset")
-                c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=5000, step=100, label="N continuations per side")
-                c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label="Tokens per continuation")
-                c["d_temp"] = gr.Slider(0.05, s.lim.max_temperature, value=1.0, step=0.05, label="Temperature")
+                c["d_preset"] = gr.Dropdown(s.preset_opts, value=s.fast, label=L("lab.preset"))
+                c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=5000, step=100, label=L("lab.d.n"))
+                c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label=L("lab.d.tokens"))
+                c["d_temp"] = gr.Slider(0.05, s.lim.max_temperature, value=1.0, step=0.05, label=L("lab.temperature"))
                 with gr.Row():
                     c["d_gamma"] = gr.Slider(1, s.lim.max_gamma, value=4, step=1, label="γ")
-                    c["d_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
+                    c["d_seed"] = gr.Number(value=0, precision=0, minimum=0, label=L("lab.seed"))
             with gr.Column(scale=3):
-                c["d_prompt"] = gr.Textbox(value="Once upon a time", label="Prompt", lines=1)
+                c["d_prompt"] = gr.Textbox(value="Once upon a time", label=L("lab.prompt"), lines=1)
                 with gr.Row():
-                    c["d_run"] = gr.Button("Run check ▸", variant="primary")
-                    c["d_all"] = gr.Button("Compare all rules")
-                    c["d_stop"] = gr.Button("■ Stop", variant="stop")
+                    c["d_run"] = gr.Button(L("lab.d.run"), variant="primary")
+                    c["d_all"] = gr.Button(L("lab.d.all"))
+                    c["d_stop"] = gr.Button(L("lab.stop"), variant="stop")
                 c["d_status"] = gr.Markdown("")
                 c["d_plot"] = gr.Plot(vlab.distribution_figure(None), show_label=False)
                 c["d_html"] = gr.HTML(vlab.distribution_html(None))
@@ -207,15 +208,9 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
                     vlab.rules_table([]),
                     interactive=False,
                     wrap=True,
-                    label="Rules checked this session (newest first)",
+                    label=L("lab.d.table"),
                 )
-        gr.Markdown(
-            "**TV distance** = ½ Σ |f_spec(x) − f_target(x)|: 0 = identical histograms, 1 = no overlap; two "
-            "samples of the same distribution still differ by about the *noise level* shown. **p-value**: how "
-            "often a difference at least this large would appear if both came from the same distribution "
-            "(chi-square test, rare outcomes pooled). **p vs exact**: the speculative sample against the "
-            "target's exact probabilities (computed from its logits). **Acceptance** = accepted ÷ judged drafts."
-        )
+        gr.Markdown(L("lab.d.help"))
 
 
 def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
@@ -225,7 +220,7 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     heavy = {
         "d_stop": [
             c["d_run"].click(
-                run_distribution,
+                localized(run_distribution),
                 [
                     c["d_prompt"],
                     c["d_preset"],
@@ -241,7 +236,7 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
                 **MODEL_EVENT,
             ),
             c["d_all"].click(
-                compare_all_rules,
+                localized(compare_all_rules),
                 [
                     c["d_prompt"],
                     c["d_preset"],
@@ -257,5 +252,5 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
             ),
         ]
     }
-    c["d_stop"].click(press_stop, None, c["d_status"], cancels=heavy["d_stop"], **LIGHT_EVENT)
+    c["d_stop"].click(localized(press_stop), None, c["d_status"], cancels=heavy["d_stop"], **LIGHT_EVENT)
     return heavy

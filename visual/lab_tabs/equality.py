@@ -12,6 +12,7 @@ import gradio as gr
 
 from playground.lab.equality import equality_check
 from visual import lab as vlab
+from visual.i18n import L, localized, t
 from visual.lab_tabs.common import (
     LIGHT_EVENT,
     MODEL_EVENT,
@@ -33,34 +34,33 @@ def run_equality(prompt, preset, gamma, max_new_tokens, dtype, request: gr.Reque
             prompt,
             preset=preset,
             gamma=as_int(gamma, "γ"),
-            max_new_tokens=as_int(max_new_tokens, "tokens"),
+            max_new_tokens=as_int(max_new_tokens, t("lab.name.tokens")),
             dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
             progress=progress_adapter(progress),
             budget=session_budget(preset, request),
         )
     except Stopped:
-        return vlab.stopped_html("the equality check")
+        return vlab.stopped_html(t("vlab.what.equality"))
     return vlab.equality_html(eq)
 
 
 def build_tab(c: dict[str, Any], s: Setup) -> None:
     """1. Speculative vs the target's own greedy output, token for token."""
-    with gr.Tab("Equality check (greedy)"):
-        gr.Markdown(
-            "At temperature 0 speculative decoding must reproduce the target's own greedy output **token for "
-            "token**. Run both and compare. In float32 they are identical; in bfloat16 a 1-token pass and a "
-            "multi-token verify pass can round a near-tie differently, and the first such flip is shown with "
-            "both tokens' logits."
-        )
+    with gr.Tab(L("lab.eq.tab")):
+        gr.Markdown(L("lab.eq.intro"))
         with gr.Row():
-            c["eq_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
-            c["eq_dtype"] = gr.Dropdown([DTYPE_DEFAULT, "float32", "bfloat16"], value=DTYPE_DEFAULT, label="dtype")
+            c["eq_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label=L("lab.preset"))
+            c["eq_dtype"] = gr.Dropdown(
+                [(L("pg.dtype.default"), DTYPE_DEFAULT), ("float32", "float32"), ("bfloat16", "bfloat16")],
+                value=DTYPE_DEFAULT,
+                label="dtype",
+            )
             c["eq_gamma"] = gr.Slider(1, s.lim.max_gamma, value=s.gamma0, step=1, label="γ")
-            c["eq_tokens"] = gr.Slider(4, min(128, s.lim.max_new_tokens), value=32, step=1, label="New tokens")
-        c["eq_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
+            c["eq_tokens"] = gr.Slider(4, min(128, s.lim.max_new_tokens), value=32, step=1, label=L("lab.new_tokens"))
+        c["eq_prompt"] = gr.Textbox(value=s.ex_prompt, label=L("lab.prompt"), lines=2)
         with gr.Row():
-            c["eq_run"] = gr.Button("Run both ▸", variant="primary")
-            c["eq_stop"] = gr.Button("■ Stop", variant="stop")
+            c["eq_run"] = gr.Button(L("lab.eq.run"), variant="primary")
+            c["eq_stop"] = gr.Button(L("lab.stop"), variant="stop")
         c["eq_out"] = gr.HTML(vlab.equality_html(None))
 
 
@@ -69,7 +69,7 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     heavy = {
         "eq_stop": [
             c["eq_run"].click(
-                run_equality,
+                localized(run_equality),
                 [c["eq_prompt"], c["eq_preset"], c["eq_gamma"], c["eq_tokens"], c["eq_dtype"]],
                 c["eq_out"],
                 **MODEL_EVENT,

@@ -16,6 +16,7 @@ from playground.api import generate
 from playground.lab.quiz import Scoreboard, question, question_steps, reveal
 from visual import lab as vlab
 from visual.fmt import pct, token_plain
+from visual.i18n import L, localized, t
 from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, as_int, progress_adapter, run_errors
 
 
@@ -28,10 +29,7 @@ def _question_outputs(state: dict):
     if res is None:
         return vlab.question_html(None), gr.update(choices=[], value=[])
     if pos >= len(order):
-        msg = (
-            "This run is over. Press <b>Reveal the run's acceptance rate</b> to score your guess, or start a "
-            "<b>New round</b>."
-        )
+        msg = t("lab.p.over")
         return f'<div style="{vlab._BOX}">{msg}</div>', gr.update(choices=[], value=[])
     q = question(res, order[pos])
     choices = [(f"{i + 1}: \u201c{token_plain(t)}\u201d", str(i)) for i, t in enumerate(q.drafts)]
@@ -46,18 +44,15 @@ def new_round(preset, prompt, gamma, temperature, seed, max_new_tokens, rate_gue
         preset=preset,
         gamma=as_int(gamma, "γ"),
         temperature=float(temperature),
-        seed=as_int(seed, "seed"),
-        max_new_tokens=as_int(max_new_tokens, "tokens"),
+        seed=as_int(seed, t("lab.name.seed")),
+        max_new_tokens=as_int(max_new_tokens, t("lab.name.tokens")),
         progress=progress_adapter(progress),
     )
     order = question_steps(res)
     state = {**empty_round(), "result": res, "order": order, "rate_guess": float(rate_guess) / 100.0}
-    note = (
-        f"New run: {len(order)} step(s) with drafts out of {len(res.steps)}. Your acceptance-rate guess "
-        f"({float(rate_guess):.0f}%) is locked in."
-    )
+    note = t("lab.p.new_run", k=len(order), n=len(res.steps), guess=f"{float(rate_guess):.0f}")
     if not order:
-        note = "This run drafted nothing (prompt lookup found no match?): try another prompt or preset."
+        note = t("lab.p.no_drafts")
     qh, cb = _question_outputs(state)
     return state, qh, cb, "", note
 
@@ -67,7 +62,7 @@ def do_reveal(selected, state, board):
     if state["result"] is None or state["pos"] >= len(state["order"]):
         return state, gr.skip(), board, vlab.score_card(board)
     if state["revealed"]:
-        raise gr.Error("Already revealed: press Next step.")
+        raise gr.Error(t("lab.p.already"))
     res, idx = state["result"], state["order"][state["pos"]]
     k = len(res.steps[idx].drafted)
     picked = {int(s) for s in (selected or []) if str(s).isdigit()}
@@ -89,48 +84,47 @@ def next_step(state):
 def reveal_rate(state, board):
     state = dict(state or empty_round())
     if state["result"] is None:
-        raise gr.Error("Start a round first.")
+        raise gr.Error(t("lab.p.start_first"))
     actual = state["result"].stats.acceptance_rate
     if state["rate_scored"]:
-        return state, board, vlab.score_card(board), f"Acceptance rate of this run: {pct(actual)} (already scored)."
+        return state, board, vlab.score_card(board), t("lab.p.rate_again", actual=pct(actual))
     board = board.add_rate(state["rate_guess"] or 0.0, actual)
     state["rate_scored"] = True
     return (
         state,
         board,
         vlab.score_card(board),
-        (
-            f"Acceptance rate of this run: {pct(actual)} (you guessed {pct(state['rate_guess'])}); "
-            f"it drafted {state['result'].stats.drafted_tokens} tokens in {state['result'].stats.steps} steps."
+        t(
+            "lab.p.rate_scored",
+            actual=pct(actual),
+            guess=pct(state["rate_guess"]),
+            drafted=state["result"].stats.drafted_tokens,
+            steps=state["result"].stats.steps,
         ),
     )
 
 
 def build_tab(c: dict[str, Any], s: Setup) -> None:
     """6. Guess which drafts the target accepts, then reveal."""
-    with gr.Tab("Predict, then reveal"):
-        gr.Markdown(
-            "Guess before you look. **Before the run**, guess its acceptance rate. **At each step**, the drafts "
-            "are shown with the drafter's confidence q: tick the ones the target will accept, then reveal p, "
-            "min(1, p/q), the random u and the verdict. Your score is kept for this session."
-        )
+    with gr.Tab(L("lab.p.tab")):
+        gr.Markdown(L("lab.p.intro"))
         with gr.Row():
-            c["p_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
+            c["p_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label=L("lab.preset"))
             c["p_gamma"] = gr.Slider(1, s.lim.max_gamma, value=s.gamma0, step=1, label="γ")
-            c["p_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label="Temperature")
-            c["p_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-            c["p_tokens"] = gr.Slider(8, min(96, s.lim.max_new_tokens), value=32, step=1, label="New tokens")
-        c["p_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
+            c["p_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label=L("lab.temperature"))
+            c["p_seed"] = gr.Number(value=0, precision=0, minimum=0, label=L("lab.seed"))
+            c["p_tokens"] = gr.Slider(8, min(96, s.lim.max_new_tokens), value=32, step=1, label=L("lab.new_tokens"))
+        c["p_prompt"] = gr.Textbox(value=s.ex_prompt, label=L("lab.prompt"), lines=2)
         with gr.Row():
-            c["p_rate"] = gr.Slider(0, 100, value=50, step=1, label="Your guess: acceptance rate of the run (%)")
-            c["p_new"] = gr.Button("New round ▸", variant="primary")
+            c["p_rate"] = gr.Slider(0, 100, value=50, step=1, label=L("lab.p.rate"))
+            c["p_new"] = gr.Button(L("lab.p.new"), variant="primary")
         c["p_note"] = gr.Markdown("")
         c["p_question"] = gr.HTML(vlab.question_html(None))
-        c["p_guess"] = gr.CheckboxGroup(choices=[], value=[], label="Which drafts will the target accept?")
+        c["p_guess"] = gr.CheckboxGroup(choices=[], value=[], label=L("lab.p.guess"))
         with gr.Row():
-            c["p_reveal"] = gr.Button("Reveal", variant="primary")
-            c["p_next"] = gr.Button("Next step ›")
-            c["p_rate_reveal"] = gr.Button("Reveal the run's acceptance rate")
+            c["p_reveal"] = gr.Button(L("lab.p.reveal"), variant="primary")
+            c["p_next"] = gr.Button(L("lab.p.next"))
+            c["p_rate_reveal"] = gr.Button(L("lab.p.rate_reveal"))
         c["p_answer"] = gr.HTML("")
         c["p_score"] = gr.HTML(vlab.score_card(Scoreboard()))
 
@@ -139,21 +133,24 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     """New round, Reveal, Next step, Reveal the rate; nothing here has a Stop button."""
     round_state, board_state = states["round_state"], states["board_state"]
     c["p_new"].click(
-        new_round,
+        localized(new_round),
         [c["p_preset"], c["p_prompt"], c["p_gamma"], c["p_temp"], c["p_seed"], c["p_tokens"], c["p_rate"]],
         [round_state, c["p_question"], c["p_guess"], c["p_answer"], c["p_note"]],
         **MODEL_EVENT,
     )
     c["p_reveal"].click(
-        do_reveal,
+        localized(do_reveal),
         [c["p_guess"], round_state, board_state],
         [round_state, c["p_answer"], board_state, c["p_score"]],
         **LIGHT_EVENT,
     )
     c["p_next"].click(
-        next_step, round_state, [round_state, c["p_question"], c["p_guess"], c["p_answer"]], **LIGHT_EVENT
+        localized(next_step), round_state, [round_state, c["p_question"], c["p_guess"], c["p_answer"]], **LIGHT_EVENT
     )
     c["p_rate_reveal"].click(
-        reveal_rate, [round_state, board_state], [round_state, board_state, c["p_score"], c["p_note"]], **LIGHT_EVENT
+        localized(reveal_rate),
+        [round_state, board_state],
+        [round_state, board_state, c["p_score"], c["p_note"]],
+        **LIGHT_EVENT,
     )
     return {}

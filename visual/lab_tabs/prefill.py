@@ -18,6 +18,7 @@ import gradio as gr
 
 from playground.config import AppConfig
 from visual import lab as vlab
+from visual.i18n import localized, t
 from visual.lab_tabs.common import LIGHT_EVENT
 from visual.share import PREFILL_KEYS, Prefill, prefill_from_query
 
@@ -46,14 +47,14 @@ def wire_prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple
         def apply_classroom(slug):
             cp = by_classroom.get(slug)
             if cp is None:
-                raise gr.Error("Unknown classroom preset.")
+                raise gr.Error(t("lab.r.unknown_classroom"))
             vals = dict(preset=cp.preset, prompt=cp.prompt, gamma=cp.gamma, temperature=cp.temperature, seed=cp.seed)
             return [vlab.classroom_md(cp), *_fill(vals)]
 
         c["r_class"].change(
-            lambda s: vlab.classroom_md(by_classroom.get(s)), c["r_class"], c["r_class_md"], **LIGHT_EVENT
+            localized(lambda s: vlab.classroom_md(by_classroom.get(s))), c["r_class"], c["r_class_md"], **LIGHT_EVENT
         )
-        c["r_apply"].click(apply_classroom, c["r_class"], [c["r_class_md"], *load_outputs], **LIGHT_EVENT)
+        c["r_apply"].click(localized(apply_classroom), c["r_class"], [c["r_class_md"], *load_outputs], **LIGHT_EVENT)
 
     def on_load(request: gr.Request):
         pf = prefill_from_query(request, cfg)

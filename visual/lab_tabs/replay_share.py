@@ -20,6 +20,7 @@ from playground.api import generate
 from playground.config import load_config
 from visual import lab as vlab
 from visual import replay
+from visual.i18n import L, localized, t
 from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, as_int, progress_adapter, run_errors
 from visual.share import share_query, share_url
 from visual.tables import clean_json, new_export_dir
@@ -43,12 +44,12 @@ def run_for_replay(preset, prompt, gamma, temperature, seed, max_new_tokens, pro
         preset=preset,
         gamma=as_int(gamma, "γ"),
         temperature=float(temperature),
-        seed=as_int(seed, "seed"),
-        max_new_tokens=as_int(max_new_tokens, "tokens"),
+        seed=as_int(seed, t("lab.name.seed")),
+        max_new_tokens=as_int(max_new_tokens, t("lab.name.tokens")),
         progress=progress_adapter(progress),
     )
-    s, h, summ = _replay_outputs(res, 1, "Fresh run:")
-    return res, s, h, summ, "Generated. Step through it with ◀ ▶ or the slider."
+    s, h, summ = _replay_outputs(res, 1, t("lab.r.fresh"))
+    return res, s, h, summ, t("lab.r.generated")
 
 
 def upload_too_large(path, limit: int | None = None) -> str | None:
@@ -71,15 +72,15 @@ def import_trace(path, current):
         return current, gr.skip(), gr.skip(), gr.skip(), ""
     refused = upload_too_large(path)
     if refused:
-        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {vlab.md_escape(refused)}."
+        return current, gr.skip(), gr.skip(), gr.skip(), t("lab.r.refused", reason=vlab.md_escape(refused))
     try:
         res = trace_io.load_trace_file(path)
     except trace_io.TraceImportError as exc:
-        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file: {vlab.md_escape(exc)}."
+        return current, gr.skip(), gr.skip(), gr.skip(), t("lab.r.refused", reason=vlab.md_escape(exc))
     except Exception as exc:  # anything unexpected is still a clear refusal
-        return current, gr.skip(), gr.skip(), gr.skip(), f"⛔ Could not import this file ({type(exc).__name__})."
-    s, h, summ = _replay_outputs(res, 0, f"Imported {Path(str(path)).name}:")
-    return res, s, h, summ, f"Imported a trace with {len(res.steps)} steps."
+        return current, gr.skip(), gr.skip(), gr.skip(), t("lab.r.refused_kind", kind=type(exc).__name__)
+    s, h, summ = _replay_outputs(res, 0, t("lab.r.imported_from", name=Path(str(path)).name))
+    return res, s, h, summ, t("lab.r.imported", n=len(res.steps))
 
 
 def move(trace, frame, delta):
@@ -92,7 +93,7 @@ def move(trace, frame, delta):
 
 def export_trace(trace):
     if trace is None:
-        raise gr.Error("Nothing to export yet.")
+        raise gr.Error(t("lab.r.nothing"))
     d = new_export_dir(prefix="lab-")  # bounded: only the newest exports are kept
     p = d / "speculative_trace.json"
 
@@ -106,52 +107,53 @@ def share_link(preset, prompt, gamma, temperature, seed, request: gr.Request = N
         prompt=prompt,
         gamma=as_int(gamma, "γ"),
         temperature=float(temperature),
-        seed=as_int(seed, "seed"),
+        seed=as_int(seed, t("lab.name.seed")),
     )
     return share_url(request, q)
 
 
+def file_label(lim) -> str:
+    """The import box's label in the current language (its limit is the config's; re-rendered on page load)."""
+    return t("lab.r.file", mb=lim.max_trace_bytes // 1_000_000)
+
+
 def build_tab(c: dict[str, Any], s: Setup) -> None:
     """7. Step through a recorded or imported run; share links and classroom presets."""
-    with gr.Tab("Replay & share"):
-        gr.Markdown(
-            "Step backwards and forwards through a recorded run, import a trace JSON exported earlier "
-            "(checked: size, JSON, schema, values — nothing in it is executed), and hand out a link that "
-            "pre-fills the settings."
-        )
+    with gr.Tab(L("lab.r.tab")):
+        gr.Markdown(L("lab.r.intro"))
         if s.classroom:
             with gr.Row():
                 c["r_class"] = gr.Dropdown(
-                    [(cp.label, cp.slug) for cp in s.classroom], value=s.classroom[0].slug, label="Classroom presets"
+                    [(cp.label, cp.slug) for cp in s.classroom], value=s.classroom[0].slug, label=L("lab.r.classroom")
                 )
-                c["r_apply"] = gr.Button("Apply preset")
+                c["r_apply"] = gr.Button(L("lab.r.apply"))
             c["r_class_md"] = gr.Markdown(vlab.classroom_md(s.classroom[0]))
         with gr.Row():
-            c["r_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
+            c["r_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label=L("lab.preset"))
             c["r_gamma"] = gr.Slider(1, s.lim.max_gamma, value=s.gamma0, step=1, label="γ")
-            c["r_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label="Temperature")
-            c["r_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-            c["r_tokens"] = gr.Slider(4, min(128, s.lim.max_new_tokens), value=32, step=1, label="New tokens")
-        c["r_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
+            c["r_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label=L("lab.temperature"))
+            c["r_seed"] = gr.Number(value=0, precision=0, minimum=0, label=L("lab.seed"))
+            c["r_tokens"] = gr.Slider(4, min(128, s.lim.max_new_tokens), value=32, step=1, label=L("lab.new_tokens"))
+        c["r_prompt"] = gr.Textbox(value=s.ex_prompt, label=L("lab.prompt"), lines=2)
         with gr.Row():
-            c["r_run"] = gr.Button("Run ▸", variant="primary")
+            c["r_run"] = gr.Button(L("lab.r.run"), variant="primary")
             c["r_file"] = gr.File(
-                label=f"Import a trace JSON (≤ {s.lim.max_trace_bytes // 1_000_000} MB)",
+                label=file_label(s.lim),
                 file_types=[".json"],
                 type="filepath",
                 file_count="single",
             )
         c["r_status"] = gr.Markdown("")
         with gr.Row():
-            c["r_back"] = gr.Button("◀ Back")
-            c["r_frame"] = gr.Slider(0, 1, value=0, step=1, label="Frame")
-            c["r_fwd"] = gr.Button("Step ▶")
+            c["r_back"] = gr.Button(L("lab.r.back"))
+            c["r_frame"] = gr.Slider(0, 1, value=0, step=1, label=L("lab.r.frame"))
+            c["r_fwd"] = gr.Button(L("lab.r.fwd"))
         c["r_view"] = gr.HTML(vlab.replay_html(None, 0))
         c["r_summary"] = gr.HTML("")
         with gr.Row():
-            c["r_export"] = gr.DownloadButton("⬇ Export this trace (JSON)")
-            c["r_share_btn"] = gr.Button("Make a share link")
-        c["r_share"] = gr.Textbox(label="Share link (settings above)", interactive=False, buttons=["copy"])
+            c["r_export"] = gr.DownloadButton(L("lab.r.export"))
+            c["r_share_btn"] = gr.Button(L("lab.r.share_btn"))
+        c["r_share"] = gr.Textbox(label=L("lab.r.share"), interactive=False, buttons=["copy"])
 
 
 def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
@@ -159,22 +161,31 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     trace_state = states["trace_state"]
     replay_out = [trace_state, c["r_frame"], c["r_view"], c["r_summary"], c["r_status"]]
     c["r_run"].click(
-        run_for_replay,
+        localized(run_for_replay),
         [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"], c["r_tokens"]],
         replay_out,
         **MODEL_EVENT,
     )
-    c["r_file"].upload(import_trace, [c["r_file"], trace_state], replay_out, **LIGHT_EVENT)
+    c["r_file"].upload(localized(import_trace), [c["r_file"], trace_state], replay_out, **LIGHT_EVENT)
     c["r_frame"].release(
-        lambda t, f: vlab.replay_html(t, int(f or 0)), [trace_state, c["r_frame"]], c["r_view"], **LIGHT_EVENT
+        localized(lambda tr, f: vlab.replay_html(tr, int(f or 0))),
+        [trace_state, c["r_frame"]],
+        c["r_view"],
+        **LIGHT_EVENT,
     )
     c["r_back"].click(
-        lambda t, f: move(t, f, -1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT
+        localized(lambda tr, f: move(tr, f, -1)),
+        [trace_state, c["r_frame"]],
+        [c["r_frame"], c["r_view"]],
+        **LIGHT_EVENT,
     )
     c["r_fwd"].click(
-        lambda t, f: move(t, f, +1), [trace_state, c["r_frame"]], [c["r_frame"], c["r_view"]], **LIGHT_EVENT
+        localized(lambda tr, f: move(tr, f, +1)),
+        [trace_state, c["r_frame"]],
+        [c["r_frame"], c["r_view"]],
+        **LIGHT_EVENT,
     )
-    c["r_export"].click(export_trace, trace_state, c["r_export"], **LIGHT_EVENT)
+    c["r_export"].click(localized(export_trace), trace_state, c["r_export"], **LIGHT_EVENT)
     c["r_share_btn"].click(
         share_link, [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"]], c["r_share"], **LIGHT_EVENT
     )

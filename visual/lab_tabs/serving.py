@@ -14,6 +14,7 @@ import gradio as gr
 
 from playground.batch_sweep import measure_pass_costs, measured
 from visual import serving as vserving
+from visual.i18n import L, localized
 from visual.lab_tabs.common import MODEL_EVENT, Setup, run_errors
 
 
@@ -25,19 +26,19 @@ def measure_here(preset):
 def build_tab(c: dict[str, Any], s: Setup) -> None:
     """6. The measured curves, the lesson, and a live pass-cost measurement."""
     data = measured()
-    with gr.Tab("Serving a class"):
-        gr.Markdown(vserving.LESSON_MD)
+    with gr.Tab(L("lab.sv.tab")):
+        gr.Markdown(L("sv.lesson"))
         c["sv_throughput"] = gr.Plot(vserving.throughput_figure(data), show_label=False)
         c["sv_table"] = gr.Dataframe(
-            value=vserving.class_rows(data), headers=vserving.CLASS_HEADERS, interactive=False, wrap=True
+            value=vserving.class_rows(data), headers=vserving.class_headers(), interactive=False, wrap=True
         )
         c["sv_costs"] = gr.Plot(vserving.pass_cost_figure(data), show_label=False)
         c["sv_about"] = gr.HTML(vserving.provenance_html(data))
         with gr.Row():
-            c["sv_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
-            c["sv_measure"] = gr.Button("Measure the pass cost on this server now (≈ 30 s) ▸", variant="primary")
+            c["sv_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label=L("lab.preset"))
+            c["sv_measure"] = gr.Button(L("lab.sv.measure"), variant="primary")
 
 
 def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
-    c["sv_measure"].click(measure_here, [c["sv_preset"]], [c["sv_costs"], c["sv_about"]], **MODEL_EVENT)
+    c["sv_measure"].click(localized(measure_here), [c["sv_preset"]], [c["sv_costs"], c["sv_about"]], **MODEL_EVENT)
     return {}

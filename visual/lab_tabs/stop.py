@@ -20,6 +20,7 @@ from collections.abc import Callable
 import gradio as gr
 
 from playground.lab.budget import Budget
+from visual.i18n import t
 
 
 class StopRequests:
@@ -71,7 +72,7 @@ def session_budget(preset, request) -> Budget:
 def press_stop(request: gr.Request = None) -> str:
     """The Stop button: tell this session's running action (and say so where there is a status line)."""
     STOPS.press(_session(request))
-    return "Stopping…"
+    return t("lab.stopping")
 
 
 def press_stop_quietly(request: gr.Request = None) -> None:

@@ -18,6 +18,7 @@ from playground.decoding.sampling import predicted_speedup
 from playground.lab.theory import measure_run, measured_point, theory_curve
 from playground.validate import MAX_GAMMA
 from visual import lab as vlab
+from visual.i18n import L, localized, t
 from visual.lab_tabs.common import (
     LIGHT_EVENT,
     MODEL_EVENT,
@@ -54,7 +55,7 @@ def measure_for_theory(
             preset=preset,
             gamma=as_int(gamma, "γ"),
             temperature=float(temperature),
-            seed=as_int(seed, "seed"),
+            seed=as_int(seed, t("lab.name.seed")),
             progress=progress_adapter(progress),
             budget=session_budget(preset, request),
         )
@@ -69,7 +70,7 @@ def measure_for_theory(
 
 def theory_from_trace(trace, alpha, gamma, c, v):
     if trace is None:
-        raise gr.Error("No trace yet: run or import one in the Replay & share tab.")
+        raise gr.Error(t("lab.t.no_trace"))
     point = measured_point(trace.stats)
     a2 = _clamp(point.alpha, 0.0, 1.0, float(alpha))
     c2 = _clamp(point.c, 0.0, 2.0, float(c))
@@ -91,28 +92,28 @@ def theory_from_trace(trace, alpha, gamma, c, v):
 
 def build_tab(c: dict[str, Any], s: Setup) -> None:
     """5. The cost model as sliders, and a measured point on it."""
-    with gr.Tab("Theory bench"):
-        gr.Markdown(vlab.FORMULAS_MD, latex_delimiters=[{"left": "$$", "right": "$$", "display": True}])
+    with gr.Tab(L("lab.t.tab")):
+        c["t_formulas"] = gr.Markdown(
+            vlab.formulas_md(), latex_delimiters=[{"left": "$$", "right": "$$", "display": True}]
+        )
         with gr.Row():
-            c["t_alpha"] = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label="α: acceptance probability")
-            c["t_gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ: drafts per step")
-            c["t_c"] = gr.Slider(0.0, 2.0, value=0.1, step=0.01, label="c: draft cost ÷ target cost")
-            c["t_v"] = gr.Slider(0.5, 4.0, value=1.3, step=0.05, label="v_γ: verify-pass cost ÷ 1-token cost")
+            c["t_alpha"] = gr.Slider(0.0, 1.0, value=0.7, step=0.01, label=L("lab.t.alpha"))
+            c["t_gamma"] = gr.Slider(1, MAX_GAMMA, value=4, step=1, label=L("lab.t.gamma"))
+            c["t_c"] = gr.Slider(0.0, 2.0, value=0.1, step=0.01, label=L("lab.t.c"))
+            c["t_v"] = gr.Slider(0.5, 4.0, value=1.3, step=0.05, label=L("lab.t.v"))
         curve0 = theory_curve(0.7, 0.1, 1.3)
         c["t_plot"] = gr.Plot(vlab.theory_figure(curve0), show_label=False)
         c["t_html"] = gr.HTML(vlab.theory_html(curve0, 4))
-        with gr.Accordion("You are here: measure a real run", open=True):
+        with gr.Accordion(L("lab.t.here"), open=True):
             with gr.Row():
-                c["t_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label="Preset")
-                c["t_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label="Temperature")
-                c["t_seed"] = gr.Number(value=0, precision=0, minimum=0, label="Seed")
-            c["t_prompt"] = gr.Textbox(value=s.ex_prompt, label="Prompt", lines=2)
+                c["t_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label=L("lab.preset"))
+                c["t_temp"] = gr.Slider(0, s.lim.max_temperature, value=0.0, step=0.05, label=L("lab.temperature"))
+                c["t_seed"] = gr.Number(value=0, precision=0, minimum=0, label=L("lab.seed"))
+            c["t_prompt"] = gr.Textbox(value=s.ex_prompt, label=L("lab.prompt"), lines=2)
             with gr.Row():
-                c["t_measure"] = gr.Button(
-                    "Measure (target alone + speculative, γ from the slider) ▸", variant="primary"
-                )
-                c["t_stop"] = gr.Button("■ Stop", variant="stop")
-                c["t_from_trace"] = gr.Button("Use the trace from Replay & share")
+                c["t_measure"] = gr.Button(L("lab.t.measure"), variant="primary")
+                c["t_stop"] = gr.Button(L("lab.stop"), variant="stop")
+                c["t_from_trace"] = gr.Button(L("lab.t.from_trace"))
 
 
 def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
@@ -120,11 +121,13 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     trace_state, point_state = states["trace_state"], states["point_state"]
     theory_in = [c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], point_state]
     for s in ("t_alpha", "t_gamma", "t_c", "t_v"):
-        c[s].change(render_theory, theory_in, [c["t_plot"], c["t_html"]], trigger_mode="always_last", **LIGHT_EVENT)
+        c[s].change(
+            localized(render_theory), theory_in, [c["t_plot"], c["t_html"]], trigger_mode="always_last", **LIGHT_EVENT
+        )
     heavy = {
         "t_stop": [
             c["t_measure"].click(
-                measure_for_theory,
+                localized(measure_for_theory),
                 [
                     c["t_prompt"],
                     c["t_preset"],
@@ -142,7 +145,7 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     }
     c["t_stop"].click(press_stop_quietly, None, None, cancels=heavy["t_stop"], **LIGHT_EVENT)
     c["t_from_trace"].click(
-        theory_from_trace,
+        localized(theory_from_trace),
         [trace_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"]],
         [point_state, c["t_alpha"], c["t_gamma"], c["t_c"], c["t_v"], c["t_plot"], c["t_html"]],
         **LIGHT_EVENT,
