@@ -32,7 +32,6 @@ from playground.rules import app_choices
 from playground.serving.trace_cache import TraceCache
 from playground.validate import MAX_TREE_NODES
 from visual import charts, page_js, provenance, replay, stats, tables, tokens
-from visual.fmt import esc
 from visual.i18n import L, example_text, localized, t
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
     CALIBRATION_TOKENS,
@@ -50,6 +49,7 @@ from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use 
 from visual.presets import PresetChoice, default_preset, preset_choices, preset_info  # noqa: F401  (tests use them from here)
 from visual.share import PREFILL_KEYS, Prefill, prefill_updates
 from visual.speculate import make_speculate
+from visual.warmup import wire_status
 
 WAIT_POLL_S = 0.25  # replay timer interval while no step has arrived yet
 
@@ -246,7 +246,7 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
     _wire_replay(parts)
     shared, run_limit = _wire_run(cfg, choices, warmup, parts)
     if warmup is not None:
-        _wire_warmup(c, warmup)
+        wire_status(c["status"], warmup)
 
     # ---- the public endpoint -----------------------------------------------------------
     gr.api(
@@ -573,30 +573,3 @@ def _wire_provenance(c: dict[str, Any], trace_state, run_event) -> None:
         api_visibility="private",
     )
     run_event.then(localized(on_provenance), trace_state, outputs, show_progress="hidden", api_visibility="private")
-
-
-def _wire_warmup(c: dict[str, Any], warmup) -> None:
-    """At start-up, the status line shows the background model loading until it is done."""
-    warm_timer = gr.Timer(value=1.0, active=True)
-
-    def on_warm_tick():
-        if warmup.done:
-            msg = (
-                t("pg.warm.ready", preset=warmup.preset, seconds=f"{warmup.seconds:.1f}")
-                if not warmup.error
-                else t("pg.warm.failed", preset=warmup.preset, error=esc(warmup.error))
-            )
-            return msg, gr.Timer(active=False)
-        return (
-            t("pg.warm.loading", preset=warmup.preset, message=esc(warmup.message), percent=f"{warmup.fraction:.0%}"),
-            gr.skip(),
-        )
-
-    warm_timer.tick(
-        localized(on_warm_tick),
-        None,
-        [c["status"], warm_timer],
-        concurrency_limit=None,
-        show_progress="hidden",
-        api_visibility="private",
-    )

@@ -3,7 +3,8 @@
 ``app.py`` starts one ``Warmup`` for the default preset before launching, so
 the page comes up at once and the first Run finds the models ready (or shows
 the loading progress while it waits).  One instance per process, created by
-``app.py`` and handed to the tab builder: no module-level state here.
+``app.py`` and handed to the tab builder: no module-level state here.  ``wire_status``
+shows the loading in the Playground's status line until it is done.
 """
 
 from __future__ import annotations
@@ -12,8 +13,12 @@ import threading
 import time
 from collections.abc import Iterator
 
+import gradio as gr
+
 from playground.config import load_config
 from playground.models.loading import load_pair
+from visual.fmt import esc
+from visual.i18n import localized, t
 
 
 class Warmup:
@@ -56,3 +61,30 @@ class Warmup:
             return
         while not self._done.wait(poll_s):
             yield f"Loading models for {self.preset}: {self.message}", self.fraction
+
+
+def wire_status(status, warmup: Warmup) -> None:
+    """At start-up, the status line shows the background model loading until it is done."""
+    warm_timer = gr.Timer(value=1.0, active=True)
+
+    def on_warm_tick():
+        if warmup.done:
+            msg = (
+                t("pg.warm.ready", preset=warmup.preset, seconds=f"{warmup.seconds:.1f}")
+                if not warmup.error
+                else t("pg.warm.failed", preset=warmup.preset, error=esc(warmup.error))
+            )
+            return msg, gr.Timer(active=False)
+        return (
+            t("pg.warm.loading", preset=warmup.preset, message=esc(warmup.message), percent=f"{warmup.fraction:.0%}"),
+            gr.skip(),
+        )
+
+    warm_timer.tick(
+        localized(on_warm_tick),
+        None,
+        [status, warm_timer],
+        concurrency_limit=None,
+        show_progress="hidden",
+        api_visibility="private",
+    )
