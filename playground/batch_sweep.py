@@ -17,16 +17,25 @@ policy (``playground.serving.policy``); it measures both.
 
 from __future__ import annotations
 
+import argparse
+import json
+import platform
 import statistics
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 from transformers import DynamicCache
 
+from playground import api
+from playground.config import load_config
 from playground.decoding.batch_pass import RowPass, batched_forward
+from playground.models.loading import load_pair
+from playground.serving.policy import KNEE_TOKENS
+from playground.serving.pool import scheduler_for
 
 
 @dataclass(frozen=True)
@@ -156,8 +165,6 @@ VARIANTS = ("speculative, capped", "speculative", "autoregressive")
 
 def class_prompts(n: int) -> list[str]:
     """``n`` prompts, one per student: the held-out eval prompts (no drafter trained on them), cycled."""
-    import json  # noqa: PLC0415  (only the sweep reads the prompt file)
-    from pathlib import Path  # noqa: PLC0415
 
     data = json.loads((Path(__file__).resolve().parent / "data" / "heldout_prompts.json").read_text())
     flat = [p for prompts in data["categories"].values() for p in prompts]
@@ -167,11 +174,6 @@ def class_prompts(n: int) -> list[str]:
 def class_sweep(batches: list[int], settings_for, variants=VARIANTS) -> list[ClassRun]:
     """For each class size B and variant: B runs at once (run i: prompt i, seed i) through the
     model's scheduler; ``settings_for(i, mode)`` gives run i's RunSettings."""
-    from playground import api  # noqa: PLC0415  (the sweep drives the whole stack; the cost table does not)
-    from playground.config import load_config  # noqa: PLC0415
-    from playground.models.loading import load_pair  # noqa: PLC0415
-    from playground.serving.policy import KNEE_TOKENS  # noqa: PLC0415
-    from playground.serving.pool import scheduler_for  # noqa: PLC0415
 
     out = []
     prompts = class_prompts(max(batches))
@@ -206,7 +208,6 @@ def to_json(costs: list[PassCost], runs: list[ClassRun], about: dict) -> dict:
 
 
 def build_parser():
-    import argparse  # noqa: PLC0415  (the command line only)
 
     p = argparse.ArgumentParser(prog="python -m playground batch-sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default=None)
@@ -221,14 +222,6 @@ def build_parser():
 
 
 def main(argv: list[str] | None = None) -> int:
-    import json  # noqa: PLC0415
-    import platform  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
-
-    from playground import api  # noqa: PLC0415  (loads models)
-    from playground.config import load_config  # noqa: PLC0415
-    from playground.models.loading import load_pair  # noqa: PLC0415
-    from playground.serving.policy import KNEE_TOKENS  # noqa: PLC0415
 
     args = build_parser().parse_args(argv)
     batches = [int(b) for b in args.batches.split(",") if b.strip()]
@@ -265,11 +258,6 @@ LIVE_SHAPES = [(1, 1), (1, 9), (4, 3), (8, 1), (8, 5), (16, 1), (16, 3), (32, 1)
 def measure_pass_costs(preset: str | None = None, dtype: str | None = None) -> dict:
     """The pass-cost table on this machine now (the lab's "measure here", about 20-40 s),
     as the JSON the lesson renders.  Class runs are left to the command line."""
-    import platform  # noqa: PLC0415
-
-    from playground.config import load_config  # noqa: PLC0415  (loads models)
-    from playground.models.loading import load_pair  # noqa: PLC0415
-    from playground.serving.policy import KNEE_TOKENS  # noqa: PLC0415
 
     cfg = load_config()
     try:
@@ -286,8 +274,6 @@ def measure_pass_costs(preset: str | None = None, dtype: str | None = None) -> d
 
 def measured() -> dict:
     """The committed measurement the lesson shows (``playground/data/batch_sweep.json``), or {}."""
-    import json  # noqa: PLC0415
-    from pathlib import Path  # noqa: PLC0415
 
     path = Path(__file__).resolve().parent / "data" / DATA_FILE
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
