@@ -110,7 +110,7 @@ def _mask(
     return mask
 
 
-def _prepare(mask: torch.Tensor, attn: str, dtype: torch.dtype, device) -> torch.Tensor:
+def prepare_mask(mask: torch.Tensor, attn: str, dtype: torch.dtype, device) -> torch.Tensor:
     """Boolean for SDPA, additive (0 / −inf) for eager attention, as transformers' own masks."""
     mask = mask.to(device)
     if attn == "eager":
@@ -167,7 +167,7 @@ def batched_forward(model, rows: list[RowPass], pad_id: int = 0) -> list[RowOut]
         data.append(kv)
         widths.append(kv[0].shape[-2])
         if kind not in masks:
-            masks[kind] = _prepare(
+            masks[kind] = prepare_mask(
                 _mask(geo, counts, widths[-1], slots, window if sliding else None), attn, dtype, device
             )
     batch_cache = DynamicCache(ddp_cache_data=data)

@@ -20,16 +20,8 @@ from __future__ import annotations
 
 import torch
 
+from playground.decoding.batch_pass import layer_types, prepare_mask
 from playground.decoding.tree import DraftTree, tree_attention_mask, tree_position_ids
-
-
-def _layer_types(config) -> list[str]:
-    types = getattr(config, "layer_types", None)
-    return list(types) if types else ["full_attention"] * config.num_hidden_layers
-
-
-def _window(config) -> int | None:
-    return getattr(config, "sliding_window", None)
 
 
 def tree_masks(config, tree: DraftTree, past_len: int, dtype: torch.dtype, device=None) -> torch.Tensor | dict:
@@ -37,9 +29,9 @@ def tree_masks(config, tree: DraftTree, past_len: int, dtype: torch.dtype, devic
     tensor, or {layer type: mask} when the model has sliding-window layers."""
     full = tree_attention_mask(tree, past_len)  # [n+1, past_len+n+1] bool
     masks = {"full_attention": full}
-    types = set(_layer_types(config))
+    types = set(layer_types(config))
     if "sliding_attention" in types:
-        window = _window(config)
+        window = config.sliding_window
         pos = tree_position_ids(tree, past_len)  # [n+1]
         offset = max(past_len - window + 1, 0)  # the sliding layer holds positions offset..past_len-1
         cached = torch.arange(offset, past_len)  # [m]
@@ -47,14 +39,7 @@ def tree_masks(config, tree: DraftTree, past_len: int, dtype: torch.dtype, devic
         near = (pos[:, None] - pos[None, :]) < window  # [n+1, n+1]: a deep node loses far ancestors too
         masks["sliding_attention"] = torch.cat([visible, full[:, past_len:] & near], dim=1)
     attn = getattr(config, "_attn_implementation", None) or "sdpa"
-
-    def prepare(m: torch.Tensor) -> torch.Tensor:
-        m = m[None, None].to(device)
-        if attn == "eager":
-            return torch.zeros(m.shape, dtype=dtype, device=device).masked_fill(~m, torch.finfo(dtype).min)
-        return m
-
-    prepared = {k: prepare(v) for k, v in masks.items()}
+    prepared = {k: prepare_mask(v[None, None], attn, dtype, device) for k, v in masks.items()}
     if len(types) == 1 and "full_attention" in types:
         return prepared["full_attention"]
     return prepared
