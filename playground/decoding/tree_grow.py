@@ -30,6 +30,8 @@ from dataclasses import dataclass
 
 import torch
 
+from playground.decoding.sampling import draw_index
+
 
 @dataclass(frozen=True)
 class Child:
@@ -92,7 +94,7 @@ def grow_level(
             if mass <= 1e-12:
                 break  # q's support is used up
             row = left / mass
-            i = int(torch.multinomial(row, 1, generator=generator))
+            i = draw_index(row, generator)
             out.append(Child(t, i, scores[t] * float(q[i]), row))
             left = left.clone()
             left[i] = 0.0

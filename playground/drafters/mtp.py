@@ -56,7 +56,7 @@ from playground.decoding.sampling import SamplingParams, draw_draft_token, logit
 from playground.decoding.tree import ROOT, DraftTree
 from playground.decoding.tree_grow import grow_level
 from playground.drafters.mtp_head import MTPHead, cluster_members, text_model
-from playground.drafters.mtp_weights import DEFAULT_WEIGHTS, load_head, weight_files
+from playground.drafters.mtp_weights import DEFAULT_WEIGHTS, shared_head, weight_files
 from playground.drafters.registry import KINDS
 from playground.validate import draft_stop as check_stop_below
 
@@ -155,7 +155,8 @@ class MTPDrafter:
         stop_below: float = 0.0,
     ) -> MTPDrafter:
         """Load shipped weights (``config.json`` + ``model*.safetensors``) for ``target``."""
-        head = load_head(path, dtype=torch.float32)
+        weight = text_model(target).embed_tokens.weight
+        head = shared_head(path, weight.dtype, weight.device)  # read-only, one per weights file and dtype
         cfg = target.config.get_text_config() if hasattr(target.config, "get_text_config") else target.config
         if head.cfg.hidden_size != cfg.hidden_size or head.cfg.vocab_size != cfg.vocab_size:
             raise ValueError(f"MTP weights in {path} were trained for another target ({head.cfg.target})")

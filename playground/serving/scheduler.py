@@ -5,8 +5,10 @@ Each run keeps its own decoding loop (``playground.decoding.engine.stream``), it
 cache and its own random stream; only the target's forward pass is shared.  A run
 ``join``s the scheduler for its lifetime; when it needs a pass it calls ``forward`` and
 blocks until the worker has run it.  The worker waits until every joined run has
-submitted (or ``wait_ms`` after the first submission, so a run busy drafting does not
-hold the others up for long), then runs up to ``max_batch`` rows at once
+submitted, or until no run has submitted for ``wait_ms`` (counted from the end of the
+previous pass: the runs it served come back one by one, after their own sampling), or
+``max_hold_ms`` after the first submission, so a run busy drafting does not hold the
+others up for long; then it runs up to ``max_batch`` rows at once
 (``playground.decoding.batch_pass``).  Runs join and leave between passes; a run that
 leaves (finished, stopped, disconnected) is no longer waited for.
 
@@ -63,6 +65,7 @@ class PassScheduler:
         *,
         max_batch: int = 32,
         wait_ms: float = 25.0,
+        max_hold_ms: float = 250.0,
         long_row: int = 24,
         pad_id: int = 0,
         knee_tokens: int | None = KNEE_TOKENS,
@@ -72,7 +75,8 @@ class PassScheduler:
             raise ValueError(f"max_batch must be at least 1, got {max_batch}")
         self._model = weakref.ref(model)  # the pool keys schedulers weakly by model: no cycle back
         self.max_batch = max_batch
-        self.wait_s = wait_ms / 1000.0
+        self.wait_s = wait_ms / 1000.0  # the longest gap between two submissions the worker waits out
+        self.max_hold_s = max_hold_ms / 1000.0  # the longest the first submission waits for a pass
         self.long_row = long_row
         self.pad_id = pad_id
         self.knee_tokens = knee_tokens  # None: never cap drafts (measurements of the cap itself)
@@ -83,6 +87,7 @@ class PassScheduler:
         self.batchable = not getattr(config, "num_kv_shared_layers", 0)
         self._cond = threading.Condition()
         self._pending: list[_Ticket] = []
+        self._last_submit = 0.0
         self._joined = 0
         self._worker: threading.Thread | None = None
         self.passes = 0  # batched passes run (for the status line and the tests)
@@ -145,6 +150,7 @@ class PassScheduler:
         with self._cond:
             self._ensure_worker()
             self._pending.append(ticket)
+            self._last_submit = time.monotonic()
             self._cond.notify_all()
         ticket.done.wait()
         if ticket.error is not None:
@@ -158,8 +164,10 @@ class PassScheduler:
             self._worker.start()
 
     def _take(self) -> list[_Ticket] | None:
-        """Wait for a batch: every joined run has submitted, or ``wait_s`` after the first did.
-        None: idle for ``IDLE_EXIT_S``, the worker ends (and no longer holds the scheduler)."""
+        """Wait for a batch: every joined run has submitted, or no run has submitted for
+        ``wait_s`` (the rest are busy drafting or prefilling), or ``max_hold_s`` after the
+        first submission.  None: idle for ``IDLE_EXIT_S``, the worker ends (and no longer
+        holds the scheduler)."""
         with self._cond:
             idle_until = time.monotonic() + self.IDLE_EXIT_S
             while not self._pending:
@@ -168,9 +176,13 @@ class PassScheduler:
                     self._worker = None
                     return None
                 self._cond.wait(left)
-            deadline = time.monotonic() + self.wait_s
+            # A pass costs about the same for 16 rows as for 30, so it pays to wait for the
+            # stragglers while they keep arriving: after a pass, every run does its own
+            # sampling and bookkeeping in turn, and they come back a few ms apart.
+            hold_until = time.monotonic() + self.max_hold_s
             while len(self._pending) < min(self._joined, self.max_batch):
-                left = deadline - time.monotonic()
+                now = time.monotonic()
+                left = min(self._last_submit + self.wait_s, hold_until) - now
                 if left <= 0:
                     break
                 self._cond.wait(left)
@@ -196,6 +208,8 @@ class PassScheduler:
             ms = (time.perf_counter() - t0) * 1000.0
             self.passes += 1
             self.max_rows_seen = max(self.max_rows_seen, len(batch))
+            with self._cond:  # the runs just served come back from now on: the gap starts here
+                self._last_submit = time.monotonic()
             for t, out in zip(batch, outs):
                 t.out, t.error, t.rows, t.pass_ms = out, error, len(batch), ms
                 t.done.set()

@@ -294,3 +294,64 @@ def test_draw_draft_token_row_is_q_only_for_sampled_drafts(argmax):
         assert counts[1] == 2000  # always the argmax: q is a point mass, not row
     else:
         assert (counts / 2000 - q).abs().max() < 0.04  # drawn from row
+
+
+# ---------------------------------------------------------------- drawing one token
+
+
+@pytest.mark.parametrize(
+    "weights",
+    [
+        [0.0, 0.2, 0.0, 0.5, 0.3, 0.0],  # zeros first, between and last
+        [1.0, 1.0, 1.0, 1.0],  # unnormalised weights are fine
+        [0.0, 0.0, 3e-8, 0.0, 1.0],  # a tiny weight still gets its own interval
+    ],
+)
+def test_index_at_gives_each_index_an_interval_as_wide_as_its_weight(weights):
+    from playground.decoding.sampling import index_at
+
+    w = T(weights, dtype=torch.float64)
+    cdf = (w.cumsum(0) / w.sum()).tolist()
+    lo = 0.0
+    for i, hi in enumerate(cdf):
+        if w[i] == 0:
+            continue  # an empty interval: never drawn (checked at every edge below)
+        assert index_at(w, lo) == i  # the left edge is in
+        assert index_at(w, (lo + hi) / 2) == i
+        assert index_at(w, hi - 1e-12) == i  # the right edge is out (the next index's)
+        lo = hi
+    assert all(w[index_at(w, u)] > 0 for u in [0.0, *cdf[:-1], 1 - 1e-16])
+
+
+def test_index_at_mutant_searching_from_the_left_draws_a_zero_weight():
+    # side="left" returns the first cdf >= u*total: at u = 0 that is index 0 with weight 0.
+    w = T([0.0, 0.4, 0.6])
+    wrong = int(torch.searchsorted(w.double().cumsum(0), torch.tensor([0.0], dtype=torch.float64)))
+    assert w[wrong] == 0  # the mutant is wrong here...
+    from playground.decoding.sampling import index_at
+
+    assert index_at(w, 0.0) == 1  # ...and the real rule is not
+
+
+def test_draw_index_uses_one_uniform_and_matches_a_big_vocabulary():
+    """On a 262k-wide row with most mass in a few ids, 4,000 draws match the probabilities
+    (chi-square over the heavy ids and "the rest"), and each draw takes exactly one uniform."""
+    from playground.decoding.sampling import draw_index
+
+    V = 262_144
+    logits = torch.full((V,), -4.0)
+    heavy = torch.tensor([3, 1000, 77_777, V - 1])
+    logits[heavy] = torch.tensor([4.0, 3.5, 3.0, 2.5])
+    p = torch.softmax(logits, -1)
+    expected = torch.cat([p[heavy], (1 - p[heavy].sum()).reshape(1)]).double() * 4000
+    counts = torch.zeros(5, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(1)
+    twin = torch.Generator().manual_seed(1)
+    for _ in range(4000):
+        i = draw_index(p, gen)
+        torch.rand((), generator=twin, dtype=torch.float64)  # one uniform per draw: the twins stay in step
+        hit = (heavy == i).nonzero()
+        counts[int(hit) if len(hit) else 4] += 1
+    chi2 = float(((counts - expected) ** 2 / expected).sum())
+    assert chi2 < 18.5  # 4 degrees of freedom, p = 0.001
+    assert torch.equal(gen.get_state(), twin.get_state())

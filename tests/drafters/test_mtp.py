@@ -11,6 +11,7 @@ Gemma 3 270M geometry; greedy equality through the engine.
 from __future__ import annotations
 
 import dataclasses
+import os
 
 import pytest
 import torch
@@ -294,3 +295,19 @@ def test_greedy_equality_through_engine():
     for gamma in (1, 3, 5):
         cfg = RunSettings(mode="speculative", gamma=gamma, temperature=0.0, max_new_tokens=24)
         assert_greedy_equals_target(model, tok, prompt, cfg, drafter, eos_token_ids=[], expected=ref, msg=gamma)
+
+
+def test_drafters_share_one_read_only_head_per_weights_file_and_dtype(tmp_path, head):
+    """Every run builds its own drafter; the head itself loads once per (weights, dtype) and
+    is shared read-only, and weights written anew are read anew."""
+    from playground.drafters.mtp_weights import save_head, shared_head
+
+    save_head(head, tmp_path)
+    a, b = shared_head(tmp_path, torch.float32), shared_head(tmp_path, torch.float32)
+    assert a is b and not any(p.requires_grad for p in a.parameters())
+    half = shared_head(tmp_path, torch.bfloat16)
+    assert half is not a and next(half.parameters()).dtype == torch.bfloat16
+    assert next(a.parameters()).dtype == torch.float32  # the bf16 copy did not convert the shared one
+    for f in tmp_path.iterdir():  # new modification times: the next call reads the files again
+        os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 1_000_000))
+    assert shared_head(tmp_path, torch.float32) is not a

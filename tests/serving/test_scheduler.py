@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 
 import pytest
 import torch
@@ -151,3 +152,42 @@ def test_runs_caches_count_against_the_kv_budget(model):
             assert scheduler.load == 2
     with scheduler.join(100):  # all given back
         assert scheduler.load == 1
+
+
+def test_runs_that_came_in_during_a_pass_wait_for_the_runs_it_served(model, monkeypatch):
+    """A pass costs about the same for 3 rows as for 6, so runs must not settle into two
+    cohorts: runs that submitted during a pass would go alone the moment it ends, while the
+    runs it served come back (a few ms later, after their own sampling) for the next pass.
+    The worker counts its wait from the end of the pass: from the second pass on, every
+    pass carries all six runs."""
+    import playground.serving.scheduler as sched
+
+    def slow(*args):  # a pass that takes long enough for the late runs to submit during it
+        time.sleep(0.3)
+        return real(*args)
+
+    real = sched.batched_forward
+    monkeypatch.setattr(sched, "batched_forward", slow)
+    n, steps = 6, 4
+    scheduler = PassScheduler(model, wait_ms=100)
+    caches = [Target(model, rollback=True).cache for _ in range(n)]
+    barrier = threading.Barrier(n)
+    rows_seen: dict[int, list[int]] = {b: [] for b in range(n)}
+
+    def run(b):
+        with scheduler.join():
+            barrier.wait()
+            if b >= n // 2:
+                time.sleep(0.15)  # the late half arrives during the first pass (100-400 ms)
+            for _ in range(steps):
+                rows_seen[b].append(scheduler.forward(RowPass(caches[b], (1 + b,), keep=1)).rows)
+
+    threads = [threading.Thread(target=run, args=(b,)) for b in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    # The first pass went without the late half, the last one without the early half (done);
+    # every pass between carried all six.
+    early, late = [n // 2] + [n] * (steps - 1), [n] * (steps - 1) + [n // 2]
+    assert rows_seen == {b: early if b < n // 2 else late for b in range(n)}
