@@ -355,3 +355,26 @@ def test_draw_index_uses_one_uniform_and_matches_a_big_vocabulary():
     chi2 = float(((counts - expected) ** 2 / expected).sum())
     assert chi2 < 18.5  # 4 degrees of freedom, p = 0.001
     assert torch.equal(gen.get_state(), twin.get_state())
+
+
+@pytest.mark.parametrize("vocab", [3, 1024, 1500, 4096])
+def test_index_at_agrees_with_a_plain_cumulative_sum_across_blocks(vocab):
+    """The two-level search (block sums, then inside one block) returns what one full
+    cumulative sum would, for u on a grid and at every bin edge, with zero-weight runs
+    that cover whole blocks."""
+    from playground.decoding.sampling import index_at
+
+    g = torch.Generator().manual_seed(vocab)
+    w = torch.rand(vocab, generator=g, dtype=torch.float64) ** 4
+    w[: vocab // 3] = 0.0  # leading zeros (whole blocks when vocab is large)
+    w[vocab // 2 : vocab // 2 + vocab // 5] = 0.0
+    cdf = w.cumsum(0) / w.sum()
+
+    def reference(u):
+        return int(torch.searchsorted(cdf, torch.tensor([u], dtype=torch.float64), right=True))
+
+    grid = [k / 997 for k in range(997)]
+    edges = [float(c) + d for c in cdf[w > 0][:-1][::7] for d in (-1e-13, 1e-13)]
+    for u in grid + edges:
+        assert index_at(w, u) == reference(u), u
+    assert w[index_at(w, 1 - 1e-16)] > 0
