@@ -28,9 +28,9 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 # Row-tokens of drafts a shared pass may carry.  Measured by `python -m playground batch-sweep`
-# (default preset, bf16, T = 0.7, 2 vCPUs, playground/data/batch_sweep.json): plain decoding beat
-# speculation from 4 runs at once (42 vs 20-23 tokens/s; 82 vs 34-67 at 32), the two were even at
-# 2.  6 gives a run alone its full γ, 2 runs 2 drafts each, 3 runs 1, and 4 or more plain decoding.
+# (default preset, bf16, T = 0.7, 2 vCPUs, playground/data/batch_sweep.json): speculation and plain
+# decoding were even at 2 runs, and plain decoding won from 4 (41 vs 36 tokens/s; 100 vs 32 at 32).
+# 6 gives a run alone its full γ, 2 runs 2 drafts each, 3 runs 1, and 4 or more plain decoding.
 KNEE_TOKENS = 6
 NO_CAP = 1 << 30  # larger than any γ
 
