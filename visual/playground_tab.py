@@ -263,7 +263,18 @@ def example_labels(cfg: AppConfig) -> list[str]:
 
 
 # Components whose first value is server-rendered text: the page load re-renders them in the visitor's language.
-LOCALIZED_KEYS = ("view", "legend", "stats", "race_plot", "tpc_plot", "acc_plot", "len_plot", "time_plot", "table")
+LOCALIZED_KEYS = (
+    "view",
+    "legend",
+    "stats",
+    "race_plot",
+    "tpc_plot",
+    "acc_plot",
+    "len_plot",
+    "time_plot",
+    "table",
+    "provenance",
+)
 
 
 def initial_values(gamma: int) -> list[Any]:
@@ -278,6 +289,7 @@ def initial_values(gamma: int) -> list[Any]:
         charts.accepted_length_figure((), gamma),
         charts.timeline_figure(()),
         tables.display_table(tables.token_table(())),
+        provenance.provenance_html("", ()),
     ]
 
 

@@ -560,3 +560,22 @@ def test_the_benchmarks_quality_column_is_translated_by_pattern():
         assert "7" in said[2] and "0.012" in said[3] and "3" in said[5]
         assert not {w for x in said for w in english_words(x)} - {"bfloat16", "float32", "TV", "HF", "generate"}
         assert quality_text("something new") == "something new"
+
+
+def test_the_playground_re_renders_every_server_html_panel_in_the_visitors_language():
+    """Every gr.HTML the Playground renders on the server before a run is re-rendered at page
+    load in the visitor's language (the provenance view's empty state once stayed English)."""
+    from visual.playground_tab import build_playground_tab
+
+    with gr.Blocks():
+        tab = build_playground_tab()
+    html_keys = {k for k, c in tab.components.items() if isinstance(c, gr.HTML)}
+    localized = {getattr(c, "elem_id", None) for c in tab.localized_outputs()} | {
+        k for k, c in tab.components.items() if c in tab.localized_outputs()
+    }
+    first_render = {k for k in html_keys if tab.components[k].value}  # panels with something to read
+    assert first_render <= localized, first_render - localized
+    with use_lang("zh"):
+        values = tab.localized_values()
+    prov = [v for v in values if isinstance(v, str) and "prov--empty" in v]
+    assert prov == [f'<div class="prov prov--empty">{CATALOGUE["zh"]["prov.empty"]}</div>']
