@@ -87,7 +87,7 @@ class PassScheduler:
         self.batchable = not getattr(config, "num_kv_shared_layers", 0)
         self._cond = threading.Condition()
         self._pending: list[_Ticket] = []
-        self._last_submit = 0.0
+        self._gap_start = 0.0  # the latest submission or end of a pass: the worker waits out gaps from here
         self._joined = 0
         self._worker: threading.Thread | None = None
         self.passes = 0  # batched passes run (for the status line and the tests)
@@ -150,7 +150,7 @@ class PassScheduler:
         with self._cond:
             self._ensure_worker()
             self._pending.append(ticket)
-            self._last_submit = time.monotonic()
+            self._gap_start = time.monotonic()
             self._cond.notify_all()
         ticket.done.wait()
         if ticket.error is not None:
@@ -181,8 +181,7 @@ class PassScheduler:
             # sampling and bookkeeping in turn, and they come back a few ms apart.
             hold_until = time.monotonic() + self.max_hold_s
             while len(self._pending) < min(self._joined, self.max_batch):
-                now = time.monotonic()
-                left = min(self._last_submit + self.wait_s, hold_until) - now
+                left = min(self._gap_start + self.wait_s, hold_until) - time.monotonic()
                 if left <= 0:
                     break
                 self._cond.wait(left)
@@ -209,7 +208,7 @@ class PassScheduler:
             self.passes += 1
             self.max_rows_seen = max(self.max_rows_seen, len(batch))
             with self._cond:  # the runs just served come back from now on: the gap starts here
-                self._last_submit = time.monotonic()
+                self._gap_start = time.monotonic()
             for t, out in zip(batch, outs):
                 t.out, t.error, t.rows, t.pass_ms = out, error, len(batch), ms
                 t.done.set()
