@@ -1,6 +1,6 @@
 """The prepared training run of the MTP head: fixed ``train-drafter`` settings per machine, in phases.
 
-``python -m playground.training.recipe --profile gpu [--phase gen,train,eval] [--work DIR --out DIR] [--export DIR]``
+``python -m playground.training.recipe --profile gpu [--phase gen,train,tune,eval] [--work DIR --out DIR] [--export DIR]``
 
 Profiles (``PROFILES``): ``gpu`` is sized for one H200 and 15 minutes of device time (README,
 "Training on a GPU"): the target writes about 4.3M tokens of its own text (greedy plus 50
@@ -8,7 +8,9 @@ samples at T = 1 and 50 at T = 0.7 of each of the 336 training prompts, 128 new 
 batches of 1,024 continuations), then the shipped head is fine-tuned on it with the
 full-distribution loss (forward KL over the target's top-20 plus a rest bucket and the
 total-variation term, at T = 1 and 0.7, plus CE on the argmax) and evaluated on the held-out
-prompts.  ``tiny`` runs the same phases on a tiny model on the CPU in seconds (the test).
+prompts; ``tune`` fine-tunes that head once more on the same text at a lower rate (into
+``--out``-tune: the head that shipped), and ``eval`` measures the last head.  ``tiny`` runs
+the same phases on a tiny model on the CPU in seconds (the test).
 Each phase is one ``train-drafter`` call with the profile's settings; time budgets stop a
 phase early (``--gen-minutes``, ``--minutes``), and a rerun resumes from what was written.
 ``--export`` copies what a session needs back (weights, model card, stats, held-out tables
@@ -41,6 +43,8 @@ PROFILES: dict[str, dict[str, list[str]]] = {
             "--init-head", "playground/weights/gemma3-270m-mtp", "--gen-share", "1", "--clusters", "0",
             "--int8", "1", "--batch", "64", "--lr", "0.0005", "--minutes", "3", "--ckpt-every", "200",
         ],
+        # a second fine-tune of train's head on the same text and features, at a lower rate
+        "tune": ["--lr", "0.0003", "--minutes", "2.6"],
     },
     "tiny": {
         "common": ["--device", "cpu", "--threads", "1", "--samples", "1", "--gen-temps", "1,0.7"],
@@ -50,10 +54,21 @@ PROFILES: dict[str, dict[str, list[str]]] = {
             "--loss", "kl-topk,tv,ce", "--loss-temps", "1,0.7", "--clusters", "0", "--int8", "1",
             "--batch", "2", "--steps-ahead", "2", "--intermediate", "32", "--max-steps", "2", "--minutes", "1",
         ],
+        "tune": ["--lr", "0.0003", "--max-steps", "1"],
     },
 }  # fmt: skip
-PHASES = ("gen", "train", "eval")
-EXPORTS = ("config.json", "MODEL_CARD.md", "model-00001-of-00001.safetensors")  # from --out
+PHASES = ("gen", "train", "tune", "eval")
+EXPORTS = ("config.json", "MODEL_CARD.md", "model-00001-of-00001.safetensors")  # from the final head's folder
+
+
+def tuned(out: str | Path) -> Path:
+    """Where the tune phase writes its head (``--out`` + ``-tune``)."""
+    return Path(f"{Path(out)}-tune")
+
+
+def final_head(out: str | Path) -> Path:
+    """The head a run ends with: the tune phase's where it ran, else train's."""
+    return tuned(out) if (tuned(out) / "config.json").exists() else Path(out)
 
 
 def phase_argv(profile: str, phase: str, work: str, out: str, target_dir: str | None) -> list[str]:
@@ -64,10 +79,14 @@ def phase_argv(profile: str, phase: str, work: str, out: str, target_dir: str | 
         return [*base, "--stages", "gen", *prof["gen"]]
     if phase == "train":
         return [*base, "--stages", "features,vocab,train,eval,export", *prof["gen"], *prof["train"]]
+    if phase == "tune":  # later flags win: from train's head into its own folder
+        base[base.index("--out") + 1] = str(tuned(out))
+        return [*base, "--stages", "features,vocab,train,eval,export", *prof["gen"], *prof["train"],
+                "--init-head", out, *prof["tune"]]  # fmt: skip
     if phase == "eval":
         train = prof["train"]
         topk = train[train.index("--topk") + 1]
-        return [*base, "--eval-only", "--eval-weights", out, "--eval-bench", "", "--topk", topk]
+        return [*base, "--eval-only", "--eval-weights", str(final_head(out)), "--eval-bench", "", "--topk", topk]
     raise ValueError(f"unknown phase {phase!r}")
 
 
@@ -96,7 +115,7 @@ def run(profile: str, phases: list[str], work: Path, out: Path, target_dir: str 
 def export(work: Path, out: Path, dest: Path) -> list[Path]:
     """Copy what a session needs back into ``dest``, flat (at most 8 files)."""
     dest.mkdir(parents=True, exist_ok=True)
-    files = [out / n for n in EXPORTS] + [work / "stats.json", work / "recipe.json"]
+    files = [final_head(out) / n for n in EXPORTS] + [work / "stats.json", work / "recipe.json"]
     files += [work / "heldout" / "eval.md", work / "heldout" / "eval.json"]
     copied = []
     for f in files:
@@ -108,7 +127,7 @@ def export(work: Path, out: Path, dest: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m playground.training.recipe", description=__doc__.split("\n\n")[0])
     p.add_argument("--profile", choices=tuple(PROFILES), default="gpu")
-    p.add_argument("--phase", default="all", help="all, or phases in order, comma-separated: gen,train,eval")
+    p.add_argument("--phase", default="all", help="all, or phases in order, comma-separated: gen,train,tune,eval")
     p.add_argument("--work", default="mtp_work_gpu", help="generated text, features, checkpoints")
     p.add_argument("--out", default="mtp_out_gpu", help="the trained head")
     p.add_argument("--target-dir", default=None, help="a local HF copy of the target (default: the packaged GGUF)")

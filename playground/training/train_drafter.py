@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import time
@@ -393,6 +394,13 @@ def prepare_data(args, model, tok, rows: list[dict], listed_prompts: list[str], 
     return TrainData(feats, train_seqs, hold_seqs, cand, token_cluster)
 
 
+def machine_name(device: str) -> str:
+    """Where training ran, for the model card ("NVIDIA H200", "the CPU (2 cores)")."""
+    if str(device).startswith("cuda") and torch.cuda.is_available():
+        return torch.cuda.get_device_name(torch.device(device))
+    return f"the CPU ({os.cpu_count()} cores)"
+
+
 def train_and_export(
     args, stages: set[str], model, data: TrainData, embed_weight, scale, stats: dict, stats_path: Path
 ) -> None:
@@ -414,6 +422,9 @@ def train_and_export(
             token_cluster=data.token_cluster,
             init_head=args.init_head,
         )
+        earlier = stats.get("train")
+        if earlier and earlier.get("tag") != tr.get("tag"):  # this run fine-tunes on an earlier run's text
+            stats.setdefault("train_history", []).append(earlier)
         stats["train"] = {k: v for k, v in tr.items() if k != "history"}
         stats["train"]["last"] = tr["history"][-1] if tr["history"] else None
         stats["train"]["max_steps"] = tr["planned_steps"]
@@ -425,6 +436,8 @@ def train_and_export(
                 "layers": args.layers,
                 "attend": args.attend,
                 "seed": args.seed,
+                "init_head": str(args.init_head) if args.init_head else None,
+                "machine": machine_name(args.device),
             }
         )
         stats["args"] = {k: v for k, v in vars(args).items() if k not in ("stages", "work", "out", "target_dir")}

@@ -38,13 +38,19 @@ def test_tiny_profile_runs_every_phase_and_exports(tmp_path):
     argv = ["--profile", "tiny", "--work", str(work), "--out", str(out), "--target-dir", str(target)]
     assert recipe.main([*argv, "--export", str(dest)]) == 0
     rec = json.loads((work / "recipe.json").read_text())
-    assert set(rec["phases"]) == {"gen", "train", "eval"} and rec["gen"]["new_tokens"] > 0
+    assert set(rec["phases"]) == {"gen", "train", "tune", "eval"} and rec["gen"]["new_tokens"] > 0
     rows = [r for s in (work / "gen").glob("shard*.json") for r in json.loads(s.read_text())]
     assert {r["sampling"] for r in rows} == {"greedy", "T1", "T0.7"} and len(rows) == 336 * 3
     part = torch.load(next((work / "features").glob("*.pt")), weights_only=False)
     assert "top_p@0.7" in part  # the loss at T = 0.7 reads the target's top-k at T = 0.7
     stats = json.loads((work / "stats.json").read_text())
-    assert "_losskl-topk+tv+ce_T1+0.7" in stats["train"]["tag"] and stats["train"]["steps"] == 2
+    # tune fine-tuned train's head (1 step at its own rate); the card and stats keep train's run as history
+    assert "_losskl-topk+tv+ce_T1+0.7" in stats["train"]["tag"] and stats["train"]["steps"] == 1
+    assert stats["train"]["init_head"] == str(out) and stats["train"]["lr"] == 0.0003
+    assert [h["steps"] for h in stats["train_history"]] == [2] and stats["train"]["machine"].startswith("the CPU")
+    assert (recipe.tuned(out) / "config.json").exists() and recipe.final_head(out) == recipe.tuned(out)
+    assert (dest / "config.json").read_bytes() == (recipe.tuned(out) / "config.json").read_bytes()
+    assert "before this run: 2 steps" in (dest / "MODEL_CARD.md").read_text()
     names = {p.name for p in dest.iterdir()}
     assert {"model-00001-of-00001.safetensors", "config.json", "MODEL_CARD.md", "eval.md", "recipe.json"} <= names
     assert len(names) <= 8 and all(p.is_file() for p in dest.iterdir())  # what the device machine returns

@@ -15,7 +15,7 @@ from pathlib import Path
 from safetensors import safe_open
 
 from playground.training.mtp_eval import format_profile
-from playground.training.mtp_train.dist_loss import DEFAULT_LOSS
+from playground.training.mtp_train.dist_loss import DEFAULT_LOSS, parse_loss
 from playground.training.mtp_train.gen import DEFAULT_GEN_TEMPS, parse_gen_temps
 
 
@@ -211,17 +211,18 @@ def _training(stats: dict, args) -> list[str]:
     """The training section: features, loss, wall time per stage, optimiser, coverage."""
     tr = stats.get("train", {})
     clusters = getattr(args, "clusters", 0)
+    machine = tr.get("machine") or "the 2-core CPU"  # runs before the machine was recorded ran there
     return [
         "## Training",
+        *_history(stats),
         f"- features: target top-{args.topk} next-token distribution, final hidden state and layer-"
         f"{stats.get('attn_layer', 17)} K/V at every position "
         f"({stats.get('features', {}).get('positions')} positions, {stats.get('features', {}).get('seconds', 0) / 60:.0f} min)",
-        f"- loss: sum over draft steps j=1..{args.steps_ahead} of 0.8^(j-1) x [KL(target top-{args.topk} "
-        "|| drafter) + CE(target argmax) + "
+        f"- loss: sum over draft steps j=1..{args.steps_ahead} of 0.8^(j-1) x [{_loss_words(args)} + "
         f"{getattr(args, 'reg_weight', 1.0):g} x MSE(state, target final hidden) / mean(h^2)"
         + (" + CE(cluster scores, target mass per cluster)" if clusters else "")
         + "], the drafter fed its own states",
-        "- wall time of each stage on the 2-core CPU: "
+        f"- wall time of each stage on {machine}: "
         + ", ".join(
             f"{name} {sec / 60:.1f} min"
             for name, sec in (
@@ -234,7 +235,7 @@ def _training(stats: dict, args) -> list[str]:
             if sec and sec >= 30
         ),
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
-        f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on the 2-core CPU, seed {args.seed}"
+        f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on {machine}, seed {args.seed}"
         + (
             f"; fine-tuned from the weights in `{Path(args.init_head).name}` (their candidate set kept"
             + ("; the cluster scores start fresh)" if clusters else ")")
@@ -253,6 +254,35 @@ def _training(stats: dict, args) -> list[str]:
         f"- candidate coverage of the target argmax: train {stats.get('vocab', {}).get('train_top1_coverage', 0):.3f}"
         + (" (static set only; the clusters reach the rest)" if clusters else ""),
         "",
+    ]
+
+
+LOSS_WORDS = {
+    "kl": "KL(target top-{k} renormalised over the candidates || drafter)",
+    "ce": "CE(target argmax)",
+    "kl-topk": "KL(target top-{k} + a rest bucket || drafter)",
+    "tv": "TV(target top-{k}, drafter) (1 - acceptance, bounded)",
+}
+
+
+def _loss_words(args) -> str:
+    """The ``--loss`` mix in words, with its temperatures ("KL(...) + 0.5 x CE(...) at T = 1 and 0.7")."""
+    terms = parse_loss(getattr(args, "loss", DEFAULT_LOSS))
+    words = " + ".join(
+        ("" if w == 1 else f"{w:g} x ") + LOSS_WORDS[name].format(k=args.topk) for name, w in terms.items()
+    )
+    temps = [t.strip() for t in str(getattr(args, "loss_temps", "1")).split(",") if t.strip()]
+    return words + ("" if temps == ["1"] else " at T = " + " and ".join(temps))
+
+
+def _history(stats: dict) -> list[str]:
+    """Earlier training runs on the same text whose head this one fine-tunes, oldest first."""
+    return [
+        f"- before this run: {h.get('steps')} steps (lr {h.get('lr')}, batch {h.get('batch')}, "
+        f"{h.get('train_seconds', 0) / 60:.1f} min on {h.get('machine') or 'the 2-core CPU'}"
+        + (f", from `{h['init_head']}`" if h.get("init_head") else "")
+        + ")"
+        for h in stats.get("train_history", [])
     ]
 
 
@@ -281,6 +311,8 @@ def _reproduce(stats: dict, args) -> list[str]:
     """The commands that reproduce the run."""
     tr = stats.get("train", {})
     clusters = getattr(args, "clusters", 0)
+    if getattr(args, "device", "cpu") != "cpu":
+        return _reproduce_device(stats, args)
     if getattr(args, "init_head", None):  # two runs: the text, then fine-tuning the earlier head
         return [
             "## Reproduce",
@@ -311,3 +343,24 @@ def _reproduce(stats: dict, args) -> list[str]:
         "python -m playground train-drafter --eval-only",
         "```",
     ]
+
+
+def _reproduce_device(stats: dict, args) -> list[str]:
+    """A GPU run: the prepared recipe (README, "Training on a GPU"; ``playground.training.recipe``),
+    whose ``tune`` phase is the second fine-tune when the run has one."""
+    phases = "gen,train,tune" if stats.get("train_history") else "gen,train"
+    return [
+        "## Reproduce",
+        'On the device machine, as README\'s "Training on a GPU" carries the target there:',
+        "```",
+        f"python -m playground.training.recipe --profile gpu --phase {phases},eval --work W --out OUT",
+        "```",
+        f"(Its settings: `playground/training/recipe.py`; this run: {_settings(args)}.)",
+    ]
+
+
+def _settings(args) -> str:
+    return (
+        f"--samples {args.samples} --new-tokens {args.new_tokens} --topk {args.topk} --batch {args.batch} "
+        f"--lr {args.lr:g} --minutes {args.minutes:g} --seed {args.seed}" + _new_flags(args)
+    )
