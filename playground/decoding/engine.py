@@ -38,7 +38,6 @@ from playground.decoding.confidence import with_chain_confidence
 from playground.decoding.draft import Draft, Drafter, TargetState
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.decoding.rows import PointRows, target_rows
-from playground.decoding.rows import draw_point as _draw_point
 from playground.decoding.rows import row_top as _row_top
 from playground.decoding.rows import top as _top
 from playground.decoding.sampling import (
@@ -313,7 +312,7 @@ def _chain_step(run: LoopState, k_max: int) -> Step:
         rule=settings.rule,
         eos=eos,
         uniform=lambda: float(torch.rand((), generator=generator)),
-        draw=(lambda d: _draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
+        draw=lambda d: sample(d, generator),  # a greedy run's rows are point masses: no randomness used
     )
     n_acc = verdict.n_accepted
     rows = _ChainRows(

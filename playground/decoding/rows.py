@@ -3,7 +3,7 @@
 ``PointRows`` stands in for [n, V] one-hot rows (greedy target rows, deterministic
 drafts) without filling n x V floats; ``top`` / ``row_top`` make the trace's candidate
 lists, answering a known point mass without a top-k over the vocabulary.  This module
-does not verify or sample beyond ``draw_point``.
+does not verify or sample.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from playground.decoding.records import Candidate
-from playground.decoding.sampling import SamplingParams, logits_to_probs, one_hot, sample
+from playground.decoding.sampling import SamplingParams, logits_to_probs, one_hot
 from playground.decoding.text import TokenTexts
 
 
@@ -64,15 +64,6 @@ def target_rows(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Ten
         argmax = logits.max(dim=-1).indices.tolist()  # [n]
         return PointRows(argmax, logits.shape[-1]), argmax
     return logits_to_probs(logits.cpu(), params), None  # [n, V], on the CPU with the generator
-
-
-def draw_point(dist: torch.Tensor, generator: torch.Generator | None) -> int:
-    """``sample`` for greedy runs, where every distribution drawn from is a point mass:
-    max() finds its token 3-4x faster than sample's argmax() over a 262k vocabulary."""
-    value, index = dist.max(dim=-1)
-    if float(value) >= 1.0:
-        return int(index)
-    return sample(dist, generator)
 
 
 def row_top(rows, i: int, n: int, texts: TokenTexts | None, point: int | None) -> tuple[Candidate, ...]:

@@ -22,7 +22,7 @@ import torch
 
 from playground.decoding.confidence import with_tree_confidence
 from playground.decoding.records import Correction, DraftDecision
-from playground.decoding.rows import PointRows, draw_point, row_top, target_rows, top
+from playground.decoding.rows import PointRows, row_top, target_rows, top
 from playground.decoding.sampling import sample
 from playground.decoding.step import LoopState, Step
 from playground.decoding.tree import DraftTree, verify_tree
@@ -44,7 +44,7 @@ def tree_step(loop: LoopState, k_max: int) -> Step:
         tree,
         target_probs if not params.greedy else _dense(target_probs, tree),
         uniform=lambda: float(torch.rand((), generator=generator)),
-        draw=(lambda d: draw_point(d, generator)) if params.greedy else (lambda d: sample(d, generator)),
+        draw=lambda d: sample(d, generator),  # a greedy run's rows are point masses: no randomness used
         eos=eos,
         keep_residuals=texts is not None,  # the trace shows the residual after each rejected sibling
     )
