@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from playground import loadtest
 
 
@@ -92,3 +94,27 @@ def test_only_shared_bfloat16_answers_may_round_differently():
     assert loadtest._rounds_differently({"steps": shared, "config": {"dtype": "bfloat16"}})
     assert not loadtest._rounds_differently({"steps": shared, "config": {"dtype": "float32"}})
     assert not loadtest._rounds_differently({"steps": [{"shared_rows": 1}], "config": {"dtype": "bfloat16"}})
+
+
+@pytest.mark.parametrize("url, verify", [("http://127.0.0.1:9", False), ("https://example.org", True)])
+def test_clients_verify_certificates_only_over_https(monkeypatch, capsys, url, verify):
+    """Over plain HTTP there is nothing to verify: the load test's clients must not load a CA
+    bundle per call (it cost ~0.2 CPU-s a request, on the cores of a server on the same
+    machine); over HTTPS they verify as usual."""
+    import gradio_client
+
+    made = []
+
+    class FakeClient:
+        def __init__(self, src, **kwargs):
+            made.append(kwargs)
+
+        def predict(self, **kwargs):
+            return {"token_ids": [1], "steps": []}
+
+    monkeypatch.setattr(gradio_client, "Client", FakeClient)
+    monkeypatch.setattr(loadtest, "_local_tokens", lambda kw, draft_caps: [1])
+    monkeypatch.setattr(loadtest, "server_rss_mb", lambda url, pid=None: None)
+    code = loadtest.main(["--url", url, "--clients", "3", "--max-new-tokens", "2", "--json"])
+    assert code == 0, capsys.readouterr().out
+    assert len(made) == 3 and all(kw.get("ssl_verify") is verify for kw in made)
