@@ -184,19 +184,19 @@ def run_load(args) -> LoadReport:
         reference=args.reference,
     )
     report.rss_before_mb = server_rss_mb(args.url, args.pid)
+    # Over plain HTTP nothing is verified, so no client loads a CA bundle: gradio_client builds
+    # an httpx client (and its SSL context) per call, and loading certifi's bundle each time
+    # cost the load test ~0.2 CPU-s per request, taken from the server's cores when both run
+    # on one machine.
+    verify = args.url.startswith("https://")
     server_reference: dict[str, list[int]] = {}
     if args.reference == "server":
-        base = Client(args.url, verbose=False, ssl_verify=args.url.startswith("https://"))
+        base = Client(args.url, verbose=False, ssl_verify=verify)
         for kw in (kw for client in requests for kw in client):
             key = json.dumps(kw, sort_keys=True)
             if key not in server_reference:
                 server_reference[key] = base.predict(**kw, api_name="/speculate")["token_ids"]
-    # Connect before the clock starts.  Over plain HTTP nothing is verified, so no client loads
-    # a CA bundle: gradio_client builds an httpx client (and its SSL context) per call, and
-    # loading certifi's bundle each time cost the load test ~0.2 CPU-s per request, taken
-    # from the server's cores when both run on one machine.
-    verify = args.url.startswith("https://")
-    clients = [Client(args.url, verbose=False, ssl_verify=verify) for _ in range(args.clients)]
+    clients = [Client(args.url, verbose=False, ssl_verify=verify) for _ in range(args.clients)]  # before the clock
     lock = threading.Lock()
     barrier = threading.Barrier(args.clients)
     answers: list[tuple[dict, dict]] = []

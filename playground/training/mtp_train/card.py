@@ -18,6 +18,8 @@ from playground.training.mtp_eval import format_profile
 from playground.training.mtp_train.dist_loss import DEFAULT_LOSS, parse_loss
 from playground.training.mtp_train.gen import DEFAULT_GEN_TEMPS, parse_gen_temps
 
+UNRECORDED_MACHINE = "the 2-core CPU"  # runs from before stats recorded the machine ran there
+
 
 def _acceptance_table(ev: dict) -> list[str]:
     """Markdown rows: conditional and cumulative acceptance by draft position."""
@@ -211,7 +213,7 @@ def _training(stats: dict, args) -> list[str]:
     """The training section: features, loss, wall time per stage, optimiser, coverage."""
     tr = stats.get("train", {})
     clusters = getattr(args, "clusters", 0)
-    machine = tr.get("machine") or "the 2-core CPU"  # runs before the machine was recorded ran there
+    machine = tr.get("machine") or UNRECORDED_MACHINE
     return [
         "## Training",
         *_history(stats),
@@ -279,7 +281,7 @@ def _history(stats: dict) -> list[str]:
     """Earlier training runs on the same text whose head this one fine-tunes, oldest first."""
     return [
         f"- before this run: {h.get('steps')} steps (lr {h.get('lr')}, batch {h.get('batch')}, "
-        f"{h.get('train_seconds', 0) / 60:.1f} min on {h.get('machine') or 'the 2-core CPU'}"
+        f"{h.get('train_seconds', 0) / 60:.1f} min on {h.get('machine') or UNRECORDED_MACHINE}"
         + (f", from `{h['init_head']}`" if h.get("init_head") else "")
         + ")"
         for h in stats.get("train_history", [])
