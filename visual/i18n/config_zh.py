@@ -6,7 +6,7 @@ this file lacks.  Model names, file paths and numbers stay as they are."""
 PRESETS: dict[str, tuple[str, str]] = {
     "gemma3-270m-mtp": (
         "Gemma 3 270M · MTP 草稿模型 + 提示词查找（本项目训练）",
-        "一个在本机 CPU 上训练的 Gemma-4 风格多词元预测（MTP）头：读取目标模型最后的隐藏状态和第 17 层的 KV 缓存，"
+        "一个由本项目训练的 Gemma-4 风格多词元预测（MTP）头（先在 2 核 CPU 上训练，再在一块 GPU 上用目标模型自己写的 460 万个词元微调）：读取目标模型最后的隐藏状态和第 17 层的 KV 缓存，"
         "对 8,192 个候选词元打分，并在对草稿链没有把握时停止起草；当文本重复其上下文中的一段时，改由提示词查找起草这段副本（最多 8 个词元）。",
     ),
     "gemma3-270m-lookup": (
