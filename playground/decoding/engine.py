@@ -34,6 +34,7 @@ from typing import Any
 import torch
 
 from playground.decoding import block_verify as block
+from playground.decoding.batch_probs import ReadSpec, RowReads
 from playground.decoding.confidence import with_chain_confidence
 from playground.decoding.draft import Draft, Drafter, TargetState
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
@@ -216,6 +217,10 @@ class _ChainRows:
     target_probs: Any  # [k+1, V] p rows (tensor or PointRows)
     t_points: list[int | None]  # per p row: its point mass (greedy), else None
     d_points: list[int | None]  # per q row: its point mass (one-hot drafts), else None
+    reads: RowReads | None = None  # p rows' top-n lists already computed by a shared pass's worker
+
+    def target_known(self, row: int):
+        return self.reads.top_of(row) if self.reads is not None else None
 
 
 def _chain_decisions(
@@ -241,7 +246,7 @@ def _chain_decisions(
                 u=verdict.us[j] if judged else None,
                 judged=judged,
                 accepted=judged and verdict.accepted[j],
-                target_top=_row_top(rows.target_probs, j, top_n, texts, rows.t_points[j]),
+                target_top=_row_top(rows.target_probs, j, top_n, texts, rows.t_points[j], rows.target_known(j)),
                 draft_top=_row_top(rows.draft_probs, j, top_n, texts, rows.d_points[j]),
                 weight=verdict.weights[j] if block_h and verdict.weights is not None else None,
             )
@@ -269,8 +274,10 @@ def _chain_correction(rows: _ChainRows, verdict: Verdict, before: list[int], tex
         target_prob=float(rows.target_probs[i, tok]),
         # greedy: p is one-hot, so the residual (any q), p itself and the
         # teaching variants are all the point mass on the target's argmax.
-        distribution_top=_top(dist, top_n, texts, rows.t_points[i]),
-        target_top=_row_top(rows.target_probs, i, top_n, texts, rows.t_points[i]) if resample else (),
+        distribution_top=_top(dist, top_n, texts, rows.t_points[i], None if resample else rows.target_known(i)),
+        target_top=_row_top(rows.target_probs, i, top_n, texts, rows.t_points[i], rows.target_known(i))
+        if resample
+        else (),
         draft_top=_row_top(rows.draft_probs, i, top_n, texts, rows.d_points[i]) if resample else (),
     )
 
@@ -298,8 +305,9 @@ def _chain_step(run: LoopState, k_max: int) -> Step:
     if run.speculative and run.drafter.capabilities.shares_target_cache:  # LayerSkip: the drafter ran layers < k
         out = target.forward_via(run.drafter.verify_logits, [committed[-1]] + drafts, keep=k + 1)
     else:
-        out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden)
-    target_probs, target_argmax = target_rows(out.logits, params)
+        read = ReadSpec(params, top_n=settings.top_n if texts else 0, confidence=texts is not None)
+        out = target.forward([committed[-1]] + drafts, keep=k + 1, hidden=want_hidden, read=read)
+    target_probs, target_argmax = target_rows(out.logits, params, out.reads)
     # Rows known to be point masses (for the trace's top-k lists): greedy target rows, one-hot drafts.
     t_points = target_argmax if target_argmax is not None else [None] * (k + 1)
     d_points = drafts if one_hot_drafts else [None] * k
@@ -316,14 +324,20 @@ def _chain_step(run: LoopState, k_max: int) -> Step:
     )
     n_acc = verdict.n_accepted
     rows = _ChainRows(
-        drafts=drafts, draft_probs=draft_probs, target_probs=target_probs, t_points=t_points, d_points=d_points
-    )
+        drafts=drafts, draft_probs=draft_probs, target_probs=target_probs, t_points=t_points, d_points=d_points,
+        reads=out.reads,
+    )  # fmt: skip
     decisions = _chain_decisions(rows, verdict, committed, texts, settings.top_n)
     emitted = drafts[:n_acc]
     correction = _chain_correction(rows, verdict, committed + emitted, texts, settings.top_n)
     if texts is not None:  # a traced run: how sure the target and the drafter were (the chips' bars)
         decisions, correction = with_chain_confidence(
-            decisions, correction, out.logits, verdict.correction_row, draft.soft_probs if one_hot_drafts else None
+            decisions,
+            correction,
+            out.logits,
+            verdict.correction_row,
+            draft.soft_probs if one_hot_drafts else None,
+            known=out.reads.confidence if out.reads is not None else None,
         )
     if correction is not None:
         emitted = emitted + [correction.token_id]

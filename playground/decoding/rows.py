@@ -10,26 +10,33 @@ from __future__ import annotations
 
 import torch
 
+from playground.decoding.batch_probs import RowReads
 from playground.decoding.records import Candidate
 from playground.decoding.sampling import SamplingParams, logits_to_probs, one_hot
 from playground.decoding.text import TokenTexts
 
 
-def top(probs: torch.Tensor, n: int, texts: TokenTexts | None, point: int | None = None) -> tuple[Candidate, ...]:
+def top(
+    probs: torch.Tensor,
+    n: int,
+    texts: TokenTexts | None,
+    point: int | None = None,
+    known: tuple[list[float], list[int]] | None = None,
+) -> tuple[Candidate, ...]:
     """Top-n of a [V] distribution, zero-probability entries dropped.
 
     point: the caller knows ``probs`` is a point mass on this id (a greedy target row, a
-    one-hot draft row): the answer is that one entry, without a top-k over the vocabulary."""
+    one-hot draft row): the answer is that one entry, without a top-k over the vocabulary.
+    known: (values, ids) of ``torch.topk(probs, n)``, already computed with other runs'
+    rows (``playground.decoding.batch_probs``)."""
     if texts is None:
         return ()
     if point is not None:
         return (Candidate(token_id=int(point), text=texts.solo(int(point)), prob=float(probs[point])),)
-    values, ids = torch.topk(probs, min(n, probs.shape[-1]))
-    return tuple(
-        Candidate(token_id=int(i), text=texts.solo(int(i)), prob=float(v))
-        for v, i in zip(values.tolist(), ids.tolist())
-        if v > 0.0
-    )
+    if known is None:
+        values, ids = torch.topk(probs, min(n, probs.shape[-1]))
+        known = values.tolist(), ids.tolist()
+    return tuple(Candidate(token_id=int(i), text=texts.solo(int(i)), prob=float(v)) for v, i in zip(*known) if v > 0.0)
 
 
 class PointRows:
@@ -55,9 +62,16 @@ class PointRows:
         return one_hot(torch.tensor(self.ids[index], dtype=torch.long), self.vocab_size)  # [V]
 
 
-def target_rows(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Tensor | PointRows, list[int] | None]:
+def target_rows(
+    logits: torch.Tensor, params: SamplingParams, reads: RowReads | None = None
+) -> tuple[torch.Tensor | PointRows, list[int] | None]:
     """Step 2's distributions from the target's logits [n, V], for chain and tree steps alike:
-    (rows [n, V], the argmax per row at T = 0 else None)."""
+    (rows [n, V], the argmax per row at T = 0 else None).  ``reads``: the same, already
+    computed by the pass's worker with other runs' rows (``batch_probs``)."""
+    if reads is not None:
+        if params.greedy:
+            return PointRows(reads.argmax, logits.shape[-1]), list(reads.argmax)
+        return reads.probs, None
     if params.greedy:
         # = logits_to_probs (a point mass on the first maximum), but max() on the raw
         # logits is 3-4x faster than float().argmax() over a 262k vocabulary here.
@@ -66,11 +80,13 @@ def target_rows(logits: torch.Tensor, params: SamplingParams) -> tuple[torch.Ten
     return logits_to_probs(logits.cpu(), params), None  # [n, V], on the CPU with the generator
 
 
-def row_top(rows, i: int, n: int, texts: TokenTexts | None, point: int | None) -> tuple[Candidate, ...]:
+def row_top(
+    rows, i: int, n: int, texts: TokenTexts | None, point: int | None, known: tuple | None = None
+) -> tuple[Candidate, ...]:
     """``top(rows[i])``; a known point mass (``point``) is answered without reading the row
-    (rows may be ``PointRows``, which would build it)."""
+    (rows may be ``PointRows``, which would build it), a known top-n (``known``) without a top-k."""
     if texts is None:
         return ()
     if point is not None:
         return (Candidate(token_id=int(point), text=texts.solo(int(point)), prob=float(rows[i, point])),)
-    return top(rows[i], n, texts)
+    return top(rows[i], n, texts, known=known)

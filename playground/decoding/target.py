@@ -28,6 +28,7 @@ import torch
 from transformers import DynamicCache
 
 from playground.decoding.batch_pass import RowPass
+from playground.decoding.batch_probs import ReadSpec, RowReads
 from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.tree import DraftTree, tree_attention_mask, tree_position_ids
 from playground.decoding.tree_pass import compact_cache, tree_forward
@@ -44,6 +45,7 @@ class Pass:
     hidden: torch.Tensor | None  # [keep, H]
     ms: float
     rows: int = 1  # runs whose rows this pass carried (1: the run's own pass)
+    reads: RowReads | None = None  # the logits read as the caller's ReadSpec asked (shared passes only)
 
 
 class Target:
@@ -63,18 +65,20 @@ class Target:
     def _shared(self) -> bool:
         return self.scheduler is not None and self.scheduler.shares_passes()
 
-    def _shared_pass(self, row: RowPass) -> Pass:
+    def _shared_pass(self, row: RowPass, read: ReadSpec | None = None) -> Pass:
         """One row in the scheduler's next pass; the time recorded is this run's share."""
-        shared = self.scheduler.forward(row)
+        shared = self.scheduler.forward(row, read)
         self.calls += 1
         self.last_rows = shared.rows
-        return Pass(shared.out.logits, shared.out.hidden, shared.pass_ms / shared.rows, shared.rows)
+        return Pass(shared.out.logits, shared.out.hidden, shared.pass_ms / shared.rows, shared.rows, shared.reads)
 
     def draft_cap(self) -> int:
         """The most drafts this run may propose now: its scheduler's share of a pass, or no cap."""
         return self.scheduler.draft_cap() if self.scheduler is not None else 1 << 30
 
-    def forward(self, ids: list[int], keep: int, hidden: bool) -> Pass:
+    def forward(self, ids: list[int], keep: int, hidden: bool, read: ReadSpec | None = None) -> Pass:
+        """Run the model over ``ids``: the logits of the last ``keep`` (and their hidden states).
+        ``read``: in a shared pass, the worker also reads the logits so (``Pass.reads``)."""
         self.last_rows = 1
         if not self._shared():
             return self._forward_alone(ids, keep, hidden)
@@ -83,7 +87,7 @@ class Target:
             self._shared_pass(RowPass(self.cache, tuple(ids[:PREFILL_CHUNK]), keep=1))
             self.calls -= 1  # the chunks of one prefill count as one target call
             ids = ids[PREFILL_CHUNK:]
-        return self._shared_pass(RowPass(self.cache, tuple(ids), keep=keep, hidden=hidden))
+        return self._shared_pass(RowPass(self.cache, tuple(ids), keep=keep, hidden=hidden), read)
 
     def forward_tree(self, root: int, tree: DraftTree, hidden: bool) -> Pass:
         """One pass over [root, every node] with the tree mask: logits [n+1, V] (row 0 at

@@ -20,6 +20,10 @@ does not make thirty 1-token rows pay for 32 slots each.
 A run that is alone does not come here: ``Target`` runs its pass in its own thread with
 no hand-off, so a single request is as fast as without the scheduler.
 
+After the pass the worker also reads each run's logits as the run asked (its p rows, the
+target's confidence, the trace's top-n: ``playground.decoding.batch_probs``), for all rows
+at once rather than in thirty threads between two passes.
+
 This module does not verify, sample or draft; ``draft_cap`` asks ``playground.serving.policy``
 how far a run may draft at the current load.
 """
@@ -34,6 +38,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from playground.decoding.batch_pass import RowOut, RowPass, batched_forward, layer_types
+from playground.decoding.batch_probs import ReadSpec, RowReads, read_rows
 from playground.errors import Busy
 from playground.serving.policy import KNEE_TOKENS, NO_CAP
 from playground.serving.policy import draft_cap as _draft_cap
@@ -42,20 +47,24 @@ from playground.serving.policy import draft_cap as _draft_cap
 @dataclass
 class _Ticket:
     row: RowPass
+    read: ReadSpec | None = None
     done: threading.Event = field(default_factory=threading.Event)
     out: RowOut | None = None
     error: BaseException | None = None
     rows: int = 1  # how many rows its pass carried
     pass_ms: float = 0.0
+    reads: RowReads | None = None
 
 
 @dataclass(frozen=True)
 class Shared:
-    """What a run's pass was: its logits, how many runs' rows it carried, its wall time."""
+    """What a run's pass was: its logits, how many runs' rows it carried, its wall time (the
+    forward pass and reading every run's logits), and its logits read as it asked."""
 
     out: RowOut
     rows: int
     pass_ms: float
+    reads: RowReads | None = None
 
 
 class PassScheduler:
@@ -144,9 +153,10 @@ class PassScheduler:
         """The most drafts a run may propose per step at the current load (``policy``)."""
         return NO_CAP if self.knee_tokens is None else _draft_cap(self._joined, self.knee_tokens)
 
-    def forward(self, row: RowPass) -> Shared:
-        """Run ``row`` in the next shared pass; blocks until it ran."""
-        ticket = _Ticket(row)
+    def forward(self, row: RowPass, read: ReadSpec | None = None) -> Shared:
+        """Run ``row`` in the next shared pass; blocks until it ran.  ``read``: also read its
+        logits so, together with the other runs' (``playground.decoding.batch_probs``)."""
+        ticket = _Ticket(row, read)
         with self._cond:
             self._ensure_worker()
             self._pending.append(ticket)
@@ -155,7 +165,7 @@ class PassScheduler:
         ticket.done.wait()
         if ticket.error is not None:
             raise ticket.error
-        return Shared(ticket.out, ticket.rows, ticket.pass_ms)
+        return Shared(ticket.out, ticket.rows, ticket.pass_ms, ticket.reads)
 
     # ------------------------------------------------------------------ worker
     def _ensure_worker(self) -> None:
@@ -201,16 +211,17 @@ class PassScheduler:
             t0 = time.perf_counter()
             try:
                 outs = batched_forward(self.model, [t.row for t in batch], self.pad_id)
+                reads = read_rows([o.logits for o in outs], [t.read for t in batch])
                 error = None
             except BaseException as exc:  # every waiting run gets the error, the worker lives on
-                outs, error = [None] * len(batch), exc
+                outs, reads, error = [None] * len(batch), [None] * len(batch), exc
             ms = (time.perf_counter() - t0) * 1000.0
             self.passes += 1
             self.max_rows_seen = max(self.max_rows_seen, len(batch))
             with self._cond:  # the runs just served come back from now on: the gap starts here
                 self._gap_start = time.monotonic()
-            for t, out in zip(batch, outs):
-                t.out, t.error, t.rows, t.pass_ms = out, error, len(batch), ms
+            for t, out, read in zip(batch, outs, reads):
+                t.out, t.reads, t.error, t.rows, t.pass_ms = out, read, error, len(batch), ms
                 t.done.set()
 
 

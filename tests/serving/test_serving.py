@@ -11,6 +11,7 @@ With the cap on, drafts get shorter under load and greedy output still does not 
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 
 import pytest
@@ -116,7 +117,7 @@ def test_a_seed_gives_the_same_tokens_shared_or_alone(temperature):
     runs = []
     for i in range(6):
         settings = RunSettings(gamma=[2, 4][i % 2], temperature=temperature, seed=i, max_new_tokens=20,
-                               tree_nodes=[1, 1, 4][i % 3])  # fmt: skip
+                               tree_nodes=[1, 1, 4][i % 3], top_p=[1.0, 0.9][i % 2])  # fmt: skip
         ids = TOK.encode(PROMPTS[i])
         runs.append((ids, settings))
 
@@ -129,6 +130,30 @@ def test_a_seed_gives_the_same_tokens_shared_or_alone(temperature):
     for a, b in zip(alone, shared):
         assert a.token_ids == b.token_ids
         assert [s.n_accepted for s in a.steps] == [s.n_accepted for s in b.steps]
+        # The trace too: p, q, u, the top-n lists and the confidences, read by the pass's
+        # worker for the shared runs (playground.decoding.batch_probs), by each run alone
+        # (to float rounding: a shared pass's logits may differ from a lone pass's in the last bits).
+        _assert_close([(s.drafted, s.correction) for s in a.steps], [(s.drafted, s.correction) for s in b.steps])
+
+
+def _assert_close(a, b, path="trace"):
+    """Equal structures, with floats equal to a relative 1e-5."""
+    if dataclasses.is_dataclass(a):
+        assert type(a) is type(b), path
+        for f in dataclasses.fields(a):
+            _assert_close(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+    elif isinstance(a, (tuple, list)):
+        assert isinstance(b, (tuple, list)) and len(a) == len(b), path
+        for i, (x, y) in enumerate(zip(a, b)):
+            _assert_close(x, y, f"{path}[{i}]")
+    elif isinstance(a, dict):
+        assert isinstance(b, dict) and a.keys() == b.keys(), path
+        for key in a:
+            _assert_close(a[key], b[key], f"{path}[{key!r}]")
+    elif isinstance(a, float):
+        assert b == pytest.approx(a, rel=1e-5, abs=1e-9), path
+    else:
+        assert a == b, path
 
 
 def test_the_draft_cap_shortens_drafts_under_load_and_greedy_output_stays():
