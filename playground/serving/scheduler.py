@@ -99,10 +99,12 @@ class PassScheduler:
         self._gap_start = 0.0  # the latest submission or end of a pass: the worker waits out gaps from here
         self._joined = 0
         self._worker: threading.Thread | None = None
+        self.read_chunk = self.READ_CHUNK
         self.passes = 0  # batched passes run (for the status line and the tests)
         self.max_rows_seen = 0
 
-    IDLE_EXIT_S = 30.0  # a worker with nothing to do for this long ends (a new pass starts another)
+    IDLE_EXIT_S = 30.0
+    READ_CHUNK = 8  # runs whose logits are read, and who are let go, together (see _loop)  # a worker with nothing to do for this long ends (a new pass starts another)
 
     @property
     def model(self):
@@ -211,18 +213,28 @@ class PassScheduler:
             t0 = time.perf_counter()
             try:
                 outs = batched_forward(self.model, [t.row for t in batch], self.pad_id)
-                reads = read_rows([o.logits for o in outs], [t.read for t in batch])
                 error = None
             except BaseException as exc:  # every waiting run gets the error, the worker lives on
-                outs, reads, error = [None] * len(batch), [None] * len(batch), exc
-            ms = (time.perf_counter() - t0) * 1000.0
+                outs, error = [None] * len(batch), exc
             self.passes += 1
             self.max_rows_seen = max(self.max_rows_seen, len(batch))
             with self._cond:  # the runs just served come back from now on: the gap starts here
                 self._gap_start = time.monotonic()
-            for t, out, read in zip(batch, outs, reads):
-                t.out, t.reads, t.error, t.rows, t.pass_ms = out, read, error, len(batch), ms
-                t.done.set()
+            # Read the logits a few runs at a time and let those runs go at once: their own
+            # work (a draw, the records; mostly Python) then overlaps the worker's next reads
+            # (torch ops, which release the GIL) instead of waiting for all of them.
+            for start in range(0, len(batch), self.read_chunk):
+                part = slice(start, start + self.read_chunk)
+                reads, read_error = [None] * len(batch[part]), error
+                if error is None:
+                    try:
+                        reads = read_rows([o.logits for o in outs[part]], [t.read for t in batch[part]])
+                    except BaseException as exc:  # these runs get the error, the worker lives on
+                        read_error = exc
+                ms = (time.perf_counter() - t0) * 1000.0
+                for t, out, read in zip(batch[part], outs[part], reads):
+                    t.out, t.reads, t.error, t.rows, t.pass_ms = out, read, read_error, len(batch), ms
+                    t.done.set()
 
 
 def kv_bytes_per_token(model) -> int:

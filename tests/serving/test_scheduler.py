@@ -191,3 +191,71 @@ def test_runs_that_came_in_during_a_pass_wait_for_the_runs_it_served(model, monk
     # every pass between carried all six.
     early, late = [n // 2] + [n] * (steps - 1), [n] * (steps - 1) + [n // 2]
     assert rows_seen == {b: early if b < n // 2 else late for b in range(n)}
+
+
+def _class_with_reads(model, scheduler, specs):
+    """One pass of len(specs) runs, each asking for its logits read as its spec says."""
+    caches = [Target(model, rollback=True).cache for _ in specs]
+    barrier = threading.Barrier(len(specs))
+    got: dict[int, object] = {}
+
+    def go(b):
+        with scheduler.join():
+            barrier.wait()
+            try:
+                got[b] = scheduler.forward(
+                    RowPass(caches[b], tuple(rand_ids(1 + b % 3, seed=b)), keep=1 + b % 3), specs[b]
+                )
+            except RuntimeError as exc:
+                got[b] = exc
+
+    threads = [threading.Thread(target=go, args=(b,)) for b in range(len(specs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    return [got[b] for b in range(len(specs))]
+
+
+def test_the_worker_reads_each_runs_logits_as_it_asked(model):
+    from playground.decoding.batch_probs import ReadSpec
+    from playground.decoding.rows import target_rows
+    from playground.decoding.sampling import SamplingParams
+
+    params = [SamplingParams(0.7), SamplingParams(1.0, top_k=5), SamplingParams(0.0), SamplingParams(0.9, top_p=0.5)]
+    specs = [ReadSpec(params[b % 4], top_n=3, confidence=True) if b != 6 else None for b in range(11)]
+    scheduler = PassScheduler(model, wait_ms=2_000)
+    scheduler.read_chunk = 4  # released in chunks of 4, 4 and 3 runs
+    for b, (spec, shared) in enumerate(zip(specs, _class_with_reads(model, scheduler, specs))):
+        assert shared.rows == 11, b
+        if spec is None:
+            assert shared.reads is None
+            continue
+        probs, argmax = target_rows(shared.out.logits, spec.params)  # what the run computes alone
+        got, got_argmax = target_rows(shared.out.logits, spec.params, shared.reads)
+        assert got_argmax == argmax, b
+        if argmax is None:
+            assert torch.equal(got, probs), b
+
+
+def test_a_failed_read_reaches_the_runs_of_its_chunk_only(model, monkeypatch):
+    import playground.serving.scheduler as scheduler_module
+    from playground.decoding.batch_probs import ReadSpec
+    from playground.decoding.sampling import SamplingParams
+
+    calls = []
+
+    def flaky(logits, specs):
+        calls.append(len(specs))
+        if len(calls) == 2:
+            raise RuntimeError("reading failed")
+        return [None] * len(specs)
+
+    monkeypatch.setattr(scheduler_module, "read_rows", flaky)
+    scheduler = PassScheduler(model, wait_ms=2_000)
+    scheduler.read_chunk = 3
+    results = _class_with_reads(model, scheduler, [ReadSpec(SamplingParams(0.7))] * 7)
+    failed = [b for b, r in enumerate(results) if isinstance(r, RuntimeError)]
+    assert calls == [3, 3, 1] and len(failed) == 3  # the second chunk's three runs, nobody else
+    with scheduler.join():  # the worker lives on
+        assert scheduler.forward(RowPass(Target(model, rollback=True).cache, (1, 2), keep=1)).rows == 1
