@@ -12,10 +12,11 @@ others up for long; then it runs up to ``max_batch`` rows at once
 (``playground.decoding.batch_pass``).  Runs join and leave between passes; a run that
 leaves (finished, stopped, disconnected) is no longer waited for.
 
-Rows of very different lengths are not padded to each other: a newcomer's prompt is
-fed in chunks of at most ``prefill_chunk`` tokens by the caller (``Target``), and the
-worker runs rows longer than ``long_row`` in a pass of their own, so a 32-token chunk
-does not make thirty 1-token rows pay for 32 slots each.
+Prompts and steps are not padded to each other: a newcomer's prompt is fed in chunks of
+at most ``PREFILL_CHUNK`` tokens by the caller (``Target``), and the worker runs prompt
+chunks (rows that keep fewer logits than they have tokens) and steps (a chain or a tree
+keeps every row's logits; a plain step is one token) in separate passes, so a 20-token
+chunk does not make thirty 1-token rows pay for 20 slots each.
 
 A run that is alone does not come here: ``Target`` runs its pass in its own thread with
 no hand-off, so a single request is as fast as without the scheduler.
@@ -75,7 +76,6 @@ class PassScheduler:
         max_batch: int = 32,
         wait_ms: float = 25.0,
         max_hold_ms: float = 250.0,
-        long_row: int = 24,
         pad_id: int = 0,
         knee_tokens: int | None = KNEE_TOKENS,
         kv_budget_bytes: int | None = None,
@@ -86,7 +86,6 @@ class PassScheduler:
         self.max_batch = max_batch
         self.wait_s = wait_ms / 1000.0  # the longest gap between two submissions the worker waits out
         self.max_hold_s = max_hold_ms / 1000.0  # the longest the first submission waits for a pass
-        self.long_row = long_row
         self.pad_id = pad_id
         self.knee_tokens = knee_tokens  # None: never cap drafts (measurements of the cap itself)
         self.kv_budget_bytes = kv_budget_bytes  # None: no limit on the runs' caches together
@@ -197,10 +196,10 @@ class PassScheduler:
                 if left <= 0:
                     break
                 self._cond.wait(left)
-            # One kind per pass, the oldest ticket's: short rows (decode steps) or long ones
-            # (prompt chunks), so neither pads to the other and neither waits for long.
-            long = len(self._pending[0].row.ids) > self.long_row
-            group = [t for t in self._pending if (len(t.row.ids) > self.long_row) == long][: self.max_batch]
+            # One kind per pass, the oldest ticket's: steps or prompt chunks, so neither pads
+            # to the other and neither waits for long.
+            kind = _is_prompt(self._pending[0].row)
+            group = [t for t in self._pending if _is_prompt(t.row) == kind][: self.max_batch]
             taken = set(map(id, group))
             self._pending = [t for t in self._pending if id(t) not in taken]
             return group
@@ -235,6 +234,11 @@ class PassScheduler:
                 for t, out, read in zip(batch[part], outs[part], reads):
                     t.out, t.reads, t.error, t.rows, t.pass_ms = out, read, read_error, len(batch), ms
                     t.done.set()
+
+
+def _is_prompt(row: RowPass) -> bool:
+    """A chunk of a prompt (its logits are read only after its last token), not a step."""
+    return row.keep < len(row.ids)
 
 
 def kv_bytes_per_token(model) -> int:

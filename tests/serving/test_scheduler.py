@@ -259,3 +259,36 @@ def test_a_failed_read_reaches_the_runs_of_its_chunk_only(model, monkeypatch):
     assert calls == [3, 3, 1] and len(failed) == 3  # the second chunk's three runs, nobody else
     with scheduler.join():  # the worker lives on
         assert scheduler.forward(RowPass(Target(model, rollback=True).cache, (1, 2), keep=1)).rows == 1
+
+
+@pytest.mark.parametrize("prompt_tokens", [2, 20, 31])
+def test_prompt_chunks_and_steps_never_share_a_pass(model, monkeypatch, prompt_tokens):
+    """A newcomer's prompt chunk (keeps 1 logit row of many tokens) would make every 1-token
+    step pay for its length; each kind goes in passes of its own, whatever the chunk's length."""
+    import playground.serving.scheduler as scheduler_module
+
+    passes = []
+    real = scheduler_module.batched_forward
+
+    def logged(model, rows, pad_id=0):
+        passes.append(sorted((len(r.ids), r.keep) for r in rows))
+        return real(model, rows, pad_id)
+
+    monkeypatch.setattr(scheduler_module, "batched_forward", logged)
+    scheduler = PassScheduler(model, wait_ms=2_000)
+    rows = [RowPass(Target(model, rollback=True).cache, tuple(rand_ids(1, seed=b)), keep=1) for b in range(4)]
+    rows.append(RowPass(Target(model, rollback=True).cache, tuple(rand_ids(prompt_tokens, seed=9)), keep=1))
+    rows.append(RowPass(Target(model, rollback=True).cache, tuple(rand_ids(3, seed=8)), keep=3))  # a chain step
+    barrier = threading.Barrier(len(rows))
+
+    def go(row):
+        with scheduler.join():
+            barrier.wait()
+            scheduler.forward(row)
+
+    threads = [threading.Thread(target=go, args=(r,)) for r in rows]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sorted(passes) == sorted([[(1, 1)] * 4 + [(3, 3)], [(prompt_tokens, 1)]])
