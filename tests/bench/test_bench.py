@@ -391,9 +391,9 @@ def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind,
 
     fast = go()
     full_top = engine._top
-    monkeypatch.setattr(engine, "_top", lambda probs, n, texts, point=None: full_top(probs, n, texts))
+    monkeypatch.setattr(engine, "_top", lambda probs, n, texts, point=None, known=None: full_top(probs, n, texts))
     monkeypatch.setattr(
-        engine, "_row_top", lambda rows, i, n, texts, point: full_top(rows[i], n, texts) if texts else ()
+        engine, "_row_top", lambda rows, i, n, texts, point, known=None: full_top(rows[i], n, texts) if texts else ()
     )
     # dense one-hot rows instead of PointRows: the original code path
     monkeypatch.setattr(engine, "PointRows", lambda ids, V: engine.one_hot(torch.tensor(ids, dtype=torch.long), V))
