@@ -234,6 +234,8 @@ class PassScheduler:
                 for t, out, read in zip(batch[part], outs[part], reads):
                     t.out, t.reads, t.error, t.rows, t.pass_ms = out, read, read_error, len(batch), ms
                     t.done.set()
+            with self._cond:  # the last chunk just went: its runs are owed the same wait as the first
+                self._gap_start = time.monotonic()
 
 
 def _is_prompt(row: RowPass) -> bool:

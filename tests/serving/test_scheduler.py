@@ -292,3 +292,38 @@ def test_prompt_chunks_and_steps_never_share_a_pass(model, monkeypatch, prompt_t
     for t in threads:
         t.join(timeout=60)
     assert sorted(passes) == sorted([[(1, 1)] * 4 + [(3, 3)], [(prompt_tokens, 1)]])
+
+
+def test_the_last_chunk_read_is_waited_for_like_the_first(model, monkeypatch):
+    """The worker waits ``wait_ms`` for missing runs from the latest submission or release: a
+    slow read of the last chunk must not start the next pass without that chunk's runs
+    (the class would split into two cohorts, each paying a full pass per token)."""
+    import playground.serving.scheduler as scheduler_module
+
+    def slow_read(logits, specs):
+        time.sleep(0.06)  # longer than wait_ms: the first chunks' runs have long submitted again
+        return [None] * len(specs)
+
+    monkeypatch.setattr(scheduler_module, "read_rows", slow_read)
+    scheduler = PassScheduler(model, wait_ms=25)
+    scheduler.read_chunk = 2
+    sizes = []
+    real = scheduler_module.batched_forward
+    monkeypatch.setattr(
+        scheduler_module, "batched_forward", lambda m, rows, pad_id=0: sizes.append(len(rows)) or real(m, rows, pad_id)
+    )
+    barrier = threading.Barrier(6)
+
+    def go(b):
+        cache = Target(model, rollback=True).cache
+        with scheduler.join():
+            barrier.wait()
+            for step in range(3):
+                scheduler.forward(RowPass(cache, (1 + b + step,), keep=1))
+
+    threads = [threading.Thread(target=go, args=(b,)) for b in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=60)
+    assert sizes == [6, 6, 6]
