@@ -70,23 +70,25 @@ def read_rows(logits: list[torch.Tensor], specs: list[ReadSpec | None]) -> list[
         else:
             probs = logits_to_probs(x, params)  # [sum keep, V], row by row
             probs_of, argmax_of = list(probs.split(sizes)), [None] * len(members)
-            top_of = _tops_by_n(probs_of, [specs[b].top_n for b in members])
+            top_of = _tops_by_n(probs, sizes, [specs[b].top_n for b in members])
         for j, b in enumerate(members):
             conf = dict(enumerate(confidence[j])) if specs[b].confidence else None
             out[b] = RowReads(probs=probs_of[j], argmax=argmax_of[j], confidence=conf, top=top_of[j])
     return out
 
 
-def _tops_by_n(probs_of: list[torch.Tensor], top_ns: list[int]) -> list[list | None]:
-    """Per run, each of its p rows' (values, ids) as ``torch.topk(row, n)`` gives them for the
-    run's own n (``rows.top``); one top-k over the rows of all runs with the same n (an
-    n-th place tied between tokens is settled by k, so a larger k, cut, could differ)."""
-    out: list[list | None] = [None] * len(probs_of)
+def _tops_by_n(probs: torch.Tensor, sizes: list[int], top_ns: list[int]) -> list[list | None]:
+    """Per run (``sizes[j]`` rows of ``probs`` [sum keep, V] each), each of its p rows' (values,
+    ids) as ``torch.topk(row, n)`` gives them for the run's own n (``rows.top``); one top-k over
+    the rows of all runs with the same n (an n-th place tied between tokens is settled by k, so
+    a larger k, cut, could differ)."""
+    out: list[list | None] = [None] * len(sizes)
+    parts = probs.split(sizes)
     for n in sorted(set(top_ns) - {0}):
         members = [j for j, m in enumerate(top_ns) if m == n]
-        rows = torch.cat([probs_of[j] for j in members])  # [sum keep, V]
+        rows = probs if len(members) == len(sizes) else torch.cat([parts[j] for j in members])  # [sum keep, V]
         values, ids = torch.topk(rows, min(n, rows.shape[-1]), dim=-1)  # [sum keep, n]
-        tops = _split_list(list(zip(values.tolist(), ids.tolist())), [len(probs_of[j]) for j in members])
+        tops = _split_list(list(zip(values.tolist(), ids.tolist())), [sizes[j] for j in members])
         for j, top in zip(members, tops):
             out[j] = top
     return out

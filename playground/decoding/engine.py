@@ -219,7 +219,7 @@ class _ChainRows:
     d_points: list[int | None]  # per q row: its point mass (one-hot drafts), else None
     reads: RowReads | None = None  # p rows' top-n lists already computed by a shared pass's worker
 
-    def target_known(self, row: int):
+    def target_known(self, row: int) -> tuple[list[float], list[int]] | None:
         return self.reads.top_of(row) if self.reads is not None else None
 
 

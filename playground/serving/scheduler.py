@@ -5,8 +5,9 @@ Each run keeps its own decoding loop (``playground.decoding.engine.stream``), it
 cache and its own random stream; only the target's forward pass is shared.  A run
 ``join``s the scheduler for its lifetime; when it needs a pass it calls ``forward`` and
 blocks until the worker has run it.  The worker waits until every joined run has
-submitted, or until no run has submitted for ``wait_ms`` (counted from the end of the
-previous pass: the runs it served come back one by one, after their own sampling), or
+submitted, or until no run has submitted for ``wait_ms`` (counted from when the previous
+pass's last runs were let go: the runs it served come back one by one, after their own
+sampling), or
 ``max_hold_ms`` after the first submission, so a run busy drafting does not hold the
 others up for long; then it runs up to ``max_batch`` rows at once
 (``playground.decoding.batch_pass``).  Runs join and leave between passes; a run that
@@ -95,15 +96,15 @@ class PassScheduler:
         self.batchable = not getattr(config, "num_kv_shared_layers", 0)
         self._cond = threading.Condition()
         self._pending: list[_Ticket] = []
-        self._gap_start = 0.0  # the latest submission or end of a pass: the worker waits out gaps from here
+        self._gap_start = 0.0  # the latest submission or release of a pass's runs: the worker waits out gaps from here
         self._joined = 0
         self._worker: threading.Thread | None = None
         self.read_chunk = self.READ_CHUNK
         self.passes = 0  # batched passes run (for the status line and the tests)
         self.max_rows_seen = 0
 
-    IDLE_EXIT_S = 30.0
-    READ_CHUNK = 8  # runs whose logits are read, and who are let go, together (see _loop)  # a worker with nothing to do for this long ends (a new pass starts another)
+    IDLE_EXIT_S = 30.0  # a worker with nothing to do for this long ends (a new pass starts another)
+    READ_CHUNK = 8  # runs whose logits are read, and who are let go, together (see _loop)
 
     @property
     def model(self):
@@ -217,8 +218,6 @@ class PassScheduler:
                 outs, error = [None] * len(batch), exc
             self.passes += 1
             self.max_rows_seen = max(self.max_rows_seen, len(batch))
-            with self._cond:  # the runs just served come back from now on: the gap starts here
-                self._gap_start = time.monotonic()
             # Read the logits a few runs at a time and let those runs go at once: their own
             # work (a draw, the records; mostly Python) then overlaps the worker's next reads
             # (torch ops, which release the GIL) instead of waiting for all of them.
@@ -234,7 +233,7 @@ class PassScheduler:
                 for t, out, read in zip(batch[part], outs[part], reads):
                     t.out, t.reads, t.error, t.rows, t.pass_ms = out, read, read_error, len(batch), ms
                     t.done.set()
-            with self._cond:  # the last chunk just went: its runs are owed the same wait as the first
+            with self._cond:  # every run served is on its way back: the gap starts here, not at the pass's end
                 self._gap_start = time.monotonic()
 
 
