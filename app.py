@@ -13,11 +13,7 @@ from __future__ import annotations
 
 import os
 
-# Before torch loads: on a shared 2-vCPU machine (a Space with several users) spinning OpenMP
-# threads made decoding 2-9x slower here; passive waiting yields the core instead.
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
-
-import gradio as gr  # noqa: E402
+import gradio as gr
 
 from playground.config import load_config
 from visual import CSS_PATH

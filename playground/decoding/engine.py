@@ -55,6 +55,7 @@ from playground.decoding.target import Target
 from playground.decoding.text import IncrementalText, TokenTexts
 from playground.decoding.tree_step import tree_step
 from playground.settings import RunSettings
+from playground.threads import done_computing
 
 TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold
 TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha
@@ -460,9 +461,12 @@ def stream(
     lifetime, so its target passes may share one forward pass with other runs', and each
     step drafts at most the scheduler's ``draft_cap()`` (the load policy)."""
     tokens = len(prompt_ids) + settings.max_new_tokens + settings.gamma  # the most its cache holds
-    with scheduler.join(tokens) if scheduler is not None else nullcontext():
-        yield from _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt,
-                             scheduler)  # fmt: skip
+    try:
+        with scheduler.join(tokens) if scheduler is not None else nullcontext():
+            yield from _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt,
+                                 scheduler)  # fmt: skip
+    finally:
+        done_computing()  # an idle thread keeps no OpenMP helpers (playground.threads)
 
 
 def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt, scheduler):

@@ -12,7 +12,8 @@ cache, logits and hidden states are the run's own either way, and the pass's tim
 recorded as this run's share of it (its wall time over the rows it carried).  A prompt
 is then fed in chunks of ``PREFILL_CHUNK`` tokens, one chunk per shared pass, so a
 newcomer's prompt does not stall everyone's next token.  Alone, a run takes the plain
-path in its own thread.
+path in its own thread.  While its passes are shared, the run's own torch calls use one
+core, so that only the worker keeps OpenMP helper threads (``playground.threads``).
 
 This module does not draft, verify or sample.
 """
@@ -32,6 +33,7 @@ from playground.decoding.batch_probs import ReadSpec, RowReads
 from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.tree import DraftTree, tree_attention_mask, tree_position_ids
 from playground.decoding.tree_pass import compact_cache, tree_forward
+from playground.threads import all_cores, one_core
 
 # Prompt tokens per shared pass for a run that joins others (see the module docstring).
 PREFILL_CHUNK = 32
@@ -63,7 +65,12 @@ class Target:
         self.single_token_ms: list[float] = []
 
     def _shared(self) -> bool:
-        return self.scheduler is not None and self.scheduler.shares_passes()
+        """Whether this pass goes to the scheduler's worker.  The thread's own torch calls then
+        run on one core (the worker computes with all of them), and on every core when the run
+        computes its passes itself (``playground.threads``)."""
+        shared = self.scheduler is not None and self.scheduler.shares_passes()
+        (one_core if shared else all_cores)()
+        return shared
 
     def _shared_pass(self, row: RowPass, read: ReadSpec | None = None) -> Pass:
         """One row in the scheduler's next pass; the time recorded is this run's share."""

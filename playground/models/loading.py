@@ -33,6 +33,7 @@ from playground.models.pair_cache import BudgetedCache
 from playground.models.tiny import build_tiny_pair
 from playground.models.tiny_bytes import ByteTokenizer, build_byte_drafter
 from playground.progress import Progress as _Progress
+from playground.threads import configure_threads, release_team
 
 Progress = _Progress | None  # playground.progress: progress(fraction, message)
 
@@ -55,20 +56,6 @@ class ModelPair:
     dtype: str = "float32"
     target_name: str = ""
     drafter_tokenizer: Any = None  # the "other-tokenizer" drafter's own tokenizer (None: it shares the target's)
-
-
-def configure_threads() -> int:
-    """Use every core this process may run on (``SPECPLAY_THREADS`` overrides, e.g. for tests)."""
-    env = os.environ.get("SPECPLAY_THREADS")
-    if env and env.isdigit() and int(env) > 0:
-        n = int(env)
-    else:
-        try:
-            n = len(os.sched_getaffinity(0))
-        except AttributeError:  # pragma: no cover - non-Linux
-            n = os.cpu_count() or 1
-    torch.set_num_threads(max(1, n))
-    return n
 
 
 def torch_dtype(name: str) -> torch.dtype:
@@ -221,7 +208,10 @@ def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = Non
 
     def load() -> ModelPair:
         configure_threads()
-        pair = _load(preset, dtype, progress)
+        try:
+            pair = _load(preset, dtype, progress)
+        finally:
+            release_team()  # this thread is done computing (playground.threads)
         if progress:
             progress(1.0, "models ready")
         return pair

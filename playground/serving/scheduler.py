@@ -26,6 +26,10 @@ After the pass the worker also reads each run's logits as the run asked (its p r
 target's confidence, the trace's top-n: ``playground.decoding.batch_probs``), for all rows
 at once rather than in thirty threads between two passes.
 
+The worker is the one thread that computes with every core while runs share its passes;
+theirs run on one (``playground.threads``: parked OpenMP helpers in other threads would
+slow its every kernel), and it gives its own helpers back after ``RELEASE_AFTER_S`` idle.
+
 This module does not verify, sample or draft; ``draft_cap`` asks ``playground.serving.policy``
 how far a run may draft at the current load.
 """
@@ -44,6 +48,7 @@ from playground.decoding.batch_probs import ReadSpec, RowReads, read_rows
 from playground.errors import Busy
 from playground.serving.policy import KNEE_TOKENS, NO_CAP
 from playground.serving.policy import draft_cap as _draft_cap
+from playground.threads import release_team
 
 
 @dataclass
@@ -105,6 +110,7 @@ class PassScheduler:
 
     IDLE_EXIT_S = 30.0  # a worker with nothing to do for this long ends (a new pass starts another)
     READ_CHUNK = 8  # runs whose logits are read, and who are let go, together (see _loop)
+    RELEASE_AFTER_S = 1.0  # a worker idle this long gives back its OpenMP helpers (playground.threads)
 
     @property
     def model(self):
@@ -182,12 +188,16 @@ class PassScheduler:
         holds the scheduler)."""
         with self._cond:
             idle_until = time.monotonic() + self.IDLE_EXIT_S
+            release_at = time.monotonic() + self.RELEASE_AFTER_S
             while not self._pending:
-                left = idle_until - time.monotonic()
-                if left <= 0:
+                now = time.monotonic()
+                if now >= idle_until:
                     self._worker = None
                     return None
-                self._cond.wait(left)
+                if release_at is not None and now >= release_at:
+                    release_team()  # idle: its parked OpenMP helpers would slow a run alone (playground.threads)
+                    release_at = None
+                self._cond.wait((idle_until if release_at is None else release_at) - now)
             # A pass costs about the same for 16 rows as for 30, so it pays to wait for the
             # stragglers while they keep arriving: after a pass, every run does its own
             # sampling and bookkeeping in turn, and they come back a few ms apart.
