@@ -144,3 +144,24 @@ def test_an_idle_worker_gives_its_helpers_back(model, monkeypatch):
         while not given_back and time.monotonic() < deadline:
             time.sleep(0.01)
     assert given_back == ["pass-scheduler"]
+
+
+def test_a_shared_run_leaves_each_thread_on_all_cores_between_steps(model, cores):
+    """gradio may run a generator's next step in another thread: none is left on one core."""
+    from playground.decoding.engine import stream
+    from playground.models.tiny import CharTokenizer
+    from playground.settings import RunSettings
+
+    scheduler = PassScheduler(model, max_batch=4)
+    settings = RunSettings(mode="autoregressive", max_new_tokens=4)
+
+    def run():
+        seen = []
+        with scheduler.join():  # another run: this one's passes are shared
+            for item in stream(model, CharTokenizer(), [1, 2, 3], settings, scheduler=scheduler):
+                seen.append((torch.get_num_threads(), getattr(item, "shared_rows", None)))
+        return seen
+
+    seen = _in_thread(run)
+    assert [n for n, _ in seen] == [cores] * len(seen)
+    assert any(rows is not None for _, rows in seen)  # steps were recorded (and their passes shared)

@@ -55,7 +55,7 @@ from playground.decoding.target import Target
 from playground.decoding.text import IncrementalText, TokenTexts
 from playground.decoding.tree_step import tree_step
 from playground.settings import RunSettings
-from playground.threads import done_computing
+from playground.threads import all_cores, done_computing
 
 TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold
 TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha
@@ -463,10 +463,14 @@ def stream(
     tokens = len(prompt_ids) + settings.max_new_tokens + settings.gamma  # the most its cache holds
     try:
         with scheduler.join(tokens) if scheduler is not None else nullcontext():
-            yield from _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt,
-                                 scheduler)  # fmt: skip
+            for item in _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt,
+                                  scheduler):  # fmt: skip
+                # A shared step ran this thread's own torch calls on one core (playground.threads);
+                # gradio may run the next step in another of its threads, so leave this one on all cores.
+                all_cores()
+                yield item
     finally:
-        done_computing()  # an idle thread keeps no OpenMP helpers (playground.threads)
+        done_computing()  # an idle thread keeps no OpenMP helpers
 
 
 def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt, scheduler):
