@@ -22,8 +22,8 @@ thread's next parallel kernel.
 What a run computes on one core is its own small work; the kernels whose outputs it
 compares with a run alone (its p rows, read by the worker) run where they ran before, and
 ``tests/serving`` checks that a seed gives the same tokens and trace shared or alone.
-Where no OpenMP runtime is found (a torch built without it, a platform without ``/proc``),
-every function here does nothing.
+Where libgomp is not found (another OpenMP runtime, a torch built without one, a platform
+without ``/proc``), every function here does nothing.
 
 This module does not decide when a thread computes alone (``playground.decoding.target``
 and ``playground.serving.scheduler`` do).
@@ -38,7 +38,10 @@ from functools import cache
 
 import torch
 
-_OMP_NAMES = ("libgomp", "libiomp5", "libomp")  # GNU (torch's PyPI wheels), Intel, LLVM
+# GNU OpenMP only (torch's PyPI wheels on Linux): its pause gives back the calling thread's
+# helpers alone.  Intel's and LLVM's pause the process's whole runtime, which other threads
+# may be using at that moment.
+_OMP_NAMES = ("libgomp",)
 _PAUSE_SOFT = 1  # omp_pause_soft: free the calling thread's helpers, keep the runtime
 _local = threading.local()  # this thread's count before one_core(), while it is in one_core mode
 
@@ -86,7 +89,7 @@ def _runtime() -> tuple[ctypes.CDLL | None, ctypes.CDLL | None]:
 
 
 def available() -> bool:
-    """Whether an OpenMP runtime was found (otherwise every function here does nothing)."""
+    """Whether libgomp was found (otherwise every function here does nothing)."""
     return _runtime()[0] is not None
 
 
