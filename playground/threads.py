@@ -112,7 +112,7 @@ def one_core() -> None:
     omp.omp_set_num_threads(1)
     if mkl is not None:
         mkl.MKL_Set_Num_Threads_Local(1)
-    omp.omp_pause_resource_all(_PAUSE_SOFT)
+    release_team()
 
 
 def all_cores() -> None:

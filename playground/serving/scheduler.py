@@ -187,8 +187,8 @@ class PassScheduler:
         first submission.  None: idle for ``IDLE_EXIT_S``, the worker ends (and no longer
         holds the scheduler)."""
         with self._cond:
-            idle_until = time.monotonic() + self.IDLE_EXIT_S
-            release_at = time.monotonic() + self.RELEASE_AFTER_S
+            start = time.monotonic()
+            idle_until, release_at = start + self.IDLE_EXIT_S, start + self.RELEASE_AFTER_S
             while not self._pending:
                 now = time.monotonic()
                 if now >= idle_until:
