@@ -28,6 +28,7 @@ import torch
 from playground.config import Preset, load_config
 from playground.drafters.registry import KINDS
 from playground.errors import ModelUnavailable
+from playground.models import bf16_matmul
 from playground.models.device import pick_device
 from playground.models.pair_cache import BudgetedCache
 from playground.models.tiny import build_tiny_pair
@@ -258,6 +259,7 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
             m.requires_grad_(False)
             if m.device != device:
                 m.to(device)
+            bf16_matmul.install(m)  # a CPU without bfloat16 instructions: many rows in float32
     return ModelPair(
         target=target,
         tokenizer=tok,

@@ -1,0 +1,180 @@
+"""bfloat16 linear layers whose multi-row products run in float32 (playground.models.bf16_matmul).
+
+Checked on any CPU (``install(force=True)``): which rows take which kernel, that the float32
+path is the same sum as a bfloat16 kernel up to one rounding, the LM head's float32 copy and
+its bytes, and that float32 models, gradients and one-token steps are left alone."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers import DynamicCache
+
+from playground.decoding.batch_pass import RowPass, batched_forward
+from playground.models import bf16_matmul
+from playground.models.bf16_matmul import MIN_ROWS_CONVERTED, MIN_ROWS_KEPT, Float32RowsLinear, install
+from playground.models.loading import model_bytes
+from tests.tiny_models import sliding_pair
+
+
+class _WithHead(torch.nn.Module):
+    """A layer and an LM head, as a causal LM exposes them."""
+
+    def __init__(self, seed: int = 0, bias: bool = True) -> None:
+        super().__init__()
+        torch.manual_seed(seed)
+        self.layer = torch.nn.Linear(48, 40, bias=bias).to(torch.bfloat16)
+        self.head = torch.nn.Linear(40, 300, bias=False).to(torch.bfloat16)
+        self.requires_grad_(False)
+
+    def get_output_embeddings(self):
+        return self.head
+
+
+def _twin(seed: int = 0, bias: bool = True) -> tuple[_WithHead, _WithHead]:
+    """Two identical modules; the second installed."""
+    plain, fast = _WithHead(seed, bias), _WithHead(seed, bias)
+    install(fast, force=True)
+    return plain, fast
+
+
+@pytest.fixture
+def spy(monkeypatch):
+    """The weights each float32 product was given (a product in torch's bfloat16 kernel adds none)."""
+    seen: list[torch.Tensor] = []
+    real = bf16_matmul._matmul_float32
+
+    def record(x, w):
+        seen.append(w)
+        return real(x, w)
+
+    monkeypatch.setattr(bf16_matmul, "_matmul_float32", record)
+    return seen
+
+
+def _float32_reference(layer: torch.nn.Linear, x: torch.Tensor) -> torch.Tensor:
+    """The exact sum in float64, rounded once to bfloat16: what any float32-accumulating
+    bfloat16 kernel approximates."""
+    y = x.double() @ layer.weight.double().T
+    if layer.bias is not None:
+        y = y + layer.bias.double()
+    return y.to(torch.bfloat16)
+
+
+def _ulps(a: torch.Tensor, b: torch.Tensor) -> float:
+    """Largest difference in units of bfloat16's spacing at b's magnitude (8 bits of mantissa)."""
+    spacing = torch.exp2(torch.floor(torch.log2(b.float().abs().clamp_min(1e-30))) - 7)
+    return ((a.float() - b.float()).abs() / spacing).max().item()
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 9, 30])
+def test_every_layer_stays_within_one_rounding_of_the_exact_sum(rows):
+    plain, fast = _twin(seed=rows)
+    x = torch.randn(rows, 48).to(torch.bfloat16)
+    with torch.inference_mode():
+        for ours, theirs in ((fast.layer, plain.layer), (fast.head, plain.head)):
+            h = x if ours is fast.layer else plain.layer(x)
+            exact = _float32_reference(theirs, h)
+            assert _ulps(ours(h), exact) <= 1.0, "more than one rounding away from the exact sum"
+            assert _ulps(theirs(h), exact) <= 1.0  # torch's own bfloat16 kernel, for scale
+
+
+@pytest.mark.parametrize("rows", [1, MIN_ROWS_CONVERTED - 1])
+def test_a_layer_with_few_rows_keeps_torchs_kernel_bit_for_bit(rows, spy):
+    plain, fast = _twin()
+    x = torch.randn(1, rows, 48).to(torch.bfloat16)  # [B, K, in]: rows counts every token row
+    with torch.inference_mode():
+        assert torch.equal(fast.layer(x), plain.layer(x))
+        logits = fast.head(plain.layer(x))
+        if rows < MIN_ROWS_KEPT:
+            assert torch.equal(logits, plain.head(plain.layer(x)))
+    assert len(spy) == (0 if rows < MIN_ROWS_KEPT else 1)  # only the head, from MIN_ROWS_KEPT rows
+
+
+@pytest.mark.parametrize("shape", [(MIN_ROWS_CONVERTED, 48), (2, 3, 48), (30, 1, 48)])
+def test_many_rows_run_in_float32_rounded_once(shape, spy):
+    """The float32 path is what runs: bit-equal to the float32 product of the upcast inputs,
+    rounded once.  Mutants: a forgotten bias, a transposed weight, a product left in
+    bfloat16 (torch's kernel) all fail here."""
+    plain, fast = _twin()
+    x = torch.randn(*shape).to(torch.bfloat16)
+    with torch.inference_mode():
+        w, b = plain.layer.weight.float(), plain.layer.bias.float()
+        expected = (bf16_matmul._matmul_float32(x.reshape(-1, 48).float(), w) + b).to(torch.bfloat16)
+        spy.clear()
+        got = fast.layer(x)
+        assert len(spy) == 1 and torch.equal(spy[0], w)  # the layer's own weights, upcast
+        fast.head(got)
+    assert len(spy) == 2 and spy[1] is getattr(fast.head, bf16_matmul._COPY)  # the head reads its kept copy
+    assert got.shape == (*shape[:-1], 40) and got.dtype == torch.bfloat16
+    assert torch.equal(got.reshape(-1, 40), expected)
+
+
+def test_only_the_lm_head_keeps_a_float32_copy_and_it_is_counted():
+    plain, fast = _twin(bias=False)
+    copy = getattr(fast.head, bf16_matmul._COPY)
+    assert copy.dtype == torch.float32 and torch.equal(copy, plain.head.weight.float())
+    assert not hasattr(fast.layer, bf16_matmul._COPY)
+    assert model_bytes(fast) == model_bytes(plain) + 300 * 40 * 4  # the budget sees it
+    assert bf16_matmul._COPY not in fast.state_dict()  # never saved with the weights
+    assert isinstance(fast.layer, Float32RowsLinear) and isinstance(fast.head, torch.nn.Linear)
+
+
+def test_installing_twice_or_not_at_all_changes_nothing_more():
+    _, fast = _twin()
+    assert install(fast, force=True) == 0  # already installed: no second copy
+    untouched = _WithHead()
+    assert install(untouched, force=False) == 0
+    assert type(untouched.layer) is torch.nn.Linear and not hasattr(untouched.head, bf16_matmul._COPY)
+
+
+def test_float32_models_are_left_alone():
+    model = _WithHead().float()
+    assert install(model, force=True) == 0
+    assert type(model.layer) is torch.nn.Linear and type(model.head) is torch.nn.Linear
+
+
+def test_gradients_still_flow_through_torchs_kernel():
+    _, fast = _twin()
+    fast.layer.requires_grad_(True)
+    x = torch.randn(8, 48, dtype=torch.bfloat16, requires_grad=True)
+    fast.layer(x).float().sum().backward()
+    assert x.grad is not None and fast.layer.weight.grad is not None
+
+
+@pytest.mark.parametrize(
+    ("env", "native", "expected"),
+    [(None, False, True), ("auto", True, False), ("float32", True, True), ("native", False, False)],
+)
+def test_the_choice_follows_the_cpu_and_the_override(monkeypatch, env, native, expected):
+    if env is None:
+        monkeypatch.delenv("SPECPLAY_BF16_MATMUL", raising=False)
+    else:
+        monkeypatch.setenv("SPECPLAY_BF16_MATMUL", env)
+    monkeypatch.setattr(bf16_matmul, "native_bf16", lambda: native)
+    assert bf16_matmul.wanted() is expected
+
+
+def test_a_bad_override_is_a_clear_error(monkeypatch):
+    monkeypatch.setenv("SPECPLAY_BF16_MATMUL", "fast")
+    with pytest.raises(ValueError, match="auto, float32 or native"):
+        bf16_matmul.wanted()
+
+
+def test_a_shared_pass_of_a_bfloat16_model_agrees_with_the_native_kernels():
+    """A whole batched pass of a tiny bfloat16 Gemma 3 (sliding layers), installed or not: the
+    same greedy tokens and logits within bfloat16's rounding (the kernels sum in other orders)."""
+    target, _ = sliding_pair(window=4)
+    plain = target.to(torch.bfloat16)
+    fast = type(plain)(plain.config).to(torch.bfloat16)
+    fast.load_state_dict(plain.state_dict())
+    fast.requires_grad_(False)
+    assert install(fast, force=True) > 0
+    outs = []
+    for model in (plain, fast):
+        caches = [DynamicCache(config=model.config) for _ in range(5)]
+        rows = [RowPass(c, tuple(range(3 + b, 9 + 2 * b)), keep=2) for b, c in enumerate(caches)]
+        outs.append(batched_forward(model, rows))
+    for a, b in zip(*outs):
+        assert torch.allclose(a.logits.float(), b.logits.float(), atol=0.05, rtol=0.02)
+        assert torch.equal(a.logits.argmax(-1), b.logits.argmax(-1))
