@@ -470,7 +470,7 @@ def _lab_and_bench_renders():
 LAB_ALLOWED = {
     "lookup", "prompt", "python", "CLI", "HF", "generate", "x86_64", "AR", "TV", "JSON", "ICLR", "Medusa", "SGLang",
     "TGI", "vLLM", "torch", "bench", "lab_wall_s", "limits", "chi", "f_spec", "f_target", "logits", "p50", "p95", "ms",
-    "tiny", "random", "v_", "MB", "u", "q", "p", "gemma3", "exp",
+    "tiny", "random", "v_", "MB", "u", "q", "p", "gemma3", "exp", "AVX", "AVX2", "AMX", "BF16",
 }  # fmt: skip
 
 
