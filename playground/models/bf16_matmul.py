@@ -1,4 +1,4 @@
-"""bfloat16 weights on a CPU without bfloat16 instructions: products of many rows in float32.
+"""bfloat16 weights on a CPU without bfloat16 instructions: products of several rows in float32.
 
 A CPU with AVX-512 BF16 or AMX multiplies bfloat16 matrices natively (oneDNN).  Without
 them (AVX2-only CPUs: AMD Zen 2 and 3, most laptops) torch has two bfloat16 kernels: a
@@ -18,13 +18,13 @@ So on such a CPU every ``nn.Linear`` of a bfloat16 model computes a product of s
 A product of two bfloat16 numbers is exact in float32 and bfloat16 kernels accumulate in
 float32, so this is the same sum a native kernel computes, in another order (a near tie
 may round the other way, as between any two kernels in bfloat16).  One row (a plain
-decoding step) keeps torch's own bfloat16 kernel.  The output embedding (the LM head, vocab × hidden: 262k × 640 for
-Gemma 3, as many weights as the rest of the model) keeps a float32 copy, held as a
-non-persistent buffer so that ``model_bytes`` and the memory budget count it (671 MB for
-Gemma 3 270M); converting it at every pass would cost more than the product.  The other
-layers' weights are small and are converted at each call.  Same passes after the change:
-1 × 9 tokens 130–213 ms, 30 × 1 285–352 ms (``README``, "bfloat16 on a CPU without
-bfloat16 instructions").
+decoding step) keeps torch's own bfloat16 kernel.  The output embedding (the LM head,
+vocab × hidden: 262k × 640 for Gemma 3, as many weights as the rest of the model) keeps a
+float32 copy, held as a non-persistent buffer so that ``model_bytes`` and the memory
+budget count it (671 MB for Gemma 3 270M); converting it at every pass would cost more
+than the product.  The other layers' weights are small and are converted at each call.
+Same passes after the change: 1 × 9 tokens 175–203 ms, 30 × 1 299–381 ms (``README``,
+"bfloat16 on a CPU without bfloat16 instructions").
 
 ``SPECPLAY_BF16_MATMUL`` overrides the choice: ``float32`` (always upcast), ``native``
 (never), ``auto`` or unset (upcast where torch reports no native bfloat16 support).
