@@ -259,7 +259,7 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
             m.requires_grad_(False)
             if m.device != device:
                 m.to(device)
-            bf16_matmul.install(m)  # a CPU without bfloat16 instructions: many rows in float32
+            bf16_matmul.install(m)  # a CPU without bfloat16 instructions: several rows in float32
     return ModelPair(
         target=target,
         tokenizer=tok,
