@@ -18,7 +18,7 @@ import gradio as gr
 from playground.config import load_config
 from visual import CSS_PATH
 from visual.bench_tab import build_benchmark_tab
-from visual.i18n import L, gradio_i18n, localized, t
+from visual.i18n import L, gradio_i18n, localized, retitle_tabs
 from visual.i18n.switch import language_switch
 from visual.lab_tab import build_lab_tabs
 from visual.playground_tab import LINK_KEYS, build_playground_tab
@@ -60,20 +60,11 @@ def build_demo(warmup=None) -> gr.Blocks:
         gr.Markdown(L("app.header"), elem_classes=["sd-intro"])
         switch = language_switch()
         wires = [switch]
-        tabs = []
         with gr.Tabs():
             for tab_title, builder in TABS:
-                with gr.Tab(L(tab_title)) as tab:
+                with gr.Tab(L(tab_title)):
                     wires.append(builder(cfg, warmup))
-                tabs.append((tab, tab_title))
-        # After ?lang= switches gradio's locale, only the selected tab's title re-renders: set them all.
-        demo.load(
-            localized(lambda: [gr.Tab(label=t(key)) for _, key in tabs]),
-            None,
-            [tab for tab, _ in tabs],
-            api_visibility="private",
-            show_progress="hidden",
-        )
+        retitle_tabs(demo)  # the top tabs and the lab's sub-tabs
         for wire in wires:
             if callable(wire):
                 wire(demo)

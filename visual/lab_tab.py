@@ -36,7 +36,7 @@ import gradio as gr
 from playground.config import AppConfig, load_config
 from playground.lab.quiz import Scoreboard
 from visual.classroom import classroom_presets
-from visual.i18n import L, localized, preset_key, t
+from visual.i18n import L, localized, preset_key
 from visual.lab_tabs import distribution, equality, predict, replay_share, serving, theory
 from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, lab_choices, pick
 from visual.lab_tabs.distribution import HISTORY, compare_all_rules, run_distribution
@@ -95,7 +95,6 @@ class LabTabs:
     on_load: Any = None
     localized_outputs: list[Any] = field(default_factory=list)
     localized_values: Any = None  # () -> the values of localized_outputs in the current language
-    titles: list[tuple[Any, str]] = field(default_factory=list)  # (sub-tab, its title's catalogue key)
 
     def wire(self, demo: gr.Blocks) -> None:
         """Fill the lab from the page's URL on load (``demo``: the Blocks the tabs were built in), and
@@ -103,13 +102,6 @@ class LabTabs:
         demo.load(localized(self.on_load), None, self.load_outputs, **LIGHT_EVENT)
         if self.localized_outputs:
             demo.load(localized(self.localized_values), None, self.localized_outputs, **LIGHT_EVENT)
-        if self.titles:  # after ?lang= only the selected sub-tab's title re-renders (as app.py's tabs)
-            demo.load(
-                localized(lambda: [gr.Tab(label=t(key)) for _, key in self.titles]),
-                None,
-                [tab for tab, _ in self.titles],
-                **LIGHT_EVENT,
-            )
 
 
 def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
@@ -145,10 +137,9 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
     # HTML, not Markdown: the note is about a link someone else wrote, and Markdown would turn
     # "[sign in](https://…)" in it into a real link.  vlab.prefill_note_html escapes everything.
     c["prefill_note"] = gr.HTML("", elem_id="lab-prefill-note")
-    with gr.Tabs() as sub_tabs:
+    with gr.Tabs():
         for tab in TABS:
             tab.build_tab(c, setup)
-    titles = [(b, b.label.key) for b in sub_tabs.children if isinstance(b, gr.Tab) and hasattr(b.label, "key")]
     heavy: dict[str, list] = {}  # a Stop button's key -> the events it cancels
     for tab in TABS:
         heavy.update(tab.wire_events(c, states))
@@ -162,7 +153,6 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
         on_load=on_load,
         localized_outputs=loc_outputs,
         localized_values=loc_values,
-        titles=titles,
     )
     c.update(states)
     return tabs

@@ -11,6 +11,7 @@
   the Referer, the page URL), else the browser's ``Accept-Language``, else English.
 * ``localized(fn)``: ``fn`` as a gradio handler that renders in the visitor's language
   (it takes the ``gr.Request`` gradio passes and sets the language for ``t`` while ``fn`` runs).
+* ``retitle_tabs(demo)``: every tab title, nested ones included, in the visitor's language on load.
 
 The language of the request is kept in a ``contextvars.ContextVar`` (context-local: each
 handler call and each step of a generator handler sees its own visitor's language; nothing
@@ -261,6 +262,23 @@ def localized(fn: Callable) -> Callable:
     return wrapper
 
 
+def retitle_tabs(demo: gr.Blocks) -> None:
+    """Every tab title of ``demo``, nested tab sets included, in the visitor's language on page
+    load.  After ``?lang=`` switches gradio's locale in the browser, gradio re-renders only the
+    selected tab's title of each tab set; one load event sets them all.  Call it once the Blocks
+    are built."""
+    tabs = [b for b in demo.blocks.values() if isinstance(b, gr.Tab) and isinstance(b.label, gr.i18n.I18nData)]
+    keys = [tab.label.key for tab in tabs]
+    if tabs:
+        demo.load(
+            localized(lambda: [gr.Tab(label=t(key)) for key in keys]),
+            None,
+            tabs,
+            api_visibility="private",
+            show_progress="hidden",
+        )
+
+
 def _is_request(annotation: Any) -> bool:
     """A parameter annotated ``gr.Request`` (also as a string, under ``from __future__ import annotations``)."""
     if annotation is gr.Request:
@@ -285,6 +303,7 @@ __all__ = [
     "normalize",
     "placeholders",
     "plural",
+    "retitle_tabs",
     "text_of",
     "t",
     "use_lang",
