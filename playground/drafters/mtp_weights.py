@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import json
+import threading
 from pathlib import Path
 
 import torch
@@ -112,15 +113,21 @@ def load_head(path: str | Path = DEFAULT_WEIGHTS, dtype: torch.dtype = torch.flo
     return head.to(dtype).eval()
 
 
+_LOADING = threading.Lock()  # one head load at a time (see shared_head)
+
+
 def shared_head(path: str | Path, dtype: torch.dtype, device: torch.device | str = "cpu") -> MTPHead:
     """The head at ``path`` in ``dtype`` on ``device``, loaded once and shared read-only by
     every drafter built from it (a drafter per run: building the head each time cost 40-50 ms
     alone and a fifth of the CPU with thirty runs starting at once).  Its parameters do not
     require grad; training loads its own copy with ``load_head``.  The files' modification
-    times are part of the key, so weights written anew are read anew."""
+    times are part of the key, so weights written anew are read anew.  Thirty runs that start
+    at once on a fresh server load it once: the others wait for that load (the cache alone
+    would let each of them miss and build its own)."""
     path = Path(path).resolve()
     stamp = tuple((f.name, f.stat().st_mtime_ns) for f in [path / "config.json", *weight_files(path)])
-    return _shared_head(str(path), stamp, dtype, str(device))
+    with _LOADING:
+        return _shared_head(str(path), stamp, dtype, str(device))
 
 
 @functools.lru_cache(maxsize=4)

@@ -311,3 +311,32 @@ def test_drafters_share_one_read_only_head_per_weights_file_and_dtype(tmp_path, 
     for f in tmp_path.iterdir():  # new modification times: the next call reads the files again
         os.utime(f, ns=(f.stat().st_atime_ns, f.stat().st_mtime_ns + 1_000_000))
     assert shared_head(tmp_path, torch.float32) is not a
+
+
+def test_runs_that_start_at_once_load_the_head_once(tmp_path, head, monkeypatch):
+    """Thirty runs starting together on a fresh server each ask for the head before the first
+    load is done: they must wait for that one load, not each build their own (the cache alone
+    lets every one of them miss)."""
+    import threading
+    import time
+
+    from playground.drafters import mtp_weights
+
+    mtp_weights.save_head(head, tmp_path)
+    loads = []
+    real = mtp_weights.load_head
+
+    def slow_load(*args, **kwargs):
+        loads.append(1)
+        time.sleep(0.05)  # a real load takes 40-50 ms: long enough for the others to arrive
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(mtp_weights, "load_head", slow_load)
+    got = []
+    threads = [threading.Thread(target=lambda: got.append(mtp_weights.shared_head(tmp_path, torch.float32)))
+               for _ in range(8)]  # fmt: skip
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(loads) == 1 and len(got) == 8 and all(g is got[0] for g in got)
