@@ -83,6 +83,7 @@ class Limits:
     memory_budget_mb: int = 12_000  # model weights held at once (a free CPU Space has 16 GB in all)
     lab_wall_s: float = 60.0  # a heavy lab or bench action stops after this and reports what it has
     lab_cache_bytes: int = 200_000_000  # logits the lab may memoise per action (MemoModel)
+    lab_rows: int = 32  # continuations the distribution check draws at once on a real model (playground.lab.draws)
     max_upload_bytes: int = 20_000_000  # an uploaded trace file larger than this is refused unread
     trace_cache_entries: int = 128  # finished runs kept for identical requests (playground.serving.trace_cache)
     trace_cache_bytes: int = 64_000_000  # ... and their total size as JSON

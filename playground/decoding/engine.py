@@ -51,7 +51,7 @@ from playground.decoding.sampling import (
 )
 from playground.decoding.step import LoopState, Step
 from playground.decoding.tally import Tally
-from playground.decoding.target import Target
+from playground.decoding.target import Prefill, Target
 from playground.decoding.text import IncrementalText, TokenTexts
 from playground.decoding.tree_step import tree_step
 from playground.settings import RunSettings
@@ -409,9 +409,10 @@ def _start(
     eos_token_ids: Iterable[int],
     generator: torch.Generator | None,
     scheduler=None,
+    prefill: Prefill | None = None,
 ) -> tuple[LoopState, float]:
-    """Check the request, prefill everything but the newest token, start the drafter:
-    (what every step reads, the prefill's ms)."""
+    """Check the request, prefill everything but the newest token (or start from a copy of
+    ``prefill``), start the drafter: (what every step reads, this run's prefill ms)."""
     if not prompt_ids:
         raise ValueError("the prompt is empty: type at least one character")
     speculative = settings.mode == "speculative"
@@ -420,11 +421,15 @@ def _start(
     if generator is None:
         generator = torch.Generator().manual_seed(settings.seed)
     want_hidden = bool(speculative and drafter.needs_target_hidden)
-    target = Target(model, rollback=speculative, scheduler=scheduler)
     committed = list(prompt_ids)
+    if prefill is not None and (prefill.ids != tuple(committed[:-1]) or (want_hidden and prefill.hidden is None)):
+        raise ValueError("this prefill was made for another prompt, or without the hidden state this drafter reads")
+    target = Target(model, rollback=speculative, scheduler=scheduler, start=prefill)
     state = TargetState(committed_ids=committed, target_cache=target.cache)
     prefill_ms = 0.0
-    if len(committed) > 1:
+    if prefill is not None:
+        state.hidden = prefill.hidden if want_hidden else None
+    elif len(committed) > 1:
         pre = target.forward(committed[:-1], keep=1, hidden=want_hidden)
         prefill_ms = pre.ms
         state.hidden = pre.hidden[-1] if want_hidden else None
@@ -450,6 +455,7 @@ def stream(
     generator: torch.Generator | None = None,
     prompt: str = "",
     scheduler=None,
+    prefill: Prefill | None = None,
 ) -> Iterator[StepRecord | GenerationResult]:
     """Run one generation, yielding a StepRecord per target pass, then the GenerationResult.
 
@@ -459,12 +465,15 @@ def stream(
 
     ``scheduler`` (``playground.serving.scheduler.PassScheduler``): the run joins it for its
     lifetime, so its target passes may share one forward pass with other runs', and each
-    step drafts at most the scheduler's ``draft_cap()`` (the load policy)."""
+    step drafts at most the scheduler's ``draft_cap()`` (the load policy).
+
+    ``prefill`` (``Target``'s ``Prefill`` of this prompt, made once for many runs): start from a
+    copy of its cache instead of running the prompt; the run's stats then count no prefill."""
     tokens = len(prompt_ids) + settings.max_new_tokens + settings.gamma  # the most its cache holds
     try:
         with scheduler.join(tokens) if scheduler is not None else nullcontext():
             for item in _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt,
-                                  scheduler):  # fmt: skip
+                                  scheduler, prefill):  # fmt: skip
                 # A shared step ran this thread's own torch calls on one core (playground.threads);
                 # gradio may run the next step in another of its threads, so leave this one on all cores.
                 all_cores()
@@ -473,11 +482,12 @@ def stream(
         done_computing()  # an idle thread keeps no OpenMP helpers
 
 
-def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt, scheduler):
+def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, prompt, scheduler, prefill):
     """``stream``'s body, inside the run's membership of its scheduler (if any)."""
     prompt_ids = [int(i) for i in prompt_ids]
     t_start = time.perf_counter()
-    run, prefill_ms = _start(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, scheduler)
+    run, prefill_ms = _start(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, generator, scheduler,
+                             prefill)  # fmt: skip
     target, committed, state, speculative, eos = run.target, run.committed, run.state, run.speculative, run.eos
     use_tree = bool(speculative and settings.tree_nodes > 1 and drafter.capabilities.branches)
     committed_text = IncrementalText(tokenizer)
@@ -526,7 +536,7 @@ def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, ge
             new_tokens=len(new_ids),
             steps=len(steps),
             target_calls=target.calls,
-            prefill_calls=int(len(prompt_ids) > 1),
+            prefill_calls=int(len(prompt_ids) > 1 and prefill is None),
             prefill_ms=prefill_ms,
             wall_ms=wall_ms,
             single_token_ms=target.single_token_ms,

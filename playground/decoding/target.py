@@ -20,8 +20,9 @@ This module does not draft, verify or sample.
 
 from __future__ import annotations
 
+import copy
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -53,14 +54,20 @@ class Pass:
 class Target:
     """A causal LM plus its KV cache, driven one pass at a time."""
 
-    def __init__(self, model, rollback: bool, scheduler=None) -> None:
+    def __init__(self, model, rollback: bool, scheduler=None, start: Prefill | None = None) -> None:
+        """``start``: begin from a copy of that prefill's cache (its rollback must match)."""
         self.model = model
         self.rollback = rollback
         self.scheduler = scheduler  # a PassScheduler shared with other runs, or None
         self.last_rows = 1  # runs whose rows the latest pass carried
-        self.cache = DynamicCache(config=model.config)
-        if rollback:
-            self.cache.activate_past_recording()
+        if start is not None:
+            if start.rollback != rollback:
+                raise ValueError("this prefill was made for a run that does not roll back the same way")
+            self.cache = copy_cache(start.cache)  # the run writes its own copy, never the shared one
+        else:
+            self.cache = DynamicCache(config=model.config)
+            if rollback:
+                self.cache.activate_past_recording()
         self.calls = 0
         self.single_token_ms: list[float] = []
 
@@ -162,3 +169,39 @@ class Target:
 
     def __len__(self) -> int:
         return self.cache.get_seq_length()
+
+
+def copy_cache(cache: DynamicCache) -> DynamicCache:
+    """A cache that starts where ``cache`` is and shares nothing a run writes: each layer object
+    copied (its window, its count, whether it records its past) and its keys and values cloned.
+    ``copy.deepcopy`` gives the same through Python's generic walk, about 2 ms for Gemma 3's
+    cache, which is most of a short lab draw's own work."""
+    new = copy.copy(cache)
+    new.layers = [copy.copy(layer) for layer in cache.layers]
+    for layer in new.layers:
+        if getattr(layer, "is_initialized", False):
+            layer.keys, layer.values = layer.keys.clone(), layer.values.clone()
+    return new
+
+
+@dataclass(frozen=True)
+class Prefill:
+    """A prompt's prefill, computed once for many runs of the same prompt (the lab draws
+    hundreds of continuations of one prompt).  Each run starts from its own copy of
+    ``cache``, which is exactly the cache its own prefill would have left: the same pass
+    over the same tokens, computed once instead of once per run."""
+
+    ids: tuple[int, ...]  # the tokens in the cache: the prompt without its newest token
+    cache: DynamicCache  # never written: ``Target(start=...)`` copies it
+    hidden: torch.Tensor | None  # [H] at the cache's last position, if asked
+    rollback: bool  # made for runs that roll back (speculative) or not (autoregressive)
+    ms: float
+
+    @classmethod
+    def of(cls, model, prompt_ids: Sequence[int], rollback: bool, hidden: bool) -> Prefill:
+        ids = tuple(int(i) for i in prompt_ids[:-1])
+        if not ids:
+            raise ValueError("a one-token prompt has nothing to prefill")
+        target = Target(model, rollback)
+        out = target.forward(list(ids), keep=1, hidden=hidden)
+        return cls(ids, target.cache, out.hidden[-1] if hidden else None, rollback, out.ms)

@@ -43,7 +43,9 @@ write weight files (``playground.drafters.mtp_weights``), does not train the hea
 from __future__ import annotations
 
 import math
+import threading
 import time
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -124,21 +126,18 @@ class MTPDrafter:
         self.embed = base.embed_tokens  # scaled embedding (Gemma multiplies by sqrt(H))
         weight = self.embed.weight
         self.dtype = weight.dtype
-        self.head = head.to(device=weight.device, dtype=self.dtype).eval()
+        first = next(head.parameters())
+        if (first.dtype, first.device) != (self.dtype, weight.device):  # a shared head is already both
+            head = head.to(device=weight.device, dtype=self.dtype)
+        self.head = head.eval() if head.training else head
         cfg = head.cfg
         self.cfg = cfg
         self.vocab_size = int(weight.shape[0])
-        cand = head.candidates.to(weight.device)
-        if int(cand.max()) >= self.vocab_size:
-            raise ValueError("candidate ids exceed the target vocabulary: weights for another target?")
-        self.static_candidates = cand
-        self.static_emb = weight.detach()[cand]  # [N, H] sparse output head (tied embedding rows)
-        self.in_static = torch.zeros(self.vocab_size, dtype=torch.bool, device=weight.device)
-        self.in_static[cand] = True
-        # clusters of the rest of the vocabulary: members [K, S] (-1 pads), scored per step
-        self.members = (
-            cluster_members(head.token_cluster, cfg.num_clusters).to(weight.device) if cfg.num_clusters else None
-        )
+        fixed = _fixed_tables(head, weight)
+        self.static_candidates = fixed.candidates
+        self.static_emb = fixed.emb
+        self.in_static = fixed.in_static
+        self.members = fixed.members
         self.context_candidates = context_candidates
         self._reset_context()
         self.eos = token_id_set(eos_token_ids)
@@ -434,3 +433,38 @@ def load_mtp_drafter(
         path = Path(__file__).resolve().parent.parent.parent / preset.drafter_weights
     weight_files(path)  # a clear FileNotFoundError before anything loads
     return MTPDrafter.from_pretrained(target, path, eos_token_ids=eos_token_ids, argmax=argmax, stop_below=stop_below)
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """What a drafter reads of its head and the target's embedding and never writes."""
+
+    candidates: torch.Tensor  # [N] static candidate ids
+    emb: torch.Tensor  # [N, H] their rows of the tied embedding: the sparse output head
+    in_static: torch.Tensor  # [V] bool, True at the candidates
+    members: torch.Tensor | None  # [K, S] each cluster's tokens (-1 pads), scored per step
+
+
+_FIXED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # head -> (its target embedding, _Fixed)
+_FIXED_LOCK = threading.Lock()
+
+
+def _fixed_tables(head: MTPHead, weight: torch.Tensor) -> _Fixed:
+    """The candidate tables of ``head`` over the embedding ``weight``, built once per pair and
+    shared read-only by every drafter (one per run: gathering 8192 embedding rows per run cost
+    about 2 ms, most of a drafter's construction, and the lab builds one per continuation)."""
+    with _FIXED_LOCK:
+        known = _FIXED.get(head)
+        if known is not None and known[0]() is weight:
+            return known[1]
+        vocab = int(weight.shape[0])
+        cand = head.candidates.to(weight.device)
+        if int(cand.max()) >= vocab:
+            raise ValueError("candidate ids exceed the target vocabulary: weights for another target?")
+        in_static = torch.zeros(vocab, dtype=torch.bool, device=weight.device)
+        in_static[cand] = True
+        n_clusters = head.cfg.num_clusters
+        members = cluster_members(head.token_cluster, n_clusters).to(weight.device) if n_clusters else None
+        fixed = _Fixed(cand, weight.detach()[cand], in_static, members)
+        _FIXED[head] = (weakref.ref(weight), fixed)
+        return fixed

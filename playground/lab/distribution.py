@@ -26,10 +26,13 @@ import torch
 from playground.config import load_config
 from playground.decoding.engine import run as engine_run
 from playground.decoding.sampling import SamplingParams
+from playground.decoding.target import Prefill
 from playground.decoding.text import token_label
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
+from playground.lab.draws import draw_in_order
 from playground.lab.exact import exact_probabilities
+from playground.lab.memo import MemoModel
 from playground.lab.stats import (
     ChiSquare,
     chi_square_goodness_of_fit,
@@ -45,7 +48,7 @@ from playground.validate import seed as check_seed
 from playground.validate import temperature as check_temperature
 
 MAX_SAMPLES = 50_000
-MAX_SAMPLES_SLOW = 500  # presets with real LMs: ~1-7 s per continuation on a 2-core CPU
+MAX_SAMPLES_SLOW = 2000  # presets with real LMs: tens of continuations a second on a 2-core CPU (drawn together)
 MAX_CONT_TOKENS = 3
 DISPLAY_BINS = 30
 
@@ -154,60 +157,81 @@ def sample_continuations(
     memo: bool = True,
     budget: Budget | None = None,
     cache_bytes: int | None = None,
+    rows: int | None = None,
 ) -> tuple[Counter, SampleStats]:
     """Run the engine loop up to n times (config.max_new_tokens tokens each) and count the outcomes.
 
-    ``budget`` is asked before every continuation after the first (so a side always has at
-    least one): when it runs out the loop stops and ``SampleStats.n`` says how many were drawn;
-    Stop raises ``LabCancelled`` between continuations.  Sample i always uses the generator
-    for (seed, i), so a stopped run's outcomes are exactly the first ones of a full run."""
+    ``budget`` is asked before every continuation starts (the first always starts, so a side
+    always has at least one): when it runs out no new one starts and ``SampleStats.n`` says how many were
+    drawn; Stop raises ``LabCancelled`` between continuations.  Sample i always uses the
+    generator for (seed, i), so a stopped run's outcomes are exactly the first ones of a full run.
+
+    Where memo tables can answer (a memoisable drafter on a model without sliding-window
+    layers), the continuations are drawn one at a time through them: the tables key a call on
+    the tokens a cache was fed, are not shared between threads, and answer a repeated prefill
+    anyway.  Otherwise every continuation starts from a copy of one prefill of the prompt
+    (``Prefill``: the cache its own prefill would have left, computed once), and ``rows``
+    continuations are drawn at once, their target passes shared (``playground.lab.draws``);
+    default ``draw_rows``."""
     speculative = config.mode == "speculative"
     stream_id = 0 if speculative else 1
     budget = budget or Budget(None)
     make, target = ctx.drafter_factory(draft_argmax, memo, cache_bytes)
+    memoised = isinstance(target, MemoModel) and target.memoises
+    if isinstance(target, MemoModel) and not memoised:  # tables that would never answer
+        make, target = ctx.drafter_factory(draft_argmax, False, cache_bytes)
+    rows = 1 if memoised else draw_rows(ctx) if rows is None else rows
+    prefill = None
+    if not memoised and len(prompt_ids) > 1:
+        hidden = speculative and make().needs_target_hidden
+        prefill = Prefill.of(target, prompt_ids, rollback=speculative, hidden=hidden)
     counts: Counter = Counter()
-    judged = accepted = drafted = calls = new = done = 0
+    totals = Counter()
     t0 = time.perf_counter()
     lo, hi = progress_span
     every = max(1, n // 100)
     label = "speculative" if speculative else "target only"
-    for i in range(n):
-        if budget.expired() and i > 0:
-            break
+
+    def draw(i: int, scheduler=None):
         gen = torch.Generator().manual_seed(_sample_seed(seed, i, stream_id))
-        res = engine_run(
-            target,
-            ctx.tokenizer,
-            prompt_ids,
-            config,
-            drafter=make() if speculative else None,
-            eos_token_ids=ctx.pair.eos_token_ids,
-            generator=gen,
-        )
+        return engine_run(target, ctx.tokenizer, prompt_ids, config, drafter=make() if speculative else None,
+                          eos_token_ids=ctx.pair.eos_token_ids, generator=gen, scheduler=scheduler,
+                          prefill=prefill)  # fmt: skip
+
+    def count(i: int, res) -> None:
         counts[tuple(res.token_ids)] += 1
-        done += 1
         st = res.stats
-        judged += st.judged_tokens
-        accepted += st.accepted_tokens
-        drafted += st.drafted_tokens
-        calls += st.steps
-        new += st.new_tokens
-        if progress is not None and (i % every == 0 or i == n - 1):
-            progress(lo + (hi - lo) * (i + 1) / n, f"{label}: {i + 1:,} / {n:,} continuations")
-    hits = getattr(target, "hits", 0)
-    misses = getattr(target, "misses", 0)
+        totals.update(judged=st.judged_tokens, accepted=st.accepted_tokens, drafted=st.drafted_tokens,
+                      calls=st.steps, new=st.new_tokens, done=1)  # fmt: skip
+        done = totals["done"]
+        if progress is not None and (done % every == 0 or done == n):
+            progress(lo + (hi - lo) * done / n, f"{label}: {done:,} / {n:,} continuations")
+
+    if rows > 1:
+        draw_in_order(target, draw, n, rows, budget, count)
+    else:
+        for i in range(n):
+            if budget.expired() and i > 0:
+                break
+            count(i, draw(i))
     stats = SampleStats(
-        n=done,
+        n=totals["done"],
         seconds=time.perf_counter() - t0,
-        judged=judged,
-        accepted=accepted,
-        drafted=drafted,
-        target_calls=calls,
-        new_tokens=new,
-        memo_hits=hits,
-        memo_misses=misses,
+        judged=totals["judged"],
+        accepted=totals["accepted"],
+        drafted=totals["drafted"],
+        target_calls=totals["calls"],
+        new_tokens=totals["new"],
+        memo_hits=getattr(target, "hits", 0),
+        memo_misses=getattr(target, "misses", 0),
     )
     return counts, stats
+
+
+def draw_rows(ctx: LabContext) -> int:
+    """Continuations drawn at once: one on the built-in tiny models (a pass there costs
+    microseconds, threads would only add overhead), ``limits.lab_rows`` on real ones."""
+    return 1 if ctx.fast else load_config().limits.lab_rows
 
 
 @dataclass(frozen=True)
@@ -292,6 +316,7 @@ def distribution_check(
     reference: DistributionCheck | None = None,
     budget: Budget | None = None,
     cache_bytes: int | None = None,
+    rows: int | None = None,
 ) -> DistributionCheck:
     """Speculative (with ``settings.rule``) vs target-only: N continuations of ``n_tokens`` tokens each.
 
@@ -304,6 +329,7 @@ def distribution_check(
     when a target-only sample must be drawn too, which then draws as many continuations as the
     speculative side got; a stopped check is marked ``partial`` and says so in ``stopped`` and
     its reading.  ``cache_bytes``: the memo tables' cap (default ``limits.lab_cache_bytes``).
+    ``rows``: continuations drawn at once (default ``draw_rows``; see ``sample_continuations``).
     """
     settings = _check_model_free(settings)
     ctx = ctx or LabContext(settings.preset, settings.drafter, settings.dtype)
@@ -323,6 +349,7 @@ def distribution_check(
         memo=s.memo,
         budget=budget if reuse else budget.share(0.5),
         cache_bytes=cache_bytes,
+        rows=rows,
     )
     if reuse:
         tgt_counts = Counter({o: c for o, c in zip(reference.outcomes, reference.target_counts) if c})
@@ -340,6 +367,7 @@ def distribution_check(
             memo=s.memo,
             budget=budget,
             cache_bytes=cache_bytes,
+            rows=rows,
         )
     stopped = ""
     if spec_stats.n < s.n_samples or tgt_stats.n < s.n_samples:

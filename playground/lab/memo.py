@@ -18,6 +18,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import torch
+from transformers import DynamicCache
 from transformers.cache_utils import DynamicLayer
 
 from playground.config import load_config
@@ -96,6 +97,15 @@ class MemoModel:
         if name == "model":
             raise AttributeError(name)
         return getattr(self.model, name)
+
+    @property
+    def memoises(self) -> bool:
+        """Whether this model's calls can be answered from the table at all: its cache layers
+        are plain ``DynamicLayer``s (a model with sliding-window layers, as Gemma 3, is passed
+        through: its every call runs the model)."""
+        if self._plain is None:
+            self._plain = self._plain_cache(DynamicCache(config=self.config))
+        return self._plain
 
     def _plain_cache(self, cache) -> bool:
 

@@ -36,9 +36,10 @@ MESSAGES.update(
             "the histograms. The correct rule matches the target up to noise; the rules marked ✗ WRONG are bugs "
             "real implementations shipped — watch them drift. ~ LOSSY trades drift for acceptance (its edge "
             "shows best with 3 tokens per continuation: compare *tokens/pass* with the correct rule's). "
-            "Use **tiny-random** for large N (5,000 takes seconds); real models cost a second or more per "
-            "continuation on a CPU and allow N ≤ {n_slow}; on them a check stops after "
-            "{wall} s and shows what it collected, marked partial (**■ Stop** ends it sooner)."
+            "Use **tiny-random** for large N (5,000 takes seconds). Real models draw tens of continuations a "
+            "second on a 2-core CPU (many at once, sharing each target pass) and allow N ≤ {n_slow}; on them "
+            "a check stops after {wall} s and shows what it collected, marked partial (**■ Stop** ends it "
+            "sooner)."
         ),
         "lab.d.rule": "Verification rule",
         "lab.d.rule.info": "The correct rule is the default; the others are labelled.",
