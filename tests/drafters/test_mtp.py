@@ -340,3 +340,23 @@ def test_runs_that_start_at_once_load_the_head_once(tmp_path, head, monkeypatch)
     for t in threads:
         t.join()
     assert len(loads) == 1 and len(got) == 8 and all(g is got[0] for g in got)
+
+
+def test_drafters_share_the_heads_candidate_tables_and_never_write_them():
+    """A drafter per run (the lab builds one per continuation) reads one copy of the head's
+    candidate tables; a run whose context adds candidates adds them to its own list only."""
+    from playground.decoding.engine import run
+    from playground.models.tiny import EOS as CHAR_EOS
+    from playground.models.tiny import CharTokenizer
+    from playground.settings import RunSettings
+    from tests.tiny_models import char_target_and_head
+
+    target, head = char_target_and_head()
+    a, b = MTPDrafter(target, head, [CHAR_EOS]), MTPDrafter(target, head, [CHAR_EOS])
+    assert a.static_emb is b.static_emb and a.in_static is b.in_static and a.static_candidates is b.static_candidates
+    before = (b.in_static.clone(), b.static_emb.clone(), b.static_candidates.clone())
+    tok = CharTokenizer()
+    run(target, tok, tok.encode("Zyx Qwv: zyx qwv zyx"), RunSettings(gamma=3, max_new_tokens=12), drafter=a)
+    assert len(a.candidates) > len(a.static_candidates)  # the run's context added candidates of its own
+    assert torch.equal(b.in_static, before[0]) and torch.equal(b.static_emb, before[1])
+    assert torch.equal(b.static_candidates, before[2]) and b.candidates is b.static_candidates
