@@ -9,6 +9,7 @@ each importing only the ones listed before it:
 * ``memo``: ``MemoModel``, a memoising view of a model under a byte cap.
 * ``context``: ``LabContext``, a preset loaded for lab runs.
 * ``runs``: generation under a ``Budget`` and the result of a stopped run.
+* ``draws``: many continuations of one prompt at once, their target passes shared.
 * ``distribution``: the distribution check (sampling: N continuations per side).
 * ``equality``: the greedy equality check and the logits at a divergence.
 * ``theory``: the theory bench (E and S over γ, the measured point).
