@@ -53,6 +53,17 @@ MAX_CONT_TOKENS = 3
 DISPLAY_BINS = 30
 
 
+def sample_cap(preset: str | None) -> int:
+    """The largest N a check may ask for on ``preset``: ``MAX_SAMPLES`` on the built-in tiny
+    models, ``MAX_SAMPLES_SLOW`` on real ones (and on a name that is not a preset: the check
+    itself then says so)."""
+    try:
+        builtin = load_config().preset(preset or load_config().default_preset).source == "builtin"
+    except KeyError:
+        builtin = False
+    return MAX_SAMPLES if builtin else MAX_SAMPLES_SLOW
+
+
 def outcome_label(ids: Sequence[int], tokenizer, eos_ids: Iterable[int] = ()) -> str:
     eos = set(eos_ids)
     parts = []

@@ -585,3 +585,20 @@ def test_upload_over_the_limit_is_refused_before_reading(tmp_path, monkeypatch):
     assert lab_tab.upload_too_large(str(small), limit=10) is None  # exactly at the limit is fine
     assert "limited to 9 bytes" in lab_tab.upload_too_large(str(small), limit=9)
     assert "could not be found" in lab_tab.upload_too_large(str(tmp_path / "gone.json"))
+
+
+def test_the_n_slider_follows_the_presets_cap():
+    """Choosing a real model with tiny-random's default N (5,000) used to end in "N must be
+    between 10 and 2000"; the slider now moves into the chosen preset's range."""
+    from playground.lab.distribution import MAX_SAMPLES, MAX_SAMPLES_SLOW, sample_cap
+    from visual.lab_tabs.distribution import n_for_preset
+
+    assert sample_cap("tiny-random") == MAX_SAMPLES and sample_cap("gemma3-270m-mtp") == MAX_SAMPLES_SLOW
+    assert sample_cap("no-such-preset") == MAX_SAMPLES_SLOW  # the check itself names the unknown preset
+    real = n_for_preset("gemma3-270m-mtp", 5000)
+    assert real["maximum"] == MAX_SAMPLES_SLOW and real["value"] == MAX_SAMPLES_SLOW
+    assert n_for_preset("gemma3-270m-mtp", 300)["value"] == 300
+    tiny = n_for_preset("tiny-random", 5000)
+    assert tiny["maximum"] == MAX_SAMPLES and tiny["value"] == 5000
+    assert n_for_preset("tiny-random", None)["value"] == 5000  # an emptied box gets the default N
+    assert n_for_preset("gemma3-270m-mtp", None)["value"] == MAX_SAMPLES_SLOW

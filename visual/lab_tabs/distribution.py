@@ -21,6 +21,7 @@ from playground.lab.distribution import (
     DistributionCheck,
     DistributionSettings,
     distribution_check,
+    sample_cap,
 )
 from playground.rules import DEFAULT_RULE, RULES, lab_choices
 from visual import lab as vlab
@@ -37,6 +38,7 @@ from visual.lab_tabs.common import (
 from visual.lab_tabs.stop import press_stop, session_budget
 
 HISTORY = 12  # distribution checks kept per session for the comparison table
+DEFAULT_N = 5000  # the N slider's starting value (tiny-random: seconds)
 
 
 def _dist_outputs(check: DistributionCheck | None, history: list, status: str):
@@ -55,6 +57,17 @@ def _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed, rule: 
         gamma=as_int(gamma, "γ"),
         seed=as_int(seed, t("lab.name.seed")),
     )
+
+
+def n_for_preset(preset, n):
+    """The N slider on a preset change: its range up to the preset's cap, and N within it (a
+    real model's cap is far below tiny-random's default N, which would otherwise be refused)."""
+    cap = sample_cap(preset)
+    try:
+        value = min(int(n), cap)
+    except (TypeError, ValueError):
+        value = min(DEFAULT_N, cap)
+    return gr.update(maximum=cap, value=value)
 
 
 def _reference(history: list) -> DistributionCheck | None:
@@ -189,7 +202,7 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
                     info=L("lab.d.rule.info"),
                 )
                 c["d_preset"] = gr.Dropdown(s.preset_opts, value=s.fast, label=L("lab.preset"))
-                c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=5000, step=100, label=L("lab.d.n"))
+                c["d_n"] = gr.Slider(100, MAX_SAMPLES, value=DEFAULT_N, step=100, label=L("lab.d.n"))
                 c["d_tokens"] = gr.Radio([1, 2, 3], value=2, label=L("lab.d.tokens"))
                 c["d_temp"] = gr.Slider(0.05, s.lim.max_temperature, value=1.0, step=0.05, label=L("lab.temperature"))
                 with gr.Row():
@@ -253,4 +266,5 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
         ]
     }
     c["d_stop"].click(localized(press_stop), None, c["d_status"], cancels=heavy["d_stop"], **LIGHT_EVENT)
+    c["d_preset"].change(n_for_preset, [c["d_preset"], c["d_n"]], c["d_n"], **LIGHT_EVENT)
     return heavy
