@@ -173,9 +173,10 @@ def sample_continuations(
     """Run the engine loop up to n times (config.max_new_tokens tokens each) and count the outcomes.
 
     ``budget`` is asked before every continuation starts (the first always starts, so a side
-    always has at least one): when it runs out no new one starts and ``SampleStats.n`` says how many were
-    drawn; Stop raises ``LabCancelled`` between continuations.  Sample i always uses the
-    generator for (seed, i), so a stopped run's outcomes are exactly the first ones of a full run.
+    always has at least one): when it runs out no new one starts and ``SampleStats.n`` says
+    how many were drawn; Stop raises ``LabCancelled`` between continuations.  Sample i always
+    uses the generator for (seed, i), so a stopped run's outcomes are exactly the first ones
+    of a full run.
 
     Where memo tables can answer (a memoisable drafter on a model without sliding-window
     layers), the continuations are drawn one at a time through them: the tables key a call on
