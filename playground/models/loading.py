@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import threading
+import weakref
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -136,6 +137,31 @@ def _load_hub(repo: str, dtype: torch.dtype, tokenizer: bool = True):
     return model, tok
 
 
+# Models another pair already loaded, by (source, name, dtype, with a tokenizer): a target two
+# presets share (Gemma 3 270M under its own drafters and under SmolLM2's), or a drafter model that
+# is another preset's target, is then one read-only model instead of two copies.  Weak: once no
+# pair holds a model it is freed as before, and the pair cache counts each pair's own bytes as
+# before (a model two cached pairs share is counted twice: the budget errs on the safe side).
+_LOADED: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_LOADED_TOKENIZERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
+_LOADED_LOCK = threading.Lock()
+
+
+def _shared_load(key: tuple, load) -> tuple[Any, Any]:
+    """``load()``'s (model, tokenizer or None), or the ones a pair loaded earlier under ``key``
+    if a pair still holds them.  Two loads of one key at the same moment may both run."""
+    with _LOADED_LOCK:
+        model, tok = _LOADED.get(key), _LOADED_TOKENIZERS.get(key)
+    if model is not None and (tok is not None or not key[-1]):
+        return model, tok
+    model, tok = load()
+    with _LOADED_LOCK:
+        _LOADED[key] = model
+        if tok is not None:
+            _LOADED_TOKENIZERS[key] = tok
+    return model, tok
+
+
 def _eos_ids(model, tokenizer) -> tuple[int, ...]:
     ids: set[int] = set()
     for src in (getattr(model, "generation_config", None), model.config):
@@ -233,23 +259,28 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
     elif preset.source == "packaged":
         from playground.models import convert  # the GGUF reader: packaged presets only
 
-        target, tok = convert.load_packaged(preset.target, dtype=tdtype, progress=progress)
+        def packaged(name: str):
+            return _shared_load(("packaged", name, dtype, True), lambda: convert.load_packaged(name, tdtype, progress))
+
+        target, tok = packaged(preset.target)
         eos = tuple(convert.eos_token_ids(target, tok))
         if preset.drafter_model:  # a second packaged model (its own tokenizer: the other-tokenizer drafter)
-            drafter_model, drafter_tok = convert.load_packaged(preset.drafter_model, dtype=tdtype, progress=progress)
+            drafter_model, drafter_tok = packaged(preset.drafter_model)
             if not KINDS[preset.drafter].own_tokenizer:
                 drafter_tok = None
     else:
         if progress:
             progress(0.1, f"loading {preset.target} from the hub")
-        target, tok = _load_hub(preset.target, tdtype)
+        target, tok = _shared_load(("hub", preset.target, dtype, True), lambda: _load_hub(preset.target, tdtype))
         if preset.drafter_model:
             if progress:
                 progress(0.6, f"loading drafter {preset.drafter_model}")
             # a drafter that reads the target's state (the Gemma 4 assistant) shares its tokenizer
             # (and may ship none)
             kind = KINDS[preset.drafter]
-            drafter_model, drafter_tok = _load_hub(preset.drafter_model, tdtype, tokenizer=not kind.reads_target_state)
+            with_tok = not kind.reads_target_state
+            key = ("hub", preset.drafter_model, dtype, with_tok)
+            drafter_model, drafter_tok = _shared_load(key, lambda: _load_hub(preset.drafter_model, tdtype, with_tok))
             if not kind.own_tokenizer:
                 drafter_tok = None
         eos = _eos_ids(target, tok)

