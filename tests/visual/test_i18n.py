@@ -189,6 +189,31 @@ def test_engine_errors_are_translated_by_pattern_and_kept_in_english():
             assert "2026-01-02 03:04:05 UTC" in said and not re.search(r"[a-z]{4,}", said.replace("UTC", "")), said
 
 
+def test_the_labs_progress_lines_are_in_the_visitors_language():
+    """playground.lab reports its progress in English; the lab shows it in the visitor's language,
+    numbers kept (a line no pattern knows is shown as written)."""
+    from visual.lab_tabs.common import progress_adapter
+
+    lines = [
+        "speculative: 1,234 / 2,000 continuations", "target only: 56 / 2,000 continuations", "statistics",
+        "the target's exact probabilities", "done", "target alone (greedy)", "speculative (greedy)",
+        "replaying both passes at the divergence", "warming up (first passes are slower)", "target alone",
+        "speculative",
+    ]  # fmt: skip
+    seen: list[str] = []
+    report = progress_adapter(lambda fraction, desc: seen.append(desc))
+    for line in lines:
+        report(0.5, line)
+    assert seen == lines  # English: as written
+    seen.clear()
+    with use_lang("zh"):
+        for line in lines:
+            report(0.5, line)
+    assert "1,234 / 2,000" in seen[0] and "56 / 2,000" in seen[1]
+    for line, said in zip(lines, seen):
+        assert said != line and not re.search(r"[A-Za-z]{3,}", said), (line, said)
+
+
 def test_share_links_carry_the_language():
     from visual.share import share_url, validate_query
 

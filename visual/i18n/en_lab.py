@@ -62,6 +62,18 @@ MESSAGES.update(
             "(chi-square test, rare outcomes pooled). **p vs exact**: the speculative sample against the "
             "target's exact probabilities (computed from its logits). **Acceptance** = accepted ÷ judged drafts."
         ),
+        # progress lines of a running lab action (playground.lab reports them in English)
+        "prog.cont.speculative": "speculative: {done} / {n} continuations",
+        "prog.cont.target": "target only: {done} / {n} continuations",
+        "prog.statistics": "statistics",
+        "prog.exact": "the target's exact probabilities",
+        "prog.done": "done",
+        "prog.eq.target": "target alone (greedy)",
+        "prog.eq.spec": "speculative (greedy)",
+        "prog.eq.replay": "replaying both passes at the divergence",
+        "prog.warmup": "warming up (first passes are slower)",
+        "prog.target": "target alone",
+        "prog.spec": "speculative",
         "lab.d.stopped": "Stopped: nothing new was computed.",
         "lab.d.done": "Done in {seconds} s.",
         "lab.d.partial": (

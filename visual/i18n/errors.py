@@ -1,4 +1,5 @@
-"""Engine messages in the visitor's language: ``playground``'s ValueError texts, stop reasons, replay notes.
+"""Engine messages in the visitor's language: ``playground``'s ValueError texts, stop reasons, replay
+notes, the lab's progress lines.
 
 ``playground`` raises plain English ValueErrors and knows nothing of languages; here each message
 the app shows is matched by a pattern and rebuilt from the catalogue, its values (numbers, names,
@@ -50,6 +51,18 @@ _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"(?:the )?prompt is empty", "eng.prompt_empty"),
         (r"(?:the )?prompt is too long: (?P<n>\d+) characters \(limit (?P<limit>\d+)\)", "eng.prompt_long"),
         (r"unknown preset (?P<preset>.+?); choose one of: (?P<choices>.+)", "eng.unknown_preset"),
+        # progress lines of the lab's heavy actions (playground.lab.distribution, exact, equality, theory)
+        (r"speculative: (?P<done>[\d,]+) / (?P<n>[\d,]+) continuations", "prog.cont.speculative"),
+        (r"target only: (?P<done>[\d,]+) / (?P<n>[\d,]+) continuations", "prog.cont.target"),
+        (r"statistics", "prog.statistics"),
+        (r"the target's exact probabilities", "prog.exact"),
+        (r"done", "prog.done"),
+        (r"target alone \(greedy\)", "prog.eq.target"),
+        (r"speculative \(greedy\)", "prog.eq.spec"),
+        (r"replaying both passes at the divergence", "prog.eq.replay"),
+        (r"warming up \(first passes are slower\)", "prog.warmup"),
+        (r"target alone", "prog.target"),
+        (r"speculative", "prog.spec"),
         (
             r"Shared run: an identical request \(same preset, prompt, settings and seed\) started this run at "
             r"(?P<at>.+?); you watched it as it was computed\. Timings are that run's",
