@@ -84,11 +84,9 @@ class Budget:
         return "no limit" if self.wall_s is None else f"{self.wall_s:g} s"
 
 
-def default_wall_s(preset: Any, cfg: AppConfig | None = None) -> float | None:
-    """``limits.lab_wall_s`` for a preset (name or Preset); None (no limit) for the built-in tiny models.
-
-    Tiny-random draws 5,000 continuations in seconds, so its runs keep their old behaviour;
-    an unknown name gets the limit (the action will refuse the name itself)."""
+def is_builtin(preset: Any, cfg: AppConfig | None = None) -> bool:
+    """Whether a preset (name or Preset; None: the default) is one of the built-in tiny models.
+    An unknown name is not (the action will refuse the name itself)."""
     cfg = cfg or load_config()
     source = getattr(preset, "source", None)
     if source is None:
@@ -96,4 +94,13 @@ def default_wall_s(preset: Any, cfg: AppConfig | None = None) -> float | None:
             source = cfg.preset(str(preset if preset is not None else cfg.default_preset)).source
         except (KeyError, ValueError):
             source = None
-    return None if source == "builtin" else float(cfg.limits.lab_wall_s)
+    return source == "builtin"
+
+
+def default_wall_s(preset: Any, cfg: AppConfig | None = None) -> float | None:
+    """``limits.lab_wall_s`` for a preset (name or Preset); None (no limit) for the built-in tiny models.
+
+    Tiny-random draws 5,000 continuations in seconds, so its runs keep their old behaviour;
+    an unknown name gets the limit."""
+    cfg = cfg or load_config()
+    return None if is_builtin(preset, cfg) else float(cfg.limits.lab_wall_s)

@@ -2,7 +2,8 @@
 
 The distribution and equality checks share it.  Its ``drafter_factory`` gives a fresh
 drafter per sample and the target to run, wrapped in ``MemoModel`` views sharing one
-byte cap when memoisation is asked for and the drafter kind allows it.
+byte cap when memoisation is asked for, the drafter kind allows it and the target's tables
+can answer at all (no sliding-window layers).
 
 This module does not run generation or compute any statistic.
 """
@@ -16,6 +17,7 @@ from typing import Any
 from playground.api import encode_prompt, make_drafter, resolve
 from playground.config import load_config
 from playground.drafters.registry import KINDS
+from playground.lab.budget import is_builtin
 from playground.lab.memo import ByteBudget, MemoModel
 from playground.models.loading import load_pair
 
@@ -35,7 +37,7 @@ class LabContext:
 
     @property
     def fast(self) -> bool:
-        return self.preset.source == "builtin"
+        return is_builtin(self.preset)
 
     def drafter_factory(
         self, argmax: bool, memo: bool, cache_bytes: int | None = None
@@ -47,6 +49,8 @@ class LabContext:
         kind, pair = self.drafter_kind, self.pair
         if memo and KINDS[kind].memoisable:  # its drafts read only the tokens (and its own model)
             cap = ByteBudget(load_config().limits.lab_cache_bytes if cache_bytes is None else cache_bytes)
-            dm = MemoModel(pair.drafter_model, budget=cap) if pair.drafter_model is not None else None
-            pair = replace(pair, target=MemoModel(pair.target, budget=cap), drafter_model=dm)
+            target = MemoModel(pair.target, budget=cap)
+            if target.memoises:  # else every call would run the model anyway (Gemma 3's sliding layers)
+                dm = MemoModel(pair.drafter_model, budget=cap) if pair.drafter_model is not None else None
+                pair = replace(pair, target=target, drafter_model=dm)
         return (lambda: make_drafter(kind, pair, self.preset, argmax=argmax)), pair.target

@@ -28,7 +28,7 @@ from playground.decoding.engine import run as engine_run
 from playground.decoding.sampling import SamplingParams
 from playground.decoding.target import Prefill
 from playground.decoding.text import token_label
-from playground.lab.budget import Budget, Progress, default_wall_s
+from playground.lab.budget import Budget, Progress, default_wall_s, is_builtin
 from playground.lab.context import LabContext
 from playground.lab.draws import draw_in_order
 from playground.lab.exact import exact_probabilities
@@ -53,15 +53,11 @@ MAX_CONT_TOKENS = 3
 DISPLAY_BINS = 30
 
 
-def sample_cap(preset: str | None) -> int:
-    """The largest N a check may ask for on ``preset``: ``MAX_SAMPLES`` on the built-in tiny
-    models, ``MAX_SAMPLES_SLOW`` on real ones (and on a name that is not a preset: the check
-    itself then says so)."""
-    try:
-        builtin = load_config().preset(preset or load_config().default_preset).source == "builtin"
-    except KeyError:
-        builtin = False
-    return MAX_SAMPLES if builtin else MAX_SAMPLES_SLOW
+def sample_cap(preset: Any) -> int:
+    """The largest N a check may ask for on ``preset`` (name or Preset): ``MAX_SAMPLES`` on the
+    built-in tiny models, ``MAX_SAMPLES_SLOW`` on real ones (and on a name that is not a
+    preset: the check itself then says so)."""
+    return MAX_SAMPLES if is_builtin(preset) else MAX_SAMPLES_SLOW
 
 
 def outcome_label(ids: Sequence[int], tokenizer, eos_ids: Iterable[int] = ()) -> str:
@@ -189,9 +185,7 @@ def sample_continuations(
     stream_id = 0 if speculative else 1
     budget = budget or Budget(None)
     make, target = ctx.drafter_factory(draft_argmax, memo, cache_bytes)
-    memoised = isinstance(target, MemoModel) and target.memoises
-    if isinstance(target, MemoModel) and not memoised:  # tables that would never answer
-        make, target = ctx.drafter_factory(draft_argmax, False, cache_bytes)
+    memoised = isinstance(target, MemoModel)
     rows = 1 if memoised else draw_rows(ctx) if rows is None else rows
     prefill = None
     if not memoised and len(prompt_ids) > 1:
@@ -413,8 +407,7 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
 
     ``settings`` have passed ``_check_model_free``."""
     lim = load_config().limits
-    cap = MAX_SAMPLES if ctx.fast else MAX_SAMPLES_SLOW
-    n_samples = whole_number("N", settings.n_samples, 10, cap)
+    n_samples = whole_number("N", settings.n_samples, 10, sample_cap(ctx.preset))
     g = whole_number("gamma", ctx.preset.gamma if settings.gamma is None else settings.gamma, 1, bounds(lim).max_gamma)
     draft_argmax = settings.rule == "softmax-q" if settings.draft_argmax is None else settings.draft_argmax
     s = replace(

@@ -23,20 +23,9 @@ from playground.lab.context import LabContext
 from playground.lab.distribution import DistributionSettings, distribution_check, sample_continuations
 from playground.lab.draws import draw_in_order
 from playground.settings import RunSettings
+from tests.clock import Ticks
 
 PROMPT = "Once upon a time"  # on tiny-random: ~70 % acceptance, every wrong rule drifts visibly
-
-
-class Ticks:
-    """A clock that advances ``step`` seconds every time it is read."""
-
-    def __init__(self, step: float = 1.0) -> None:
-        self.t = 0.0
-        self.step = step
-
-    def __call__(self) -> float:
-        self.t += self.step
-        return self.t
 
 
 @pytest.fixture(scope="module")

@@ -36,23 +36,10 @@ from playground.lab.runs import STOPPED_TIME, partial_result
 from playground.lab.theory import measure_run
 from playground.settings import RunSettings
 from playground.trace_io import TraceImportError, parse_trace, trace_to_json
+from tests.clock import Ticks
 from tests.markup import start_tags
 
 PROMPT = "Once upon a time"
-
-
-class Ticks:
-    """A clock that advances ``step`` seconds every time it is read."""
-
-    def __init__(self, step: float = 1.0) -> None:
-        self.t = 0.0
-        self.step = step
-        self.reads = 0
-
-    def __call__(self) -> float:
-        self.reads += 1
-        self.t += self.step
-        return self.t
 
 
 @pytest.fixture(scope="module")
