@@ -22,6 +22,7 @@ import gradio as gr
 
 from playground import bench
 from playground.config import AppConfig, Preset, load_config
+from playground.lab.budget import default_wall_s
 from playground.models.loading import ModelUnavailable, availability
 from playground.validate import MAX_TREE_NODES
 from visual import bench as vbench
@@ -136,7 +137,7 @@ def live_options(
         repeats=_int(repeats, t("bench.name.repeats"), 1, 3),
         cost_reps=3,
         # a live run on real models stops after limits.lab_wall_s and shows the complete rounds it has
-        wall_s=None if p.source == "builtin" else float(cfg.limits.lab_wall_s),
+        wall_s=default_wall_s(p, cfg),
     )
 
 
