@@ -1,21 +1,22 @@
-"""The prepared training run of the MTP head: fixed ``train-drafter`` settings per machine, in phases.
+"""The MTP head's training run in phases: fixed ``train-drafter`` settings per profile.
 
-``python -m playground.training.recipe --profile gpu [--phase gen,train,tune,eval] [--work DIR --out DIR] [--export DIR]``
+``python -m playground.training.recipe --profile gpu [--phase gen,train,tune,eval] [--work DIR --out DIR] [-- EXTRA]``
 
-Profiles (``PROFILES``): ``gpu`` is sized for one H200 and 15 minutes of device time (README,
-"Training on a GPU"): the target writes about 4.3M tokens of its own text (greedy plus 50
-samples at T = 1 and 50 at T = 0.7 of each of the 336 training prompts, 128 new tokens,
-batches of 1,024 continuations), then the shipped head is fine-tuned on it with the
-full-distribution loss (forward KL over the target's top-20 plus a rest bucket and the
-total-variation term, at T = 1 and 0.7, plus CE on the argmax) and evaluated on the held-out
-prompts; ``tune`` fine-tunes that head once more on the same text at a lower rate (into
-``--out``-tune: the head that shipped), and ``eval`` measures the last head.  ``tiny`` runs
-the same phases on a tiny model on the CPU in seconds (the test).
-Each phase is one ``train-drafter`` call with the profile's settings; time budgets stop a
-phase early (``--gen-minutes``, ``--minutes``), and a rerun resumes from what was written.
-``--export`` copies what a session needs back (weights, model card, stats, held-out tables
-and ``recipe.json`` with each phase's wall time and the tokens per second of generation),
-at most 8 flat files, as the device machine returns them.
+Profiles (``PROFILES``): ``gpu`` is the run that made the shipped head, on any machine with
+CUDA and the repository's requirements installed: the target writes about 4.3M tokens of its
+own text (greedy plus 50 samples at T = 1 and 50 at T = 0.7 of each of the 336 training
+prompts, 128 new tokens, batches of 1,024 continuations), then the shipped head is fine-tuned
+on it for 1,934 steps with the full-distribution loss (forward KL over the target's top-20
+plus a rest bucket and the total-variation term, at T = 1 and 0.7, plus CE on the argmax) and
+evaluated on the held-out prompts; ``tune`` fine-tunes that head for 1,215 more steps on the
+same text at a lower rate (into ``--out``-tune: the head that shipped), and ``eval`` measures
+the last head by category.  ``tiny`` runs the same phases on a tiny model on the CPU in
+seconds (the test).
+Each phase is one ``train-drafter`` call with the profile's settings, then the arguments
+after ``--`` (later flags win: e.g. ``-- --gen-batch 256 --features-batch 16`` for a GPU with
+less memory than the 141 GB the profile was sized on); a rerun resumes from what was
+written.  ``recipe.json`` in ``--work`` records each phase's wall time and the tokens per
+second of generation.
 
 This module chooses settings and times phases; the stages themselves are
 ``playground.training.train_drafter``'s.
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -36,15 +36,16 @@ from playground.training import train_drafter
 PROFILES: dict[str, dict[str, list[str]]] = {
     "gpu": {
         "common": ["--device", "cuda", "--threads", "8", "--samples", "50", "--gen-temps", "1,0.7"],
-        "gen": ["--new-tokens", "128", "--gen-batch", "1024", "--gen-minutes", "4"],
+        "gen": ["--new-tokens", "128", "--gen-batch", "1024", "--gen-minutes", "0"],
         "train": [
             "--features-batch", "64", "--topk", "20",
             "--loss", "kl-topk:1,tv:1,ce:0.5", "--loss-temps", "1,0.7",
             "--init-head", "playground/weights/gemma3-270m-mtp", "--gen-share", "1", "--clusters", "0",
-            "--int8", "1", "--batch", "64", "--lr", "0.0005", "--minutes", "3", "--ckpt-every", "200",
+            "--int8", "1", "--batch", "64", "--lr", "0.0005", "--max-steps", "1934", "--minutes", "600",
+            "--ckpt-every", "200",
         ],
         # a second fine-tune of train's head on the same text and features, at a lower rate
-        "tune": ["--lr", "0.0003", "--minutes", "2.6"],
+        "tune": ["--lr", "0.0003", "--max-steps", "1215"],
     },
     "tiny": {
         "common": ["--device", "cpu", "--threads", "1", "--samples", "1", "--gen-temps", "1,0.7"],
@@ -58,7 +59,6 @@ PROFILES: dict[str, dict[str, list[str]]] = {
     },
 }  # fmt: skip
 PHASES = ("gen", "train", "tune", "eval")
-EXPORTS = ("config.json", "MODEL_CARD.md", "model-00001-of-00001.safetensors")  # from the final head's folder
 
 
 def tuned(out: str | Path) -> Path:
@@ -71,8 +71,17 @@ def final_head(out: str | Path) -> Path:
     return tuned(out) if (tuned(out) / "config.json").exists() else Path(out)
 
 
-def phase_argv(profile: str, phase: str, work: str, out: str, target_dir: str | None) -> list[str]:
-    """The ``train-drafter`` arguments of one phase."""
+def phase_argv(
+    profile: str, phase: str, work: str, out: str, target_dir: str | None, extra: list[str] | None = None
+) -> list[str]:
+    """The ``train-drafter`` arguments of one phase (``extra`` after the profile's: its flags win,
+    except that ``tune`` always starts from train's head)."""
+    argv = [*_profile_argv(profile, phase, work, out, target_dir), *(extra or [])]
+    return [*argv, "--init-head", out] if phase == "tune" else argv
+
+
+def _profile_argv(profile: str, phase: str, work: str, out: str, target_dir: str | None) -> list[str]:
+    """The profile's own ``train-drafter`` arguments of one phase."""
     prof = PROFILES[profile]
     base = ["--work", work, "--out", out, *(["--target-dir", target_dir] if target_dir else []), *prof["common"]]
     if phase == "gen":
@@ -90,13 +99,15 @@ def phase_argv(profile: str, phase: str, work: str, out: str, target_dir: str | 
     raise ValueError(f"unknown phase {phase!r}")
 
 
-def run(profile: str, phases: list[str], work: Path, out: Path, target_dir: str | None) -> dict:
+def run(
+    profile: str, phases: list[str], work: Path, out: Path, target_dir: str | None, extra: list[str] | None = None
+) -> dict:
     """Run the phases in order; returns {"phases": {phase: seconds}, "gen": {...}} (also
     written to ``work/recipe.json``)."""
     path = work / "recipe.json"
     record = json.loads(path.read_text()) if path.exists() else {"profile": profile, "phases": {}}
     for phase in phases:
-        argv = phase_argv(profile, phase, str(work), str(out), target_dir)
+        argv = phase_argv(profile, phase, str(work), str(out), target_dir, extra)
         print("train-drafter " + " ".join(argv), flush=True)
         t0 = time.perf_counter()
         code = train_drafter.main(argv)
@@ -112,36 +123,28 @@ def run(profile: str, phases: list[str], work: Path, out: Path, target_dir: str 
     return record
 
 
-def export(work: Path, out: Path, dest: Path) -> list[Path]:
-    """Copy what a session needs back into ``dest``, flat (at most 8 files)."""
-    dest.mkdir(parents=True, exist_ok=True)
-    files = [final_head(out) / n for n in EXPORTS] + [work / "stats.json", work / "recipe.json"]
-    files += [work / "heldout" / "eval.md", work / "heldout" / "eval.json"]
-    copied = []
-    for f in files:
-        if f.exists():
-            copied.append(Path(shutil.copy2(f, dest / f.name)))
-    return copied
-
-
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m playground.training.recipe", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m playground.training.recipe",
+        description=__doc__.split("\n\n")[0],
+        epilog="Arguments after -- are added to every phase's train-drafter call (later flags win), "
+        "e.g. -- --gen-batch 256 --features-batch 16 on a GPU with less memory.",
+    )
     p.add_argument("--profile", choices=tuple(PROFILES), default="gpu")
     p.add_argument("--phase", default="all", help="all, or phases in order, comma-separated: gen,train,tune,eval")
     p.add_argument("--work", default="mtp_work_gpu", help="generated text, features, checkpoints")
     p.add_argument("--out", default="mtp_out_gpu", help="the trained head")
     p.add_argument("--target-dir", default=None, help="a local HF copy of the target (default: the packaged GGUF)")
-    p.add_argument("--export", default=None, help="copy the results here (e.g. $OUT on the device machine)")
-    args = p.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    extra = argv[argv.index("--") + 1 :] if "--" in argv else []
+    args = p.parse_args(argv[: argv.index("--")] if "--" in argv else argv)
     phases = list(PHASES) if args.phase == "all" else args.phase.split(",")
     if not set(phases) <= set(PHASES):
         p.error(f"--phase: choose from all, {', '.join(PHASES)}")
     work, out = Path(args.work), Path(args.out)
-    record = run(args.profile, phases, work, out, args.target_dir)
+    record = run(args.profile, phases, work, out, args.target_dir, extra)
     print(json.dumps(record, indent=1))
-    if args.export:
-        for f in export(work, out, Path(args.export)):
-            print("exported", f)
+    print(f"the trained head: {final_head(out)}")
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The prepared training run (playground.training.recipe) and the GGUF carrier (gguf_parts).
+"""The MTP head's training run in phases (playground.training.recipe).
 
 The tiny profile runs every phase of the GPU recipe on the CPU: gen (greedy, T = 1 and 0.7),
 features with the T = 0.7 top-k, the full-distribution loss, export, held-out eval."""
@@ -6,13 +6,11 @@ features with the T = 0.7 top-k, the full-distribution loss, export, held-out ev
 from __future__ import annotations
 
 import json
-import os
-import sys
 
 import pytest
 import torch
 
-from playground.training import gguf_parts, recipe, train_drafter
+from playground.training import recipe, train_drafter
 
 
 def _byte_tokenizer():
@@ -28,15 +26,15 @@ def _byte_tokenizer():
     return PreTrainedTokenizerFast(tokenizer_object=tk, pad_token="<pad>", eos_token="<eos>", bos_token="<bos>")
 
 
-def test_tiny_profile_runs_every_phase_and_exports(tmp_path):
+def test_tiny_profile_runs_every_phase(tmp_path):
     from tests.tiny_models import tiny_target
 
     target = tmp_path / "target"
     tiny_target().save_pretrained(target)
     _byte_tokenizer().save_pretrained(target)
-    work, out, dest = tmp_path / "w", tmp_path / "o", tmp_path / "export"
+    work, out = tmp_path / "w", tmp_path / "o"
     argv = ["--profile", "tiny", "--work", str(work), "--out", str(out), "--target-dir", str(target)]
-    assert recipe.main([*argv, "--export", str(dest)]) == 0
+    assert recipe.main(argv) == 0
     rec = json.loads((work / "recipe.json").read_text())
     assert set(rec["phases"]) == {"gen", "train", "tune", "eval"} and rec["gen"]["new_tokens"] > 0
     rows = [r for s in (work / "gen").glob("shard*.json") for r in json.loads(s.read_text())]
@@ -48,13 +46,13 @@ def test_tiny_profile_runs_every_phase_and_exports(tmp_path):
     assert "_losskl-topk+tv+ce_T1+0.7" in stats["train"]["tag"] and stats["train"]["steps"] == 1
     assert stats["train"]["init_head"] == str(out) and stats["train"]["lr"] == 0.0003
     assert [h["steps"] for h in stats["train_history"]] == [2] and stats["train"]["machine"].startswith("the CPU")
-    assert (recipe.tuned(out) / "config.json").exists() and recipe.final_head(out) == recipe.tuned(out)
-    assert (dest / "config.json").read_bytes() == (recipe.tuned(out) / "config.json").read_bytes()
-    assert "before this run: 2 steps" in (dest / "MODEL_CARD.md").read_text()
-    names = {p.name for p in dest.iterdir()}
-    assert {"model-00001-of-00001.safetensors", "config.json", "MODEL_CARD.md", "eval.md", "recipe.json"} <= names
-    assert len(names) <= 8 and all(p.is_file() for p in dest.iterdir())  # what the device machine returns
-    assert "repeated 4-grams" in (dest / "eval.md").read_text()
+    head = recipe.final_head(out)
+    assert (recipe.tuned(out) / "config.json").exists() and head == recipe.tuned(out)
+    assert {"model-00001-of-00001.safetensors", "config.json", "MODEL_CARD.md"} <= {p.name for p in head.iterdir()}
+    card = (head / "MODEL_CARD.md").read_text()
+    assert "before this run: 2 steps" in card
+    assert "python -m playground.training.recipe" not in card  # a CPU run's card gives train-drafter commands
+    assert "repeated 4-grams" in (work / "heldout" / "eval.md").read_text()
     # a rerun of gen finds its text written and generates nothing
     before = sorted(p.name for p in (work / "gen").glob("shard*.json"))
     recipe.main([*argv, "--phase", "gen"])
@@ -67,6 +65,9 @@ def test_gpu_profile_parses_and_is_sized_for_four_million_tokens():
         args = parser.parse_args(recipe.phase_argv("gpu", phase, "w", "o", None))
         assert args.device == "cuda"
     args = parser.parse_args(recipe.phase_argv("gpu", "train", "w", "o", None))
+    assert args.max_steps == 1934 and args.gen_minutes == 0  # fixed steps: the same run on any GPU
+    tune = parser.parse_args(recipe.phase_argv("gpu", "tune", "w", "o", None))
+    assert tune.max_steps == 1215 and tune.lr == 0.0003 and tune.init_head == "o" and tune.out == "o-tune"
     from playground.training.mtp_train.paths import PROMPTS
 
     n_prompts = len(json.loads(PROMPTS.read_text()))
@@ -75,33 +76,16 @@ def test_gpu_profile_parses_and_is_sized_for_four_million_tokens():
     assert args.loss_temps == "1,0.7" and "kl-topk" in args.loss and "tv" in args.loss
 
 
-def test_gguf_parts_split_and_join_round_trip_and_refuse_damage(tmp_path):
-    src = tmp_path / gguf_parts.GGUF_NAME
-    data = os.urandom(3 * (1 << 20) + 12345)
-    src.write_bytes(data)
-    parts = gguf_parts.split(src, tmp_path / "carry", part_mib=1)
-    assert len(parts) == 4 and all(p.stat().st_size <= 1 << 20 for p in parts)
-    joined = gguf_parts.join(tmp_path / "carry", tmp_path / "site")
-    assert joined.read_bytes() == data
-    sys.path.insert(0, str(tmp_path / "site"))
-    try:
-        import importlib
-
-        sys.modules.pop(gguf_parts.PACKAGE, None)
-        mod = importlib.import_module(gguf_parts.PACKAGE)
-        assert mod.assemble() == joined and mod.EXPECTED_SHA256 == gguf_parts._sha256(src)
-    finally:
-        sys.path.remove(str(tmp_path / "site"))
-        sys.modules.pop(gguf_parts.PACKAGE, None)
-    parts[1].write_bytes(parts[1].read_bytes()[:-1] + b"\0")  # a damaged part
-    with pytest.raises(ValueError, match="sha256"):
-        gguf_parts.join(tmp_path / "carry", tmp_path / "site2")
-    parts[2].unlink()  # a missing part
-    with pytest.raises(FileNotFoundError, match="missing"):
-        gguf_parts.join(tmp_path / "carry", tmp_path / "site3")
-
-
 def test_recipe_phases_are_checked():
     with pytest.raises(SystemExit):
         recipe.main(["--profile", "tiny", "--phase", "gen,nope"])
     assert recipe.phase_argv("tiny", "eval", "w", "o", None)[-2:] == ["--topk", "5"]  # the features' top-k
+
+
+def test_arguments_after_a_double_dash_reach_every_phase_and_tune_keeps_its_start():
+    parser = train_drafter.build_parser()
+    extra = ["--gen-batch", "256", "--features-batch", "16", "--init-head", "earlier"]
+    train = parser.parse_args(recipe.phase_argv("gpu", "train", "w", "o", None, extra))
+    assert train.gen_batch == 256 and train.features_batch == 16 and train.init_head == "earlier"
+    tune = parser.parse_args(recipe.phase_argv("gpu", "tune", "w", "o", None, extra))
+    assert tune.gen_batch == 256 and tune.init_head == "o"  # tune fine-tunes train's head, whatever came after --

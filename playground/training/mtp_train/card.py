@@ -239,7 +239,12 @@ def _training(stats: dict, args) -> list[str]:
         f"- optimiser: AdamW lr {args.lr}, batch {args.batch} sequences, {tr.get('steps')} steps, "
         f"{tr.get('train_seconds', 0) / 60:.1f} min wall time on {machine}, seed {args.seed}"
         + (
-            f"; fine-tuned from the weights in `{Path(args.init_head).name}` (their candidate set kept"
+            (
+                "; fine-tuned from the head of the run above"
+                if stats.get("train_history")
+                else f"; fine-tuned from the weights in `{Path(args.init_head).name}`"
+            )
+            + " (its candidate set kept"
             + ("; the cluster scores start fresh)" if clusters else ")")
             if getattr(args, "init_head", None)
             else ""
@@ -296,7 +301,7 @@ def _sampling_words(args) -> str:
 
 
 def _new_flags(args, gen_only: bool = False) -> str:
-    """The settings added by issue 23, where they differ from what trained the shipped head."""
+    """The sampling, loss and device settings, where they differ from the defaults."""
     out = ""
     if getattr(args, "gen_temps", DEFAULT_GEN_TEMPS) != DEFAULT_GEN_TEMPS:
         out += f" --gen-temps {args.gen_temps}"
@@ -348,21 +353,22 @@ def _reproduce(stats: dict, args) -> list[str]:
 
 
 def _reproduce_device(stats: dict, args) -> list[str]:
-    """A GPU run: the prepared recipe (README, "Training on a GPU"; ``playground.training.recipe``),
-    whose ``tune`` phase is the second fine-tune when the run has one."""
+    """A GPU run: the recipe (``playground.training.recipe``), whose ``tune`` phase is the second
+    fine-tune when the run has one."""
     phases = "gen,train,tune" if stats.get("train_history") else "gen,train"
     return [
         "## Reproduce",
-        'On the device machine, as README\'s "Training on a GPU" carries the target there:',
+        "On any machine with CUDA and the repository's requirements installed:",
         "```",
-        f"python -m playground.training.recipe --profile gpu --phase {phases},eval --work W --out OUT",
+        f"python -m playground.training.recipe --profile gpu --phase {phases},eval",
         "```",
-        f"(Its settings: `playground/training/recipe.py`; this run: {_settings(args)}.)",
+        f"(Its settings: `playground/training/recipe.py`; this run: {_settings(stats, args)}.)",
     ]
 
 
-def _settings(args) -> str:
+def _settings(stats: dict, args) -> str:
+    steps = stats.get("train", {}).get("max_steps") or args.max_steps
     return (
         f"--samples {args.samples} --new-tokens {args.new_tokens} --topk {args.topk} --batch {args.batch} "
-        f"--lr {args.lr:g} --minutes {args.minutes:g} --seed {args.seed}" + _new_flags(args)
+        f"--lr {args.lr:g} --max-steps {steps} --seed {args.seed}" + _new_flags(args)
     )
