@@ -8,7 +8,6 @@ from __future__ import annotations
 import contextlib
 import resource
 import statistics
-import threading
 import time
 from collections.abc import Callable, Iterable
 from typing import Any
@@ -16,10 +15,12 @@ from typing import Any
 import torch
 from transformers import GenerationConfig, PreTrainedTokenizerBase
 
+from playground import global_rng
 from playground.bench.options import BenchError, Costs, Spec
 from playground.decoding.engine import run
 from playground.decoding.hf_calls import quiet_warnings
 from playground.decoding.target import Target
+from playground.models.view import model_view
 from playground.settings import RunSettings
 
 
@@ -47,18 +48,16 @@ def _peak_rss_mb() -> float | None:
         return None
 
 
-_GLOBAL_RNG = threading.Lock()  # held by sampling runs of transformers' generate()
-_ASSISTANT = threading.Lock()  # held while an assistant's generation_config carries a run's draft settings
 ASSISTANT_KEYS = ("num_assistant_tokens", "num_assistant_tokens_schedule", "assistant_confidence_threshold")
 
 
 class _CallCounter:
-    """Counts forward calls of a module (transformers' generate() does not report them) and
-    notes when the first one (the prefill) ended, so decode time is measured the same way
-    for every method: from the end of the prefill pass to the end of the run.
+    """Counts forward calls of a model (transformers' generate() does not report them) and
+    notes when the first one (the prefill) ended, so decode time is measured from the end of
+    the prefill pass to the end of the run, as our loop's ``prefill_ms`` lets us measure ours.
 
-    The module is shared by every user of the process; only calls made on the thread that
-    entered the counter are counted (a run and its forward passes share one thread)."""
+    The model must be the caller's own ``model_view``: a hook on a shared model would fire
+    for every other run's passes too."""
 
     def __init__(self, module, skip: Callable[[], bool] | None = None) -> None:
         self.module = module
@@ -67,14 +66,9 @@ class _CallCounter:
         self.skipped = 0
         self.first_end: float | None = None
         self._handle = None
-        self._thread = threading.get_ident()
 
     def __enter__(self) -> _CallCounter:
-        self._thread = threading.get_ident()
-
         def hook(*_):
-            if threading.get_ident() != self._thread:
-                return  # another user's run on the same model
             if self.skip is not None and self.skip():
                 self.skipped += 1
                 return
@@ -130,12 +124,23 @@ def _hf_generation_config(model, max_new_tokens: int, temperature: float, eos: t
     return GenerationConfig(**kw)
 
 
+def hf_models(pair, spec: Spec):
+    """(target, assistant or None) for transformers' ``spec``: views of the pair's models of
+    this run's own (``model_view``), so what generate() writes while it runs — the base
+    model's ``num_hidden_layers`` for its early-exit drafts, the assistant's draft settings in
+    its ``generation_config``, our call counter's hook — no other run on the model sees."""
+    assistant = None
+    if spec.method == "hf_assisted" and spec.drafter not in ("prompt-lookup", "early-exit"):
+        assistant = model_view(pair.drafter_model)
+    return model_view(pair.target), assistant
+
+
 def _hf_run(
     pair, ids: list[int], max_new_tokens: int, temperature: float, seed: int, spec: Spec, exit_layer: int | None = None
 ):
     """transformers generate(); returns (new token ids, wall ms, target forward calls).
     ``exit_layer``: the layer transformers' early-exit assistant exits after (the same k as ours)."""
-    model = pair.target
+    model, assistant = hf_models(pair, spec)
     pad = getattr(pair.tokenizer, "pad_token_id", None)
     if pad is None and pair.eos_token_ids:
         pad = pair.eos_token_ids[0]
@@ -146,44 +151,42 @@ def _hf_run(
     elif spec.method == "hf_assisted" and spec.drafter == "early-exit":
         if exit_layer is None:
             raise BenchError("hf_assisted early-exit needs the early-exit drafter's layer")
-        # transformers sets the shared model's num_hidden_layers to k while it drafts
+        # transformers lowers the (view's) num_hidden_layers to k while it drafts
         assisted = {
             "assistant_early_exit": int(exit_layer),
             "num_assistant_tokens": spec.gamma,
             "num_assistant_tokens_schedule": "constant",
             "assistant_confidence_threshold": 0.0,
         }
+        assistant = model
     elif spec.method == "hf_assisted":
         assisted = {
             "num_assistant_tokens": spec.gamma,
             "num_assistant_tokens_schedule": "constant",
             "assistant_confidence_threshold": 0.0,
         }
-        kwargs["assistant_model"] = pair.drafter_model
+        kwargs["assistant_model"] = assistant
         if spec.drafter == "other-tokenizer":  # universal assisted generation: text through both tokenizers
             kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.drafter_tokenizer)
+    if assistant is not None:
+        # transformers' candidate generators read γ, its schedule and the confidence threshold
+        # from the assistant's own generation_config, not from the one given to generate()
+        for k in ASSISTANT_KEYS:
+            if k in assisted:
+                setattr(assistant.generation_config, k, assisted[k])
     gc = _hf_generation_config(model, max_new_tokens, temperature, pair.eos_token_ids, pad, assisted)
     input_ids = torch.tensor([ids], device=model.device)
     mask = torch.ones_like(input_ids)
-    # generate() samples from torch's one global generator (it takes no generator argument).
-    # Sampling runs hold _GLOBAL_RNG while they seed and use it, so two users' runs never
-    # draw from each other's stream, and the global state is restored for everyone else.
-    # Our own loop never touches the global generator.
-    assistant = kwargs.get("assistant_model", model if "assistant_early_exit" in assisted else None)
-    with _GLOBAL_RNG if temperature > 0 else contextlib.nullcontext(), _assistant_settings(assistant, assisted):
-        rng = torch.random.get_rng_state()
-        try:
-            torch.manual_seed(seed)
-            with (
-                _CallCounter(model, _early_exit_pass(model) if "assistant_early_exit" in assisted else None) as counter,
-                torch.inference_mode(),
-                quiet_warnings(),
-            ):
-                t0 = time.perf_counter()
-                out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, **kwargs)
-                wall = (time.perf_counter() - t0) * 1000.0
-        finally:
-            torch.random.set_rng_state(rng)
+    # generate() samples from torch's global generator (it takes no generator argument)
+    with global_rng.seeded(seed) if temperature > 0 else contextlib.nullcontext():
+        with (
+            _CallCounter(model, _early_exit_pass(model) if "assistant_early_exit" in assisted else None) as counter,
+            torch.inference_mode(),
+            quiet_warnings(),
+        ):
+            t0 = time.perf_counter()
+            out = model.generate(input_ids=input_ids, attention_mask=mask, generation_config=gc, **kwargs)
+            wall = (time.perf_counter() - t0) * 1000.0
     prefill = (counter.first_end - t0) * 1000.0 if counter.first_end else None
     new = [int(t) for t in out[0, len(ids) :].tolist()]
     eos = set(pair.eos_token_ids)
@@ -198,27 +201,6 @@ def _hf_tokenizers(pair) -> bool:
     """Both tokenizers of a pair are transformers tokenizers (what universal assisted generation needs)."""
 
     return all(isinstance(t, PreTrainedTokenizerBase) for t in (pair.tokenizer, pair.drafter_tokenizer))
-
-
-@contextlib.contextmanager
-def _assistant_settings(assistant, assisted: dict):
-    """transformers' candidate generators read γ (num_assistant_tokens), its schedule and the
-    confidence threshold from the *assistant's own* generation_config, not from the one given
-    to generate(): set them there for the run (one run at a time) and restore them after."""
-    if assistant is None:
-        yield
-        return
-    with _ASSISTANT:
-        cfg = assistant.generation_config
-        before = {k: getattr(cfg, k, None) for k in ASSISTANT_KEYS}
-        try:
-            for k in ASSISTANT_KEYS:
-                if k in assisted:
-                    setattr(cfg, k, assisted[k])
-            yield
-        finally:
-            for k, v in before.items():
-                setattr(cfg, k, v)
 
 
 def _early_exit_pass(model) -> Callable[[], bool]:
@@ -247,8 +229,7 @@ def _our_run(pair, drafter, ids: list[int], settings: RunSettings):
     """Our loop on ``settings`` (``Spec.settings``): (result, wall ms, prefill ms)."""
     speculative = settings.speculative
     gen = torch.Generator().manual_seed(settings.seed)
-    counter = _CallCounter(pair.target)
-    with counter, _stop_below(drafter if speculative else None, settings.draft_stop):
+    with _stop_below(drafter if speculative else None, settings.draft_stop):
         t0 = time.perf_counter()
         result = run(
             pair.target,
@@ -260,8 +241,7 @@ def _our_run(pair, drafter, ids: list[int], settings: RunSettings):
             generator=gen,
         )
         wall = (time.perf_counter() - t0) * 1000.0
-    prefill = (counter.first_end - t0) * 1000.0 if (counter.first_end and result.stats.prefill_ms) else 0.0
-    return result, wall, prefill
+    return result, wall, result.stats.prefill_ms
 
 
 def _drift(result) -> float | None:

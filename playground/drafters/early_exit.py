@@ -42,7 +42,6 @@ unchanged target).  This module does not train adapters.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import replace
 from typing import Any
 
@@ -56,20 +55,10 @@ from playground.decoding.tree_pass import tree_masks, tree_position_ids
 from playground.drafters.exit_adapter import AdaptedNorm, ExitAdapter
 from playground.drafters.model import ModelDrafter
 from playground.drafters.registry import KINDS
+from playground.models.view import decoder, model_view, num_layers
 
 NOTHING_REUSED = "nothing: the verify pass recomputes layers below the exit (no LayerSkip KV reuse)"
 TREE_NOTHING_REUSED = "nothing: tree drafts use the drafter's own cache; the verify pass runs every layer"
-
-
-def num_layers(target) -> int:
-    return int(target.config.get_text_config().num_hidden_layers)
-
-
-def _decoder(target) -> nn.Module:
-    inner = getattr(target, "model", None)
-    if inner is None or not isinstance(getattr(inner, "layers", None), nn.ModuleList):
-        raise ValueError(f"early exit needs a causal LM with .model.layers; {type(target).__name__} has none")
-    return inner
 
 
 def exit_model(target, exit_layer: int, adapter: ExitAdapter | None = None) -> nn.Module:
@@ -81,11 +70,39 @@ def exit_model(target, exit_layer: int, adapter: ExitAdapter | None = None) -> n
     n = num_layers(target)
     if not 1 <= exit_layer < n:
         raise ValueError(f"exit layer must be between 1 and {n - 1} (the target has {n} layers), got {exit_layer}")
-    cut = _sub_model(target, 0, exit_layer)
+    cut = model_view(target, 0, exit_layer)
+    layers = decoder(cut).layers
+    layers[-1] = ExitRecorder(layers[-1])
     if adapter is not None:
-        inner = _decoder(cut)
+        inner = decoder(cut)
         inner.norm = AdaptedNorm(adapter, inner.norm)
     return cut
+
+
+class ExitRecorder(nn.Module):
+    """The exit's last decoder layer (the target's own module, called as is) in the cut model's
+    own layer list, which hands each output [1, n, H] (pre-norm) to ``sink`` while one is set.
+
+    Recording in a module the cut model owns, not in a forward hook on the shared layer: a
+    hook on a module of the target fires for every thread's pass through it, so one run
+    could take another run's states as its own."""
+
+    def __init__(self, layer: nn.Module) -> None:
+        super().__init__()
+        self.layer = layer
+        self.sink: list[torch.Tensor] | None = None
+
+    def __getattr__(self, name: str):
+        try:
+            return super().__getattr__(name)
+        except AttributeError:  # what the model's layer loop reads of a layer (e.g. attention_type)
+            return getattr(self._modules["layer"], name)
+
+    def forward(self, *args, **kwargs):
+        out = self.layer(*args, **kwargs)
+        if self.sink is not None:
+            self.sink.append(out[0] if isinstance(out, tuple) else out)
+        return out
 
 
 def exit_logits(target, states: torch.Tensor, adapter: ExitAdapter | None = None) -> torch.Tensor:
@@ -94,7 +111,7 @@ def exit_logits(target, states: torch.Tensor, adapter: ExitAdapter | None = None
     ``adapter`` may be in another dtype than the target (float32 while it trains)."""
     if adapter is not None:
         states = adapter(states.to(adapter.proj.weight.dtype))
-    logits = target.lm_head(_decoder(target).norm(states.to(target.lm_head.weight.dtype)))
+    logits = target.lm_head(decoder(target).norm(states.to(target.lm_head.weight.dtype)))
     cap = getattr(target.config.get_text_config(), "final_logit_softcapping", None)
     return torch.tanh(logits / cap) * cap if cap else logits
 
@@ -106,7 +123,7 @@ def upper_model(target, exit_layer: int) -> nn.Module:
     n = num_layers(target)
     if not 1 <= exit_layer < n:
         raise ValueError(f"exit layer must be between 1 and {n - 1} (the target has {n} layers), got {exit_layer}")
-    return _sub_model(target, exit_layer, n)
+    return model_view(target, exit_layer, n)
 
 
 def _drop_newest(layer, n: int) -> None:
@@ -117,32 +134,6 @@ def _drop_newest(layer, n: int) -> None:
     layer.values = layer.values[..., : layer.values.shape[-2] - n, :]
     if getattr(layer, "is_sliding", False):
         layer.cumulative_length -= n
-
-
-def _sub_model(target, first: int, last: int) -> nn.Module:
-    """Layers first..last-1 of the target in an object of its class built on the meta device,
-    then given the target's own modules; no parameter is copied, the target is not modified."""
-    inner = _decoder(target)
-    cfg = copy.deepcopy(target.config)
-    cfg.num_hidden_layers = last - first
-    if getattr(cfg, "layer_types", None) is not None:
-        cfg.layer_types = list(cfg.layer_types)[first:last]
-    with torch.device("meta"):
-        cut = type(target)(cfg)
-    cut_inner = _decoder(cut)
-    for name, module in inner.named_children():
-        if name == "layers":
-            cut_inner.layers = nn.ModuleList(list(inner.layers)[first:last])
-        else:
-            setattr(cut_inner, name, module)
-    for name, module in target.named_children():
-        if module is not inner:
-            setattr(cut, name, module)
-    for name, t in list(cut.named_parameters()) + list(cut.named_buffers()):
-        if t.is_meta:  # a module the target has and the rebuilt object did not get
-            raise ValueError(f"early exit: {name} was not taken from the target ({type(target).__name__})")
-    cut.generation_config = target.generation_config
-    return cut.eval()
 
 
 class EarlyExitDrafter(ModelDrafter):
@@ -172,6 +163,7 @@ class EarlyExitDrafter(ModelDrafter):
         # chain drafts run in the target's own cache only with KV reuse (then verify_logits)
         self.capabilities = replace(KINDS["early-exit"].capabilities, shares_target_cache=reuse_kv)
         self.upper = upper_model(target, exit_layer) if reuse_kv else None
+        self._exit: ExitRecorder = decoder(self.model).layers[-1]
         self._shared = None  # the target's cache while drafting chains in it
         self._fed: list[int] = []  # tokens this step ran through the shared lower layers, in order
         self._states: list[torch.Tensor] = []  # [n, H] each, their states after layer k-1
@@ -217,21 +209,15 @@ class EarlyExitDrafter(ModelDrafter):
             position_ids=tree_position_ids(chain, past)[None].to(self.model.device),
         )
         kept: list[torch.Tensor] = []
-        # the exit's last layer is the target's own module: hook it for this call only, so the
-        # target's passes (and other drafters on the same model) never run it
-        hook = (
-            _decoder(self.model)
-            .layers[-1]
-            .register_forward_hook(
-                lambda module, args, out: kept.append(out[0] if isinstance(out, tuple) else out)  # [1, n, H] pre-norm
-            )
-        )
+        # the exit's last layer records its output for this call: the recorder is this drafter's
+        # own module (``exit_model``), so the target's passes and other runs never reach it
+        self._exit.sink = kept
         try:
             logits = self.model(**kw, logits_to_keep=1).logits[0, -1] if head else None
             if not head:
-                _decoder(self.model)(**kw)
+                decoder(self.model)(**kw)
         finally:
-            hook.remove()
+            self._exit.sink = None
         self._fed.extend(ids)
         self._states.extend(kept[-1][0])
         return logits

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from playground.config import Preset, load_config
 from playground.drafters.registry import KINDS
@@ -147,6 +148,22 @@ _LOADED_TOKENIZERS: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
 _LOADED_LOCK = threading.Lock()
 
 
+def _ready(loaded: tuple[Any, Any]) -> tuple[Any, Any]:
+    """A freshly loaded (model, tokenizer) made ready to serve, before any run sees it: frozen,
+    on the device, bfloat16 rows in float32 where the CPU needs it, and transformers' output
+    recorders installed.  transformers installs those (forward hooks on the decoder layers,
+    which record only inside the calling context) at a model's first ``output_hidden_states``
+    call; installed here, a shared model's modules are never written while runs use it."""
+    model, tok = loaded
+    model.requires_grad_(False)
+    device = pick_device()
+    if model.device != device:
+        model.to(device)
+    bf16_matmul.install(model)  # a CPU without bfloat16 instructions: several rows in float32
+    maybe_install_capturing_hooks(model)
+    return model, tok
+
+
 def _shared_load(key: tuple, load) -> tuple[Any, Any]:
     """``load()``'s (model, tokenizer or None), or the ones a pair loaded earlier under ``key``
     if a pair still holds them.  Two loads of one key at the same moment may both run."""
@@ -253,14 +270,18 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
     drafter_model = drafter_tok = None
     if preset.source == "builtin":
         target, drafter_model, tok = build_tiny_pair(dtype=tdtype)
+        target, _ = _ready((target, None))
+        drafter_model, _ = _ready((drafter_model, None))
         eos = (tok.eos_token_id,)
         if KINDS[preset.drafter].own_tokenizer:  # the same drafter, spelling UTF-8 bytes
-            drafter_model, drafter_tok = build_byte_drafter(drafter_model), ByteTokenizer()
+            drafter_model, drafter_tok = _ready((build_byte_drafter(drafter_model), None))[0], ByteTokenizer()
     elif preset.source == "packaged":
         from playground.models import convert  # the GGUF reader: packaged presets only
 
         def packaged(name: str):
-            return _shared_load(("packaged", name, dtype, True), lambda: convert.load_packaged(name, tdtype, progress))
+            return _shared_load(
+                ("packaged", name, dtype, True), lambda: _ready(convert.load_packaged(name, tdtype, progress))
+            )
 
         target, tok = packaged(preset.target)
         eos = tuple(convert.eos_token_ids(target, tok))
@@ -271,7 +292,9 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
     else:
         if progress:
             progress(0.1, f"loading {preset.target} from the hub")
-        target, tok = _shared_load(("hub", preset.target, dtype, True), lambda: _load_hub(preset.target, tdtype))
+        target, tok = _shared_load(
+            ("hub", preset.target, dtype, True), lambda: _ready(_load_hub(preset.target, tdtype))
+        )
         if preset.drafter_model:
             if progress:
                 progress(0.6, f"loading drafter {preset.drafter_model}")
@@ -280,17 +303,12 @@ def _load(preset: Preset, dtype: str, progress: Progress) -> ModelPair:
             kind = KINDS[preset.drafter]
             with_tok = not kind.reads_target_state
             key = ("hub", preset.drafter_model, dtype, with_tok)
-            drafter_model, drafter_tok = _shared_load(key, lambda: _load_hub(preset.drafter_model, tdtype, with_tok))
+            drafter_model, drafter_tok = _shared_load(
+                key, lambda: _ready(_load_hub(preset.drafter_model, tdtype, with_tok))
+            )
             if not kind.own_tokenizer:
                 drafter_tok = None
         eos = _eos_ids(target, tok)
-    device = pick_device()
-    for m in (target, drafter_model):
-        if m is not None:
-            m.requires_grad_(False)
-            if m.device != device:
-                m.to(device)
-            bf16_matmul.install(m)  # a CPU without bfloat16 instructions: several rows in float32
     return ModelPair(
         target=target,
         tokenizer=tok,

@@ -14,6 +14,8 @@ from __future__ import annotations
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
+from playground import global_rng
+
 CHARS = "\n" + "".join(chr(c) for c in range(32, 127))  # newline + printable ASCII
 PAD, BOS, EOS, UNK = len(CHARS), len(CHARS) + 1, len(CHARS) + 2, len(CHARS) + 3
 VOCAB = len(CHARS) + 4  # 100
@@ -91,27 +93,24 @@ def build_tiny_pair(
     dtype: torch.dtype = torch.float32, head_scale: float = 20.0, noise: float = 0.35, drafter_layers: int = 2
 ):
     """Return (target, drafter, tokenizer), deterministic for given arguments."""
-    torch_state = torch.random.get_rng_state()
-    try:
-        torch.manual_seed(1234)
+    # module constructors initialise weights from the global generator (playground.global_rng)
+    with global_rng.seeded(1234):
         target = LlamaForCausalLM(tiny_config(2))
-        with torch.no_grad():
-            target.lm_head.weight.mul_(head_scale)
-        torch.manual_seed(5678)
+    with torch.no_grad():
+        target.lm_head.weight.mul_(head_scale)
+    with global_rng.seeded(5678):
         drafter = LlamaForCausalLM(tiny_config(drafter_layers))
-        with torch.no_grad():
-            sd = target.state_dict()
-            own = drafter.state_dict()
-            for name, tensor in own.items():
-                src = sd.get(name)
-                if src is not None and src.shape == tensor.shape:
-                    tensor.copy_(src)
-            gen = torch.Generator().manual_seed(91011)
-            for name, tensor in own.items():
-                if tensor.ndim == 2 and "embed" not in name:
-                    tensor.add_(torch.randn(tensor.shape, generator=gen) * noise * tensor.std())
-    finally:
-        torch.random.set_rng_state(torch_state)
+    with torch.no_grad():
+        sd = target.state_dict()
+        own = drafter.state_dict()
+        for name, tensor in own.items():
+            src = sd.get(name)
+            if src is not None and src.shape == tensor.shape:
+                tensor.copy_(src)
+        gen = torch.Generator().manual_seed(91011)
+        for name, tensor in own.items():
+            if tensor.ndim == 2 and "embed" not in name:
+                tensor.add_(torch.randn(tensor.shape, generator=gen) * noise * tensor.std())
     target = target.to(dtype).eval()
     drafter = drafter.to(dtype).eval()
     for m in (target, drafter):

@@ -38,9 +38,10 @@ from transformers import DynamicCache
 
 from playground.api import resolve
 from playground.bench import load_prompts
-from playground.drafters.early_exit import exit_logits, exit_model, num_layers
+from playground.drafters.early_exit import exit_logits, exit_model
 from playground.drafters.exit_adapter import preset_adapters
 from playground.models.loading import load_pair
+from playground.models.view import num_layers
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,9 @@ from pathlib import Path
 
 import torch
 
-from playground.drafters.early_exit import _decoder, exit_logits, num_layers
+from playground.drafters.early_exit import exit_logits
 from playground.drafters.exit_adapter import ExitAdapter, save_adapters
+from playground.models.view import decoder, num_layers
 from playground.training import mtp_eval
 
 TOPK = 32  # target probabilities kept per position (the rest of the mass is < 1% on average)
@@ -66,7 +67,7 @@ def collect(model, rows: list[dict], layers: list[int], first: str = "all") -> E
     """Prefill each row once, keeping h_k for every k in ``layers`` and the target's top-k.
     ``first="continuation"`` keeps only the positions that predict a continuation token."""
     kept: dict[int, torch.Tensor] = {}
-    blocks = _decoder(model).layers
+    blocks = decoder(model).layers
     hooks = [
         blocks[k - 1].register_forward_hook(
             lambda m, a, out, k=k: kept.__setitem__(k, out[0] if isinstance(out, tuple) else out)

@@ -404,10 +404,14 @@ def test_point_mass_fast_paths_give_the_same_trace(tiny_pair, monkeypatch, kind,
 
 
 def test_call_counter_counts_only_its_own_runs_passes(tiny_pair):
-    """Another user's forward passes on the shared target (another thread) are not counted."""
+    """Another user's forward passes on the shared target (another thread) are not counted:
+    the counter hooks the run's own view of the model, never the shared one."""
     import threading
 
+    from playground.models.view import model_view
+
     target = tiny_pair[0]
+    view = model_view(target)
     ids = torch.tensor([[5, 6, 7]])
     other_started, other_done = threading.Event(), threading.Event()
 
@@ -418,13 +422,14 @@ def test_call_counter_counts_only_its_own_runs_passes(tiny_pair):
                 target(input_ids=ids)
         other_done.set()
 
-    with bench._CallCounter(target) as counter:
+    with bench._CallCounter(view) as counter:
         t = threading.Thread(target=other_user)
         t.start()
         assert other_done.wait(30)
+        assert not target._forward_hooks  # nothing hooked on the shared model
         with torch.inference_mode():
-            target(input_ids=ids)
-            target(input_ids=ids)
+            assert torch.equal(view(input_ids=ids).logits, target(input_ids=ids).logits)
+            view(input_ids=ids)
     t.join()
     assert counter.calls == 2
 

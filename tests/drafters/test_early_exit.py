@@ -15,6 +15,7 @@
 import pytest
 import torch
 from transformers import DynamicCache
+from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from playground.decoding.draft import TargetState
 from playground.decoding.engine import run
@@ -56,12 +57,16 @@ def _exit_reference(model, ids, k):
 def test_exit_model_is_the_targets_first_layers_norm_and_head(k):
     target, _ = sliding_pair(window=4)
     before = (target.config.num_hidden_layers, list(target.config.layer_types))
+    maybe_install_capturing_hooks(target)  # as loading does: transformers' own recorders, before any run
+    hooks = [dict(layer._forward_hooks) for layer in target.model.layers]
     cut = exit_model(target, k)
     ids = list(range(3, 40))  # 37 tokens: past the window of 4
     assert torch.equal(cut(torch.tensor([ids])).logits[0], _exit_reference(target, ids, k))
     own = {id(p) for p in target.parameters()}
     assert all(id(p) in own for p in cut.parameters())  # shared, not copied
-    assert len(cut.model.layers) == k and cut.model.layers[k - 1] is target.model.layers[k - 1]
+    assert len(cut.model.layers) == k and all(cut.model.layers[i] is target.model.layers[i] for i in range(k - 1))
+    assert cut.model.layers[k - 1].layer is target.model.layers[k - 1]  # the exit's own recorder around it
+    assert [dict(layer._forward_hooks) for layer in target.model.layers] == hooks  # nothing hooked on shared layers
     assert (target.config.num_hidden_layers, list(target.config.layer_types)) == before
     assert len(target.model.layers) == 4
 
@@ -435,14 +440,15 @@ def test_gemma_greedy_with_the_preset_exit_equals_transformers(all_threads, gemm
 
 @pytest.mark.parametrize("gamma", [1, 3])
 def test_transformers_early_exit_drafts_gamma_tokens_per_step(gamma):
-    """transformers reads γ from the assistant's own generation_config (here the target's):
-    the bench sets it there for the run, and restores it."""
+    """transformers reads γ from the assistant's own generation_config (here the target's): the
+    bench sets it on its own view of the model, and the shared target's config and generation
+    config stay as loaded."""
     from playground import bench
     from playground.models.tiny import build_tiny_pair
 
     target, _, tok = build_tiny_pair()
     pair = type("Pair", (), {"target": target, "tokenizer": tok, "eos_token_ids": (EOS,)})()
-    before = target.generation_config.num_assistant_tokens
+    before = (target.generation_config.to_dict(), target.config.to_dict())
     counted = []
     real = bench._CallCounter.__exit__
 
@@ -460,7 +466,7 @@ def test_transformers_early_exit_drafts_gamma_tokens_per_step(gamma):
     ((full, drafts),) = counted
     assert len(new) == 12 and full == calls
     assert 0 < drafts <= gamma * full  # at most γ draft passes per verify pass (default: 20)
-    assert target.generation_config.num_assistant_tokens == before
+    assert (target.generation_config.to_dict(), target.config.to_dict()) == before
 
 
 def test_drafters_leave_no_hook_on_the_shared_target():
