@@ -2,7 +2,7 @@
 
 ``compute_metrics`` works from the StepRecords seen so far (live) and, once
 they exist, the final results; ``stats_card`` renders them.  The predicted
-speedup follows the cost model (README, "Design notes"):
+speedup follows the cost model (docs/concepts/algorithm.md, "The cost model"):
 
     E = (1 − α^(γ+1)) / (1 − α)          expected tokens per step
     S = E / (γ·c + v_γ)                   predicted speedup over autoregressive

@@ -21,7 +21,7 @@ method runs once, in an order rotated between prompts, so machine drift (this
 machine is shared) hits all methods alike.  One unrecorded warm-up run per
 method comes first.
 
-Measured costs (the cost model: README, "Design notes"):
+Measured costs (the cost model: docs/concepts/algorithm.md, "The cost model"):
   t1      one target pass over 1 token (ms), from the interleaved autoregressive runs;
   c       drafter ms per drafted token / t1;
   v       v_gamma = one target pass over gamma+1 tokens / one over 1 token, timed directly

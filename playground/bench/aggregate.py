@@ -354,7 +354,7 @@ def _quality(row: dict[str, Any]) -> str:
         fd = row["first_divergence"]
         if row["dtype"] == "bfloat16":
             # A (γ+1)-token pass rounds differently from 1-token passes in bfloat16, which can
-            # flip a near-tie argmax (README, "Design notes"); transformers' assisted generation does too.
+            # flip a near-tie argmax (docs/concepts/numerics.md); transformers' assisted generation does too.
             return f"differs from token {fd} (bfloat16 rounding of the multi-token pass; exact in float32)"
         return f"differs from hf_generate from token {fd}"
     if lossless:

@@ -23,8 +23,8 @@ vocab × hidden: 262k × 640 for Gemma 3, as many weights as the rest of the mod
 float32 copy, held as a non-persistent buffer so that ``model_bytes`` and the memory
 budget count it (671 MB for Gemma 3 270M); converting it at every pass would cost more
 than the product.  The other layers' weights are small and are converted at each call.
-Same passes after the change: 1 × 9 tokens 175–203 ms, 30 × 1 299–381 ms (``README``,
-"bfloat16 on a CPU without bfloat16 instructions").
+Same passes after the change: 1 × 9 tokens 175–203 ms, 30 × 1 299–381 ms (the design:
+docs/concepts/numerics.md, "CPUs without bfloat16 instructions").
 
 ``SPECPLAY_BF16_MATMUL`` overrides the choice: ``float32`` (always upcast), ``native``
 (never), ``auto`` or unset (upcast where torch reports no native bfloat16 support).

@@ -19,7 +19,7 @@ and saves model (safetensors), tokenizer and generation config under
 in a few seconds.
 
 Why float32 on disk, what conversion and loading cost here, which ids end a sequence and
-how tokens decode: README, "Design notes" ("Packaged models").
+how tokens decode: docs/concepts/numerics.md ("The packaged models").
 
 The cache directory is written atomically (temporary directory, then rename)
 and carries a marker file ``converted.json`` recording the source GGUF's sha256
@@ -72,7 +72,7 @@ FORMAT_VERSION = 1
 #: Attention kernel used by ``load_packaged``.  Measured for Gemma 3 270M, one
 #: new token on a 128-token ``DynamicCache``, 100 interleaved repetitions, on
 #: the 2-core machine while other jobs kept its load average at 6-8 (so the
-#: absolute numbers are ~3-5x the uncontended ones; README, "Design notes"):
+#: absolute numbers are ~3-5x the uncontended ones):
 #:   float32:  sdpa median 582 ms (CPU time 297 ms)  vs eager 697 ms (328 ms)
 #:   bfloat16: sdpa median 1005 ms (CPU time 431 ms) vs eager 1328 ms (539 ms)
 #: sdpa was as fast or faster in every run (the step is dominated by the

@@ -18,7 +18,7 @@ seed's tokens depend on the draft lengths, which each step's record keeps
 
 The budget is measured, not assumed: ``python -m playground batch-sweep`` measures the
 class throughput of speculative and plain decoding by the number of runs sharing the
-passes (README, "A class at once").
+passes (docs/concepts/serving.md; the data: docs/measurements/index.md).
 
 This module runs nothing; ``ReplayedCaps`` holds one re-run's step counter.
 """

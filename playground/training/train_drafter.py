@@ -1,4 +1,4 @@
-"""Train the MTP drafter (``playground.drafters.mtp``) by self-distillation on this CPU.
+"""Train the MTP drafter (``playground.drafters.mtp``) by self-distillation on the target's own text.
 
 ``python -m playground train-drafter --preset gemma3-270m [--minutes M] [--seed S] [--out DIR]``
 
@@ -23,7 +23,7 @@ Stages (each resumable; results live in ``--work`` and are reused on a rerun):
    bench    — (opt-in: ``--stages bench``) the decoding loop on prompts outside the
                training list: autoregressive vs speculative, acceptance by position, cost.
 
-Runs on one torch thread by default: on the shared 2-core machine two threads made
+Runs on one torch thread by default: on a 2-core CPU shared with other work, two threads made
 every small op wait for the busy second core (a batched decode step took 5.5 s on two
 threads, 0.17 s on one).
 

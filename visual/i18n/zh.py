@@ -1,6 +1,6 @@
 """简体中文 messages of the app, by key (``visual.i18n``); the same keys and ``{names}`` as
 ``visual.i18n.en`` (``{s}``, the English plural ending, is left out).  Terms follow Chinese
-technical writing (the glossary in README.md): 投机解码, 草稿模型, 目标模型, 接受率, 残差分布…"""
+technical writing (the glossary in docs/teach/glossary.md): 投机解码, 草稿模型, 目标模型, 接受率, 残差分布…"""
 
 from visual.i18n.zh_lab import MESSAGES as _LAB
 from visual.i18n.zh_results import MESSAGES as _RESULTS
