@@ -83,6 +83,7 @@ def launch_kwargs(port: int | None = None) -> dict:
         footer_links=["api", "gradio"],
         i18n=gradio_i18n(cfg),  # translates component props (labels, info, buttons, tab titles) in the browser
         max_file_size=cfg.limits.max_upload_bytes,  # gradio refuses larger uploads before they reach a handler
+        max_threads=int(cfg.queue.get("max_threads", 64)),  # every Run event holds a worker thread for its whole run
     )
 
 

@@ -33,7 +33,7 @@ from playground.serving.pool import scheduler_for
 from playground.settings import RunSettings
 
 if TYPE_CHECKING:  # pragma: no cover - a type only: serving sits above the API (its load test calls it)
-    from playground.serving.trace_cache import TraceCache
+    from playground.serving.trace_cache import TraceCache, Visitor
 
 __all__ = [
     "generate",
@@ -184,6 +184,7 @@ def stream_run(
     shared: TraceCache | None = None,
     batch: bool = False,
     draft_caps: list[int] | None = None,
+    visitor: Visitor | None = None,
 ) -> Iterator[StepRecord | GenerationResult]:
     """Run ``settings`` (from ``run_settings``: a preset named, its defaults filled in) on ``prompt``.
 
@@ -191,13 +192,14 @@ def stream_run(
     passes are shared with the other runs on the model (the app's runs always batch).
     batch: share target passes with other runs on the same model even without ``shared``.
     draft_caps: re-run alone with the per-step draft lengths a batched run had (its steps'
-    ``gamma``): at T > 0 the same seed then gives the same tokens."""
+    ``gamma``): at T > 0 the same seed then gives the same tokens.
+    visitor: who asks (``shared`` counts the runs each visitor leads against its caps)."""
     if settings.preset is None or settings.dtype is None:
         raise ValueError("these settings name no preset: build them with playground.api.run_settings")
     validate.prompt(prompt, load_config().limits.max_prompt_chars)
     if shared is None:
         return _run(prompt, settings, progress, batch, draft_caps)
-    return shared.stream((prompt, settings), lambda: _run(prompt, settings, progress, True, None))
+    return shared.stream((prompt, settings), lambda: _run(prompt, settings, progress, True, None), visitor)
 
 
 def _run(prompt, settings: RunSettings, progress, batch: bool, draft_caps) -> Iterator[StepRecord | GenerationResult]:

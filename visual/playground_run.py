@@ -24,17 +24,18 @@ import gradio as gr
 
 from playground import api, validate
 from playground.config import AppConfig
-from playground.decoding.records import StepRecord
+from playground.decoding.records import GenerationResult, StepRecord
 from playground.models.device import on_zero_gpu
 from playground.models.loading import ModelUnavailable
 from playground.rules import APP_RULES, RULES
-from playground.serving.trace_cache import TraceCache, describe_replay
+from playground.serving.trace_cache import TraceCache, Visitor, describe_replay
 from playground.settings import RunSettings
 from visual import charts, stats, tables
 from visual.fmt import esc
 from visual.i18n import t
 from visual.i18n.errors import engine_message, stop_reason
 from visual.presets import PresetChoice
+from visual.visitor import visitor_of
 
 MODES = {"Speculative": "speculative", "Race": "race"}
 # The Verification control's choices: engine rule -> label (the control's values are the rules)
@@ -167,6 +168,9 @@ class RunOutputs(NamedTuple):
     text: Any
 
 
+NOTHING_NEW = tuple(gr.skip() for _ in RunOutputs._fields)  # a yield that changes nothing on the page
+
+
 @dataclass
 class _Clock:
     """When something was last sent, so it goes out at most every ``every_s`` seconds."""
@@ -295,6 +299,9 @@ def make_shared(cfg: AppConfig) -> TraceCache | None:
         max_bytes=lim.trace_cache_bytes,
         slots=q.get("compute_slots", 2),
         wait_s=q.get("busy_wait_s", 120),
+        per_session=q.get("runs_per_session"),
+        per_address=q.get("runs_per_address"),
+        run_wall_s=lim.run_wall_s,
     )
 
 
@@ -312,6 +319,7 @@ class _Generation:
     state: RunState
     shared: TraceCache | None
     report: Callable[[float, str], None]
+    visitor: Visitor | None = None  # who pressed Run (their runs count against their caps)
     charts: _Clock = field(default_factory=lambda: _Clock(CHART_EVERY_S), init=False)
     yields: _Clock = field(default_factory=lambda: _Clock(YIELD_EVERY_S), init=False)
 
@@ -352,14 +360,18 @@ class _Generation:
         state = self.state
         state.phase = "speculative"
         steps: list[StepRecord] = []
-        for item in api.stream_run(self.prompt, self.settings, progress=self.report, shared=self.shared):
+        for item in api.stream_run(
+            self.prompt, self.settings, progress=self.report, shared=self.shared, visitor=self.visitor
+        ):
             if isinstance(item, StepRecord):
                 steps.append(item)
                 state.spec_steps = tuple(steps)
                 if len(steps) == 1 or self.yields.due():
                     yield self.outputs()
-            else:
+            elif isinstance(item, GenerationResult):
                 state.spec = item
+            else:  # WAITING: nothing new; a yield lets gradio close the stream of a visitor who left
+                yield NOTHING_NEW
 
     def _autoregressive(self) -> Iterator[tuple]:
         """The race's second run: our loop without a drafter, same prompt and models."""
@@ -367,14 +379,18 @@ class _Generation:
         state.phase = "autoregressive"
         yield self.outputs(charts_now=True)
         steps: list[StepRecord] = []
-        for item in api.stream_run(self.prompt, self.settings.autoregressive(), shared=self.shared):
+        for item in api.stream_run(
+            self.prompt, self.settings.autoregressive(), shared=self.shared, visitor=self.visitor
+        ):
             if isinstance(item, StepRecord):
                 steps.append(item)
                 state.ar_steps = tuple(steps)
                 if self.yields.due():
                     yield self.outputs()
-            else:
+            elif isinstance(item, GenerationResult):
                 state.ar = item
+            else:
+                yield NOTHING_NEW
 
     def _calibrate(self) -> Iterator[tuple]:
         """A short autoregressive run that measures t1 (the race's own run measures it anyway)."""
@@ -382,7 +398,8 @@ class _Generation:
         state.phase = "calibrating"
         yield self.outputs()
         short = min(CALIBRATION_TOKENS, self.settings.max_new_tokens)
-        cal = api.run(self.prompt, self.settings.autoregressive(max_new_tokens=short, trace=False), shared=self.shared)
+        quick = self.settings.autoregressive(max_new_tokens=short, trace=False)
+        cal = api.run(self.prompt, quick, shared=self.shared, visitor=self.visitor)
         state.calibration = cal.stats
 
 
@@ -409,6 +426,7 @@ def make_run_handler(
         verification="lossless",
         draft_stop=None,
         progress=gr.Progress(),
+        request: gr.Request = None,
     ):
         try:
             settings = form_settings(
@@ -435,6 +453,7 @@ def make_run_handler(
             except Exception:
                 pass
 
-        yield from _Generation(prompt, settings, race, bool(calibrate), state, shared, report).run(warmup)
+        run = _Generation(prompt, settings, race, bool(calibrate), state, shared, report, visitor_of(request))
+        yield from run.run(warmup)
 
     return run_generation

@@ -18,6 +18,7 @@ from playground.config import AppConfig
 from playground.models.loading import ModelUnavailable
 from playground.serving.trace_cache import TraceCache
 from visual import tables
+from visual.visitor import visitor_of
 
 
 def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable:
@@ -36,6 +37,7 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
         tree_nodes: int | None = None,
         verification: str = "lossless",
         draft_stop: float | None = None,
+        request: gr.Request = None,
     ) -> dict:
         """Run lossless speculative decoding and return the trace as JSON.
 
@@ -53,7 +55,7 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
                 top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, tree_nodes=tree_nodes,
                 verification=verification, draft_stop=draft_stop,
             )  # fmt: skip
-            result = api.run(prompt, settings, shared=shared)
+            result = api.run(prompt, settings, shared=shared, visitor=visitor_of(request))
         except (ValueError, TypeError, ModelUnavailable) as exc:
             raise gr.Error(str(exc)) from None
         data = tables.clean_json(result.to_dict())

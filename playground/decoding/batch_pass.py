@@ -173,13 +173,15 @@ def batched_forward(model, rows: list[RowPass], pad_id: int = 0) -> list[RowOut]
     batch_cache = DynamicCache(ddp_cache_data=data)
     attention_mask = masks if len(masks) > 1 else next(iter(masks.values()))
     hidden = _final_states(model, ids.to(device), attention_mask, positions.to(device), batch_cache)  # [B, K, H]
+    # The LM head only where a row needs it: sum(keep) rows, not B x max(keep).
+    wanted = torch.cat([hidden[b, slots - r.keep :] for b, r in enumerate(rows)])  # [sum keep, H]
+    logits = _lm_head(model, config, wanted).split([r.keep for r in rows])  # [keep_b, V] each
+    # Rows' caches change last: a pass that fails before here leaves every row as it was, so
+    # the scheduler may run each row again alone.
     for i, layer in enumerate(batch_cache.layers):  # each row keeps its own new keys
         for b, r in enumerate(rows):
             new = _own_slots(widths[i], slots, len(r.ids))
             r.cache.layers[i].update(layer.keys[b : b + 1, :, new], layer.values[b : b + 1, :, new])
-    # The LM head only where a row needs it: sum(keep) rows, not B x max(keep).
-    wanted = torch.cat([hidden[b, slots - r.keep :] for b, r in enumerate(rows)])  # [sum keep, H]
-    logits = _lm_head(model, config, wanted).split([r.keep for r in rows])  # [keep_b, V] each
     return [
         RowOut(logits=logits[b], hidden=hidden[b, slots - r.keep :] if r.hidden else None) for b, r in enumerate(rows)
     ]

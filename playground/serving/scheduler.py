@@ -96,7 +96,7 @@ class PassScheduler:
         self.knee_tokens = knee_tokens  # None: never cap drafts (measurements of the cap itself)
         self.kv_budget_bytes = kv_budget_bytes  # None: no limit on the runs' caches together
         self.kv_bytes_per_token = kv_bytes_per_token(model)
-        self._held = 0  # cache bytes the joined runs may grow to
+        self._tokens: list[int] = []  # the most tokens each joined run's cache may hold
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.batchable = not getattr(config, "num_kv_shared_layers", 0)
         self._cond = threading.Condition()
@@ -108,6 +108,7 @@ class PassScheduler:
         self.passes = 0  # batched passes run (for the status line and the tests)
         self.max_rows_seen = 0
 
+    PASS_WAIT_S = 120.0  # a run waits this long for its pass to start, then as long again for it to end
     IDLE_EXIT_S = 30.0  # a worker with nothing to do for this long ends (a new pass starts another)
     READ_CHUNK = 8  # runs whose logits are read, and who are let go, together (see _loop)
     RELEASE_AFTER_S = 1.0  # a worker idle this long gives back its OpenMP helpers (playground.threads)
@@ -124,27 +125,36 @@ class PassScheduler:
     def join(self, tokens: int = 0) -> Iterator[PassScheduler]:
         """Register a run for as long as the block lasts (its passes may then be shared).
 
-        ``tokens``: the most its cache will hold (prompt + budget + drafts); its bytes count
-        against ``kv_budget_bytes`` while it runs, and a run that would pass it gets ``Busy``."""
-        need = tokens * self.kv_bytes_per_token
+        ``tokens``: the most its cache will hold (prompt + budget + drafts).  While it runs its
+        bytes count against ``kv_budget_bytes``: its own cache and, once runs share passes, a
+        shared pass's stacked copy, which pads every row's cache to the longest (``held_bytes``);
+        a run that would pass the budget gets ``Busy``."""
         with self._cond:
-            if self.kv_budget_bytes is not None and self._held + need > self.kv_budget_bytes:
+            held = self.held_bytes(self._tokens + [tokens])
+            if self.kv_budget_bytes is not None and held > self.kv_budget_bytes:
                 raise Busy(
-                    f"The server is holding {self._joined} runs' caches ({self._held / 1e6:,.0f} MB of "
-                    f"{self.kv_budget_bytes / 1e6:,.0f} MB); this one needs {need / 1e6:,.0f} MB more. "
-                    "Try again in a few seconds, or ask for fewer tokens.",
+                    f"The server is holding {self._joined} runs' caches ({self.held_bytes() / 1e6:,.0f} MB of "
+                    f"{self.kv_budget_bytes / 1e6:,.0f} MB, a shared pass's padding included); this one would "
+                    f"take it to {held / 1e6:,.0f} MB. Try again in a few seconds, or ask for fewer tokens.",
                     retry_after_s=10.0,
                 )
             self._joined += 1
-            self._held += need
+            self._tokens.append(tokens)
             self._cond.notify_all()
         try:
             yield self
         finally:
             with self._cond:
                 self._joined -= 1
-                self._held -= need
+                self._tokens.remove(tokens)
                 self._cond.notify_all()  # the worker stops waiting for this run
+
+    def held_bytes(self, tokens: list[int] | None = None) -> int:
+        """Cache bytes runs of these token counts (the joined ones by default) may hold: their
+        own caches, plus a shared pass's stacked copy, every row padded to the longest."""
+        tokens = self._tokens if tokens is None else tokens
+        padded = len(tokens) * max(tokens) if len(tokens) > 1 else 0  # a run alone has its passes to itself
+        return (sum(tokens) + padded) * self.kv_bytes_per_token
 
     @property
     def load(self) -> int:
@@ -170,7 +180,15 @@ class PassScheduler:
             self._pending.append(ticket)
             self._gap_start = time.monotonic()
             self._cond.notify_all()
-        ticket.done.wait()
+        if not ticket.done.wait(self.PASS_WAIT_S):
+            with self._cond:
+                waiting = any(t is ticket for t in self._pending)
+                if waiting:  # not taken: it never runs, and the run's cache stays as it was
+                    self._pending = [t for t in self._pending if t is not ticket]
+            if waiting:
+                raise Busy(f"No shared pass started within {self.PASS_WAIT_S:.0f} s. Try again later.", 30.0)
+            if not ticket.done.wait(self.PASS_WAIT_S):
+                raise RuntimeError(f"a shared pass took more than {2 * self.PASS_WAIT_S:.0f} s")
         if ticket.error is not None:
             raise ticket.error
         return Shared(ticket.out, ticket.rows, ticket.pass_ms, ticket.reads)
@@ -224,8 +242,11 @@ class PassScheduler:
             try:
                 outs = batched_forward(self.model, [t.row for t in batch], self.pad_id)
                 error = None
-            except BaseException as exc:  # every waiting run gets the error, the worker lives on
-                outs, error = [None] * len(batch), exc
+            except Exception as exc:
+                if len(batch) == 1:  # the worker lives on; the run gets the error
+                    outs, error = [None], exc
+                else:  # one bad row must not fail the others: each runs once more, alone
+                    outs, error = self._alone(batch), None
             self.passes += 1
             self.max_rows_seen = max(self.max_rows_seen, len(batch))
             # Read the logits a few runs at a time and let those runs go at once: their own
@@ -234,17 +255,32 @@ class PassScheduler:
             for start in range(0, len(batch), self.read_chunk):
                 part = slice(start, start + self.read_chunk)
                 reads, read_error = [None] * len(batch[part]), error
-                if error is None:
+                ok = [i for i, o in enumerate(outs[part]) if isinstance(o, RowOut)]
+                if error is None and ok:
                     try:
-                        reads = read_rows([o.logits for o in outs[part]], [t.read for t in batch[part]])
-                    except BaseException as exc:  # these runs get the error, the worker lives on
+                        got = read_rows([outs[part][i].logits for i in ok], [batch[part][i].read for i in ok])
+                        for i, r in zip(ok, got):
+                            reads[i] = r
+                    except Exception as exc:  # these runs get the error, the worker lives on
                         read_error = exc
                 ms = (time.perf_counter() - t0) * 1000.0
                 for t, out, read in zip(batch[part], outs[part], reads):
-                    t.out, t.reads, t.error, t.rows, t.pass_ms = out, read, read_error, len(batch), ms
+                    failed = out if isinstance(out, BaseException) else read_error
+                    t.out, t.reads, t.error, t.rows, t.pass_ms = (None if failed else out), read, failed, len(batch), ms
                     t.done.set()
             with self._cond:  # every run served is on its way back: the gap starts here, not at the pass's end
                 self._gap_start = time.monotonic()
+
+    def _alone(self, batch: list[_Ticket]) -> list[RowOut | BaseException]:
+        """Each row of a failed shared pass in a pass of its own (``batched_forward`` changes
+        no row's cache before it succeeds): its output, or the error it alone raises."""
+        outs: list[RowOut | BaseException] = []
+        for t in batch:
+            try:
+                outs.append(batched_forward(self.model, [t.row], self.pad_id)[0])
+            except Exception as exc:
+                outs.append(exc)
+        return outs
 
 
 def _is_prompt(row: RowPass) -> bool:

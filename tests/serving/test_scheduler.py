@@ -134,7 +134,8 @@ def test_the_app_budget_turns_speculation_off_from_four_runs(runs, cap):
 
 
 def test_runs_caches_count_against_the_kv_budget(model):
-    """Each joined run holds its cache's bytes (tokens x bytes per token); one that would pass
+    """Each joined run holds its cache's bytes (tokens x bytes per token) and, once runs share
+    passes, its row of the pass's stacked copy, padded to the longest run; one that would pass
     the budget gets Busy with a clear message, and leaving gives the bytes back."""
     from playground.errors import Busy
     from playground.serving.scheduler import kv_bytes_per_token
@@ -142,16 +143,80 @@ def test_runs_caches_count_against_the_kv_budget(model):
     per_token = kv_bytes_per_token(model)
     cfg = model.config  # 4 layers, K and V, float32
     assert per_token == 4 * 2 * cfg.num_key_value_heads * cfg.head_dim * 4
-    scheduler = PassScheduler(model, kv_budget_bytes=100 * per_token)
+    scheduler = PassScheduler(model, kv_budget_bytes=200 * per_token)
     with scheduler.join(60):
+        assert scheduler.held_bytes() == 60 * per_token  # alone: no shared pass, no padding
         with pytest.raises(Busy, match="holding 1 runs' caches"):
-            with scheduler.join(41):
+            with scheduler.join(30):  # own caches 90 tokens, but a shared pass holds 2 x 60 more
                 pass
         assert scheduler.load == 1
-        with scheduler.join(40):
-            assert scheduler.load == 2
-    with scheduler.join(100):  # all given back
+        with scheduler.join(20):  # 80 + 2 x 60 = 200
+            assert scheduler.load == 2 and scheduler.held_bytes() == 200 * per_token
+    with scheduler.join(200):  # all given back
         assert scheduler.load == 1
+
+
+def test_a_failed_shared_pass_runs_each_row_alone_and_fails_only_the_bad_one(model, monkeypatch):
+    """One row that breaks a shared pass fails its own run only: the others get their pass,
+    their outputs those of the rows alone."""
+    import playground.serving.scheduler as sched
+    from playground.decoding.batch_pass import batched_forward
+
+    real = sched.batched_forward
+
+    def fragile(m, rows, pad_id=0):
+        if any(r.ids == (99,) for r in rows) and len(rows) > 1:
+            raise RuntimeError("a shared pass broke")
+        if rows[0].ids == (99,):
+            raise ValueError("this row is bad")
+        return real(m, rows, pad_id)
+
+    monkeypatch.setattr(sched, "batched_forward", fragile)
+    scheduler = PassScheduler(model, wait_ms=200)
+    ids = [(5,), (99,), (7,)]
+    targets = [Target(model, rollback=True) for _ in ids]
+    for t in targets:
+        t.forward([1, 2, 3], keep=1, hidden=False)
+    results: dict[int, object] = {}
+    barrier = threading.Barrier(len(ids))
+
+    def go(b):
+        with scheduler.join():
+            barrier.wait()
+            try:
+                results[b] = scheduler.forward(RowPass(targets[b].cache, ids[b], 1))
+            except Exception as exc:
+                results[b] = exc
+
+    threads = [threading.Thread(target=go, args=(b,)) for b in range(len(ids))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    assert isinstance(results[1], ValueError)
+    assert results[0].rows == 3  # it was in the shared pass that broke
+    for b in (0, 2):
+        assert not isinstance(results[b], Exception)
+        alone = batched_forward(model, [RowPass(_prefilled(model), ids[b], 1)])[0]
+        assert torch.allclose(results[b].out.logits, alone.logits, atol=1e-5)
+    assert len(targets[1]) == 3  # the bad row's cache is as it was
+
+
+def _prefilled(model):
+    t = Target(model, rollback=True)
+    t.forward([1, 2, 3], keep=1, hidden=False)
+    return t.cache
+
+
+def test_a_run_whose_pass_never_starts_gets_busy_and_leaves_nothing_pending(model, monkeypatch):
+    from playground.errors import Busy
+
+    scheduler = PassScheduler(model)
+    monkeypatch.setattr(scheduler, "_ensure_worker", lambda: None)  # a worker that never comes
+    monkeypatch.setattr(PassScheduler, "PASS_WAIT_S", 0.2)
+    with pytest.raises(Busy, match="No shared pass started within 0 s"):
+        scheduler.forward(RowPass(_prefilled(model), (5,), 1))
+    assert scheduler._pending == []
 
 
 def test_runs_that_came_in_during_a_pass_wait_for_the_runs_it_served(model, monkeypatch):

@@ -12,7 +12,7 @@ import pytest
 from playground import api
 from playground.api import generate
 from playground.errors import Busy
-from playground.serving.trace_cache import TraceCache, describe_replay
+from playground.serving.trace_cache import WAITING, TraceCache, Visitor, describe_replay
 
 REQ = dict(preset="tiny-random", gamma=3, temperature=0.9, max_new_tokens=12)
 
@@ -138,17 +138,136 @@ def test_a_follower_of_an_identical_request_never_waits_for_a_slot():
     assert out["follower"][-1].config["replay"]["live"] is True
 
 
-def test_the_run_finishes_and_is_kept_when_its_visitor_leaves():
+def _wait_for(cond, timeout=10.0):
+    deadline = time.time() + timeout
+    while not cond() and time.time() < deadline:
+        time.sleep(0.02)
+    return cond()
+
+
+def _steps(n, gate=None, seen=None):
+    """A run of ``n`` items (plain objects, not results) that waits for ``gate`` before each."""
+
+    def run():
+        for i in range(n):
+            if gate is not None:
+                assert gate.wait(10)
+            if seen is not None:
+                seen.append(i)
+            yield f"step {i}"
+
+    return run
+
+
+def test_a_run_stops_at_its_next_step_once_everybody_has_left_and_is_not_kept():
     from playground.api import stream_generate
 
     shared = TraceCache()
-    stream = shared.stream("k", lambda: stream_generate("abc", seed=0, **REQ))
+    stream = shared.stream("k", lambda: stream_generate("abc", seed=0, **dict(REQ, max_new_tokens=200)))
     next(stream)  # the first step arrives ...
     stream.close()  # ... and the visitor leaves
-    deadline = time.time() + 10
-    while len(shared) == 0 and time.time() < deadline:
-        time.sleep(0.05)
-    assert len(shared) == 1
+    assert _wait_for(lambda: shared.abandoned == 1)
+    assert len(shared) == 0 and not shared._flights
+    again = generate("abc", seed=0, shared=shared, **REQ)  # a new request for it computes afresh
+    assert shared.runs == 2 and "replay" not in again.config
+
+
+def test_a_run_goes_on_while_one_follower_stays():
+    shared = TraceCache()
+    gate, seen = threading.Event(), []
+    lead = shared.stream("k", _steps(5, gate, seen))
+    assert next(lead) is WAITING  # started; its first step waits for the gate
+    follower = shared.stream("k", lambda: iter(()))
+    assert next(follower) is WAITING and shared.follows == 1
+    lead.close()  # the visitor who started it leaves; the follower stays
+    gate.set()
+    assert [x for x in follower if x is not WAITING] == [f"step {i}" for i in range(5)]
+    assert shared.abandoned == 0 and seen == list(range(5))
+
+
+def test_a_run_nobody_follows_never_takes_a_compute_slot():
+    shared = TraceCache(slots=1, wait_s=30)
+    gate, started = threading.Event(), threading.Event()
+    holder = threading.Thread(target=lambda: list(shared.stream("slow", _blocking_run(gate, started))))
+    holder.start()
+    assert started.wait(10)
+    ran = []
+    queued = shared.stream("queued", _steps(1, seen=ran))
+    assert next(queued) is WAITING  # it waits for the slot, and says so every second ...
+    queued.close()  # ... so the page notices its visitor left
+    assert _wait_for(lambda: shared.abandoned == 1 and shared._waiting == 0)
+    gate.set()
+    holder.join(10)
+    assert ran == [] and len(shared) == 1  # it never ran; the holder's run was kept
+
+
+@pytest.mark.parametrize("cap_kind", ["session", "address"])
+def test_a_visitor_leads_at_most_their_cap_of_runs_and_the_rest_hold_nothing(cap_kind):
+    shared = TraceCache(slots=8, per_session=2, per_address=3)
+    cap = 2 if cap_kind == "session" else 3
+    if cap_kind == "session":
+        visitors = [Visitor("s1", "10.0.0.1")] * 50
+    else:  # one address, a new session each time (what a script can fake)
+        visitors = [Visitor(f"s{i}", "10.0.0.1") for i in range(50)]
+    gate = threading.Event()
+    running, refused = [], 0
+    for i, v in enumerate(visitors):
+        stream = shared.stream(f"run {i}", _steps(2, gate), v)
+        try:
+            assert next(stream) is WAITING or True
+            running.append(stream)
+        except Busy as exc:
+            assert "already computing, the most one visitor may have at once" in str(exc)
+            refused += 1
+    assert len(running) == cap and refused == 50 - cap and shared.runs == cap
+    assert shared.leading(visitors[0])[cap_kind] == cap
+    for stream in running:
+        stream.close()  # the script drops its runs: they stop and free the visitor's count
+    gate.set()
+    assert _wait_for(lambda: shared.leading(visitors[0])[cap_kind] == 0)
+    assert [x for x in shared.stream("after", _steps(1), visitors[0]) if x is not WAITING] == ["step 0"]
+
+
+def test_another_visitor_is_not_held_by_one_at_their_cap():
+    shared = TraceCache(slots=4, per_session=1, per_address=1)
+    gate = threading.Event()
+    busy = shared.stream("a", _steps(2, gate), Visitor("s1", "10.0.0.1"))
+    t = threading.Thread(target=lambda: list(busy), daemon=True)
+    t.start()
+    assert _wait_for(lambda: shared.runs == 1)
+    assert list(shared.stream("b", _steps(1), Visitor("s2", "10.0.0.2"))) == ["step 0"]
+    gate.set()
+    t.join(10)
+
+
+def test_a_run_past_its_wall_time_stops_with_a_message():
+    from playground.serving.trace_cache import RunStopped
+
+    shared = TraceCache(run_wall_s=0.2)
+
+    def slow():
+        for i in range(100):
+            time.sleep(0.05)
+            yield f"step {i}"
+
+    with pytest.raises(RunStopped, match=r"stopped after 0 s, the longest a run may compute here"):
+        list(shared.stream("k", slow))
+    assert len(shared) == 0 and not shared._flights
+
+
+def test_a_run_whose_thread_cannot_start_leaves_nothing_in_flight(monkeypatch):
+    shared = TraceCache(per_session=1)
+    v = Visitor("s1", "10.0.0.1")
+
+    def no_thread(self):
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", no_thread)
+    with pytest.raises(Busy, match="cannot start another run now"):
+        list(shared.stream("k", _steps(1), v))
+    monkeypatch.undo()
+    assert not shared._flights and shared.leading(v) == {"session": 0}
+    assert list(shared.stream("k", _steps(1), v)) == ["step 0"]  # the same request runs now
 
 
 def test_errors_reach_every_follower_and_are_not_cached():
