@@ -3,8 +3,8 @@ equality check, theory bench, predict-then-reveal scoring, trace import
 validation, URL prefill and classroom presets, and the lab UI wiring.
 
 The distribution checks run on the built-in tiny-random models (float32, one
-thread) with a fixed prompt and seeds, so they are deterministic; the numbers
-in the asserts are the ones the closing note of issue 6 reports.
+thread) with a fixed prompt and seeds, so they are deterministic: the numbers
+in the asserts are what those seeds give.
 """
 
 from __future__ import annotations
