@@ -144,12 +144,14 @@ def iter_bench(opts: BenchOptions, load_progress=None) -> Iterator[Progress | Be
     """Run the benchmark; yield Progress events, then one BenchReport.
 
     Raises BenchError for bad options and ModelUnavailable when the preset cannot load.
-    ``opts.threads`` sets torch's thread count for the run; it is restored afterwards."""
+    ``opts.threads`` sets torch's thread count for the run (a process-wide setting, for the
+    command line: the app never sets it); it is restored afterwards."""
     before = torch.get_num_threads()
     try:
         yield from _iter_bench(opts, load_progress)
     finally:
-        torch.set_num_threads(before)
+        if opts.threads:
+            torch.set_num_threads(before)
 
 
 @dataclass(frozen=True)

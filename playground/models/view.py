@@ -60,4 +60,6 @@ def model_view(model, first: int = 0, last: int | None = None) -> nn.Module:
         if t.is_meta:  # a module the model has and the rebuilt object did not get
             raise ValueError(f"model view: {name} was not taken from the model ({type(model).__name__})")
     view.generation_config = copy.deepcopy(model.generation_config)
-    return view.eval()
+    for own in (view, view_inner, view_inner.layers):  # not .eval(): it would set every shared module's flag too
+        own.training = False
+    return view
