@@ -462,7 +462,8 @@ BAD_TRACES = {
     "duplicate keys": (lambda t: '{"text": "a", "text": "b"}', "repeats the key"),
     "top-level list": (lambda t: "[1, 2, 3]", "JSON object"),
     "missing keys": (lambda t: '{"text": "hi"}', "not a playground trace"),
-    "deep nesting": (lambda t: "[" * 100_000 + "]" * 100_000, "nested"),
+    "deep nesting": (lambda t: '{"steps": ' + "[" * 100_000 + "]" * 100_000 + "}", "nested"),
+    "deep nesting, top-level list": (lambda t: "[" * 100_000 + "]" * 100_000, "JSON object"),
     "moderate nesting": (
         lambda t: (
             '{"text": "", "token_ids": [], "stats": {}, "steps": []'

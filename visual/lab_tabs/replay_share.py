@@ -1,9 +1,10 @@
 """Lab tab 7, Replay & share: step through a recorded or imported run, export it, make a share link.
 
 Imports are refused by size before anything reads them (``upload_too_large``), then
-parsed and checked by ``playground.trace_io``.  The classroom-preset dropdown is built
-here but wired in ``visual.lab_tabs.prefill`` (it fills every tab).  Frames are
-``visual.replay``, rendering ``visual.lab``, links ``visual.share``.
+parsed and checked by ``playground.trace_io`` in a queue of their own (``IMPORT_EVENT``);
+the trace an import gives lives in the session's ``trace_state`` only.  The
+classroom-preset dropdown is built here but wired in ``visual.lab_tabs.prefill`` (it fills
+every tab).  Frames are ``visual.replay``, rendering ``visual.lab``, links ``visual.share``.
 """
 
 from __future__ import annotations
@@ -67,7 +68,15 @@ def upload_too_large(path, limit: int | None = None) -> str | None:
     return None
 
 
+# An import parses up to the trace size limit (``playground.trace_io``: at most about 8 bytes of
+# memory per byte of that limit, whatever the file holds).  Its own queue lets only as many
+# run at once as trace_io parses at once, so uploads wait in the queue, not in worker threads,
+# and the light events never wait behind them.
+IMPORT_EVENT = {**LIGHT_EVENT, "concurrency_id": "trace_import", "concurrency_limit": trace_io.PARALLEL_PARSES}
+
+
 def import_trace(path, current):
+    """A file uploaded for replay: the trace it holds goes to this session's ``trace_state`` only."""
     if not path:
         return current, gr.skip(), gr.skip(), gr.skip(), ""
     refused = upload_too_large(path)
@@ -166,7 +175,7 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
         replay_out,
         **MODEL_EVENT,
     )
-    c["r_file"].upload(localized(import_trace), [c["r_file"], trace_state], replay_out, **LIGHT_EVENT)
+    c["r_file"].upload(localized(import_trace), [c["r_file"], trace_state], replay_out, **IMPORT_EVENT)
     c["r_frame"].release(
         localized(lambda tr, f: vlab.replay_html(tr, int(f or 0))),
         [trace_state, c["r_frame"]],
