@@ -89,6 +89,9 @@ class Limits:
     trace_cache_bytes: int = 64_000_000  # ... and their total size as JSON
     max_batch: int = 32  # runs whose rows one shared target pass carries at most (playground.serving)
     kv_budget_mb: int = 2_000  # the caches of the runs sharing a model's passes, together (playground.serving)
+    import_window_bytes: int = (
+        1_000_000_000  # trace files everybody may import per 30 min (visual.lab_tabs.replay_share)
+    )
     run_wall_s: float = 300.0  # a Playground run stops after computing this long (playground.serving.trace_cache)
 
 

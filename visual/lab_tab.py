@@ -128,7 +128,8 @@ def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:
     )
     c: dict[str, Any] = {}
     states = dict(
-        trace_state=gr.State(None),  # GenerationResult shown in Replay (and usable by the theory bench)
+        # GenerationResult shown in Replay (and usable by the theory bench); an import's lifetime: replay_share
+        trace_state=gr.State(None, time_to_live=replay_share.TRACE_TTL_S),
         dist_state=gr.State([]),  # this session's distribution checks, newest first
         point_state=gr.State(None),  # MeasuredPoint for "you are here"
         round_state=gr.State(empty_round()),

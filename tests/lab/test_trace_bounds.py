@@ -512,3 +512,38 @@ def test_the_import_event_has_its_own_queue_and_keeps_the_trace_in_the_session()
     assert fn.concurrency_limit == trace_io.PARALLEL_PARSES and fn.concurrency_id == "trace_import"
     state = demo.blocks[dep["outputs"][0]]
     assert isinstance(state, gr.State) and dep["inputs"][1] == state._id  # per session, nothing module-wide
+
+
+# ---------------------------------------------------------------- what imports keep, and for how long
+def test_the_import_window_bounds_the_bytes_everybody_imports_in_a_ttl():
+    from visual.lab_tabs.replay_share import ImportWindow
+
+    now = [0.0]
+    window = ImportWindow(100, window_s=60, clock=lambda: now[0])
+    assert window.admit(60) and window.admit(40)  # exactly the budget
+    assert not window.admit(1)  # the window is full: refused, not counted
+    now[0] = 59.0
+    assert not window.admit(1)
+    now[0] = 60.0  # the first imports have left the window (their traces' state has expired)
+    assert window.admit(100) and not window.admit(1)
+
+
+def test_an_import_past_the_window_is_refused_with_a_message_and_the_current_trace_kept(tmp_path):
+    from visual.lab_tabs.replay_share import ImportWindow, import_trace
+
+    path = tmp_path / "t.json"
+    path.write_text("{}", encoding="utf-8")
+    kept = object()
+    state, *_, msg = import_trace(str(path), kept, window=ImportWindow(1, window_s=60))
+    assert state is kept and msg.startswith("⛔") and "as many imported traces as it may" in msg
+
+
+def test_an_imported_trace_leaves_its_sessions_state_after_the_ttl():
+    import gradio as gr
+
+    from visual.lab_tab import build_lab_tabs
+    from visual.lab_tabs.replay_share import TRACE_TTL_S
+
+    with gr.Blocks():
+        tabs = build_lab_tabs(load_config())
+    assert tabs.components["trace_state"].time_to_live == TRACE_TTL_S == 1800

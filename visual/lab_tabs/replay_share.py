@@ -11,6 +11,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from collections import deque
 from pathlib import Path
 from typing import Any
 
@@ -75,11 +78,42 @@ def upload_too_large(path, limit: int | None = None) -> str | None:
 IMPORT_EVENT = {**LIGHT_EVENT, "concurrency_id": "trace_import", "concurrency_limit": trace_io.PARALLEL_PARSES}
 
 
-def import_trace(path, current):
+class ImportWindow:
+    """The bytes of trace files imported in the last ``window_s`` seconds, by everybody.
+
+    An imported trace lives in its session's ``trace_state`` for ``TRACE_TTL_S`` after its
+    last change (``gr.State(time_to_live=...)``), and holds about twice its file's size.  So
+    while the files imported within that time stay under ``budget_bytes``, all the imported
+    traces the server holds stay under about twice that, however many tabs a visitor opens."""
+
+    def __init__(self, budget_bytes: int, window_s: float, clock=time.monotonic) -> None:
+        self.budget_bytes, self.window_s, self.clock = int(budget_bytes), float(window_s), clock
+        self._lock = threading.Lock()
+        self._recent: deque[tuple[float, int]] = deque()  # (when, bytes), oldest first
+
+    def admit(self, n: int) -> bool:
+        """Count an import of ``n`` bytes if the window has room for it."""
+        with self._lock:
+            now = self.clock()
+            while self._recent and self._recent[0][0] <= now - self.window_s:
+                self._recent.popleft()
+            if sum(b for _, b in self._recent) + n > self.budget_bytes:
+                return False
+            self._recent.append((now, n))
+            return True
+
+
+TRACE_TTL_S = 1800  # an imported (or recorded) trace leaves its session's state this long after its last change
+_WINDOW = ImportWindow(load_config().limits.import_window_bytes, TRACE_TTL_S)
+
+
+def import_trace(path, current, window: ImportWindow | None = None):
     """A file uploaded for replay: the trace it holds goes to this session's ``trace_state`` only."""
     if not path:
         return current, gr.skip(), gr.skip(), gr.skip(), ""
     refused = upload_too_large(path)
+    if refused is None and not (window or _WINDOW).admit(os.stat(path).st_size):
+        refused = "the server holds as many imported traces as it may right now; try again in a few minutes"
     if refused:
         return current, gr.skip(), gr.skip(), gr.skip(), t("lab.r.refused", reason=vlab.md_escape(refused))
     try:
