@@ -7,24 +7,42 @@ reads the request only; it keeps nothing.
 
 from __future__ import annotations
 
+import ipaddress
+
 import gradio as gr
 
 from playground.serving.trace_cache import Visitor
 
 
 def visitor_of(request: gr.Request | None) -> Visitor | None:
-    """Who sends ``request``: its gradio session and the address it came from.  Behind a proxy
-    (a Space) the address is the last one ``X-Forwarded-For`` names: the one the proxy saw."""
+    """Who sends ``request``: its gradio session and the address it came from.
+
+    Behind proxies (a Space) the socket's address is the proxy's, and ``X-Forwarded-For``
+    lists the addresses each proxy saw, the client's own first.  A client can put anything at
+    its front, so the address is the last public one in the list: the one our own proxies saw
+    (their internal hops have private addresses); else the socket's."""
     if request is None:
         return None
     session = getattr(request, "session_hash", None)
     address = None
     try:
-        forwarded = request.headers.get("x-forwarded-for")
-        address = forwarded.split(",")[-1].strip() if forwarded else None
+        hops = [h.strip() for h in (request.headers.get("x-forwarded-for") or "").split(",") if h.strip()]
     except Exception:
-        address = None
-    if not address:
+        hops = []
+    for hop in reversed(hops):
+        if not _private(hop):
+            address = hop
+            break
+    if address is None:
         client = getattr(request, "client", None)
         address = getattr(client, "host", None)
     return Visitor(session=session, address=address or None)
+
+
+def _private(address: str) -> bool:
+    """A private, loopback or malformed address (not one a visitor comes from)."""
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return True
+    return ip.is_private or ip.is_loopback or ip.is_link_local

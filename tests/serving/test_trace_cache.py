@@ -297,3 +297,24 @@ def test_storage_is_bounded_by_entries_and_bytes():
     too_big = TraceCache(max_bytes=5, size_of=lambda r: 10)
     generate("abc", seed=0, shared=too_big, **REQ)
     assert len(too_big) == 0
+
+
+@pytest.mark.parametrize(
+    ("forwarded", "host", "address"),
+    [
+        (None, "203.0.113.7", "203.0.113.7"),  # no proxy: the socket's
+        ("8.8.4.4", "10.16.3.80", "8.8.4.4"),  # one proxy (a Space): what it saw
+        ("1.2.3.4, 8.8.4.4", "10.16.3.80", "8.8.4.4"),  # a forged front entry is ignored
+        ("8.8.4.4, 10.0.0.9", "10.16.3.80", "8.8.4.4"),  # internal hops are skipped
+        ("garbage, 10.0.0.9", "10.16.3.80", "10.16.3.80"),  # nothing public: the socket's
+    ],
+)
+def test_a_visitor_is_their_session_and_the_address_our_proxies_saw(forwarded, host, address):
+    from types import SimpleNamespace
+
+    from visual.visitor import visitor_of
+
+    headers = {"x-forwarded-for": forwarded} if forwarded else {}
+    request = SimpleNamespace(session_hash="abc", headers=headers, client=SimpleNamespace(host=host))
+    assert visitor_of(request) == Visitor("abc", address)
+    assert visitor_of(None) is None
