@@ -91,7 +91,7 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
             presets = []
             errors.append(f"classroom presets are misconfigured: {exc}")
         found = None
-        if raw.isdigit() and 1 <= int(raw) <= len(presets):
+        if raw.isascii() and raw.isdigit() and 1 <= int(raw) <= len(presets):  # not "²", a digit int() refuses
             found = presets[int(raw) - 1]
         else:
             found = next((c for c in presets if c.slug == slugify(raw)), None)
