@@ -20,7 +20,7 @@ import plotly.graph_objects as go
 from playground.decoding.records import GenerationResult
 from playground.lab.distribution import DISPLAY_BINS, DistributionCheck, display_bins
 from playground.lab.equality import EqualityCheck
-from playground.lab.quiz import Question, Reveal, Scoreboard
+from playground.lab.quiz import Question, RateScore, Reveal, Scoreboard, StepScore
 from playground.lab.stats import format_p
 from playground.lab.theory import MeasuredPoint, TheoryCurve
 from playground.rules import DEFAULT_RULE, RULES
@@ -498,6 +498,15 @@ def reveal_html(r: Reveal | None, q: Question | None = None) -> str:
     )
 
 
+def _history_line(entry: StepScore | RateScore) -> str:
+    """One line of the score's history, in the visitor's language."""
+    if isinstance(entry, StepScore):
+        key = "vlab.sc.step_exact" if entry.exact else "vlab.sc.step"
+        return t(key, step=entry.step, points=entry.points, max=entry.max_points)
+    actual = t("vlab.sc.none") if entry.actual is None else f"{entry.actual:.0%}"
+    return t("vlab.sc.rate", guess=f"{entry.guess:.0%}", actual=actual, points=entry.points)
+
+
 def score_card(board: Scoreboard) -> str:
     pct_right = (board.step_points / board.step_max) if board.step_max else None
     tiles = [
@@ -509,7 +518,7 @@ def score_card(board: Scoreboard) -> str:
             t("vlab.sc.runs", n=board.rate_rounds),
         ),
     ]
-    hist = "".join(f"<li>{esc(h)}</li>" for h in reversed(board.history[-8:]))
+    hist = "".join(f"<li>{esc(_history_line(h))}</li>" for h in reversed(board.history[-8:]))
     return f'<div style="{_BOX}"><b>{esc(t("vlab.sc.title"))}</b>{_tiles(tiles)}<ul style="{_SUB}">{hist}</ul></div>'
 
 

@@ -105,6 +105,25 @@ def score_rate_guess(guess: float, actual: float | None) -> int:
 
 
 @dataclass(frozen=True)
+class StepScore:
+    """One scored step of a round (the page words it: ``visual.lab.score_card``)."""
+
+    step: int  # 1-based
+    points: int
+    max_points: int
+    exact: bool
+
+
+@dataclass(frozen=True)
+class RateScore:
+    """One scored acceptance-rate guess."""
+
+    guess: float
+    actual: float | None  # None: the run judged no draft
+    points: int
+
+
+@dataclass(frozen=True)
 class Scoreboard:
     """A session's score (kept in gr.State; every update returns a new board)."""
 
@@ -114,10 +133,10 @@ class Scoreboard:
     exact_steps: int = 0
     rate_rounds: int = 0
     rate_points: int = 0
-    history: tuple[str, ...] = ()
+    history: tuple[StepScore | RateScore, ...] = ()
 
     def add_step(self, r: Reveal) -> Scoreboard:
-        line = f"step {r.step_index + 1}: {r.points}/{r.max_points}" + (" ✓ exact" if r.exact else "")
+        line = StepScore(r.step_index + 1, r.points, r.max_points, r.exact)
         return replace(
             self,
             steps=self.steps + 1,
@@ -129,8 +148,7 @@ class Scoreboard:
 
     def add_rate(self, guess: float, actual: float | None) -> Scoreboard:
         pts = score_rate_guess(guess, actual)
-        act = "n/a" if actual is None else f"{actual:.0%}"
-        line = f"acceptance guess {guess:.0%} vs {act}: {pts}/10"
+        line = RateScore(guess, actual, pts)
         return replace(
             self,
             rate_rounds=self.rate_rounds + 1,

@@ -304,6 +304,25 @@ def test_reveal_scores_each_draft_against_the_accepted_prefix():
     assert len(board.history) == 3
 
 
+@pytest.mark.parametrize(
+    ("lang", "words"),
+    [("en", ["step 1: 3/3 ✓ all right", "step 1: 1/3", "acceptance guess 50% vs 55%: 10/10"]),
+     ("zh", ["第 1 步：3/3 ✓ 全对", "第 1 步：1/3", "接受率猜测 50%，实际 55%：10/10"])],
+)  # fmt: skip
+def test_the_score_history_is_in_the_visitors_language(lang, words):
+    from visual.i18n import use_lang
+    from visual.lab import score_card
+
+    res = _result_with_step(n_acc=1)
+    board = Scoreboard().add_step(reveal(res, 0, [True, False, False])).add_step(reveal(res, 0, [True, True, True]))
+    board = board.add_rate(0.5, 0.55)
+    with use_lang(lang):
+        card = score_card(board)
+    assert all(w in card for w in words), card
+    if lang == "zh":
+        assert "step" not in card and "guess" not in card
+
+
 def test_rate_guess_points():
     assert score_rate_guess(0.5, 0.52) == 10
     assert score_rate_guess(0.0, 1.0) == 0
