@@ -474,6 +474,17 @@ def question_html(q: Question | None, n_left: int = 0) -> str:
     )
 
 
+_CORRECTION_STATE = {"resample": "state.resampled", "bonus": "state.bonus", "target": "state.target"}
+
+
+def _added(r: Reveal) -> str:
+    """ "The target then added <kind>: <token>." in the visitor's language."""
+    if r.correction_kind is None:
+        return ""
+    kind = _CORRECTION_STATE.get(r.correction_kind)
+    return t("vlab.rv.added", token=f"{t(kind) if kind else r.correction_kind}: {r.correction}")
+
+
 def reveal_html(r: Reveal | None, q: Question | None = None) -> str:
     if r is None or q is None:
         return ""
@@ -489,7 +500,7 @@ def reveal_html(r: Reveal | None, q: Question | None = None) -> str:
         )
     return (
         f'<div style="{_BOX}"><p>{t("vlab.rv.right", points=r.points, max=r.max_points)}'
-        f"{esc(t('vlab.rv.perfect')) if r.exact else ''} {esc(t('vlab.rv.added', token=r.correction))}</p>"
+        f"{esc(t('vlab.rv.perfect')) if r.exact else ''} {esc(_added(r))}</p>"
         '<table cellpadding="4" style="border-collapse:collapse;font-variant-numeric:tabular-nums">'
         f"<tr><th>#</th><th>{esc(t('vlab.rv.h.draft'))}</th><th>{esc(t('vlab.rv.h.guess'))}</th>"
         f"<th>{esc(t('vlab.rv.h.outcome'))}</th><th>q</th><th>p</th><th>min(1, p/q)</th>"

@@ -35,7 +35,8 @@ class Reveal:
     target_probs: tuple[float, ...]
     accept_probs: tuple[float, ...]
     us: tuple[float | None, ...]
-    correction: str  # the token the target added, with its kind
+    correction: str  # the token the target added (its label), "" if none
+    correction_kind: str | None  # records.Correction.kind: "resample" | "bonus" | "target"
     points: int
     max_points: int
 
@@ -81,7 +82,7 @@ def reveal(result: GenerationResult, step_index: int, guess: Sequence[bool]) -> 
     truth = [i < step.n_accepted for i in range(k)]
     points = sum(1 for a, b in zip(g, truth) if a == b)
     corr = step.correction
-    ctext = "" if corr is None else f"{corr.kind}: {token_label(corr.text)!r}"
+    ctext = "" if corr is None else repr(token_label(corr.text))
     return Reveal(
         step_index=step_index,
         guess=g,
@@ -90,6 +91,7 @@ def reveal(result: GenerationResult, step_index: int, guess: Sequence[bool]) -> 
         accept_probs=tuple(d.accept_prob for d in step.drafted),
         us=tuple(d.u for d in step.drafted),
         correction=ctext,
+        correction_kind=None if corr is None else corr.kind,
         points=points,
         max_points=k,
     )

@@ -323,6 +323,18 @@ def test_the_score_history_is_in_the_visitors_language(lang, words):
         assert "step" not in card and "guess" not in card
 
 
+@pytest.mark.parametrize(("lang", "kind"), [("en", "resampled"), ("zh", "重新采样")])
+def test_the_token_the_target_added_is_named_in_the_visitors_language(lang, kind):
+    from visual.i18n import use_lang
+    from visual.lab import reveal_html
+
+    res = _result_with_step(n_acc=1)
+    r = reveal(res, 0, [True, False, False])
+    with use_lang(lang):
+        html = reveal_html(r, question(res, 0))
+    assert f"{kind}: " in html and "resample:" not in html
+
+
 def test_rate_guess_points():
     assert score_rate_guess(0.5, 0.52) == 10
     assert score_rate_guess(0.0, 1.0) == 0
