@@ -5,13 +5,12 @@ prompts and seeds of their own (greedy and sampled, several drafters, early exit
 clients that drop their request mid-run, a bench action with transformers' rows (its early
 exit lowers ``num_hidden_layers`` on a view of its own), a lab draw, and crafted trace imports.
 Afterwards: every completed answer equals its run alone (sampled ones with the draft lengths
-they had under load), no request hung, the process's RSS stayed under a bound, and the app
-still answers.
+they had under load), no request hung, the process's RSS grew by less than a bound while it
+soaked, and the app still answers.
 """
 
 from __future__ import annotations
 
-import resource
 import threading
 import time
 
@@ -23,7 +22,7 @@ from playground.bench.options import BenchPrompt
 from playground.trace_io import TraceImportError, parse_trace
 
 SOAK_S = 40.0  # how long the class keeps sending requests
-RSS_BOUND_MB = 4000  # the test process (app, tiny models, bench, lab, imports) must stay under this
+RSS_GROWTH_MB = 1500  # the process (app, tiny models, bench, lab, imports) may grow by at most this while it soaks
 
 DRAFTERS = ["model", "prompt-lookup", "early-exit", None]
 PROMPTS = ["Once upon a time", "The capital of France is", "abc abc abc", "def f(x):", "Monday, Tuesday,"]
@@ -47,8 +46,10 @@ def _alone(req: dict, answer: dict) -> list[int]:
     return list(api.run(req["prompt"], settings, draft_caps=caps).token_ids)
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+def _rss_mb() -> float:
+    """The process's resident memory now (the suite's earlier tests set its all-time peak)."""
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) for line in f if line.startswith("VmRSS:")) / 1024.0
 
 
 @pytest.mark.timeout(300)
@@ -115,8 +116,15 @@ def test_a_class_beside_bench_lab_imports_and_dropped_clients(server):
                 except TraceImportError:
                     pass
 
+    rss = [_rss_mb()]
+
+    def sample() -> None:
+        while time.monotonic() < stop_at + 5:
+            rss.append(_rss_mb())
+            time.sleep(0.2)
+
     workers = [threading.Thread(target=student, args=(k,)) for k in range(8)]
-    workers += [threading.Thread(target=f) for f in (dropper, dropper, bencher, lab, importer)]
+    workers += [threading.Thread(target=f) for f in (dropper, dropper, bencher, lab, importer, sample)]
     for w in workers:
         w.start()
     for w in workers:
@@ -132,6 +140,7 @@ def test_a_class_beside_bench_lab_imports_and_dropped_clients(server):
         assert out["token_ids"] == _alone(req, out), req
     waits = sorted(s for _, _, s in answers)
     p95 = waits[int(0.95 * (len(waits) - 1))]
-    print(f"soak: {len(answers)} answers checked, p95 {p95:.2f} s, peak RSS {_peak_rss_mb():,.0f} MB")
+    grown = max(rss) - rss[0]
+    print(f"soak: {len(answers)} answers checked, p95 {p95:.2f} s, RSS {rss[0]:,.0f} -> peak {max(rss):,.0f} MB")
     assert p95 < 60
-    assert _peak_rss_mb() < RSS_BOUND_MB
+    assert grown < RSS_GROWTH_MB
