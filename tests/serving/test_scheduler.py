@@ -174,32 +174,15 @@ def test_a_failed_shared_pass_runs_each_row_alone_and_fails_only_the_bad_one(mod
     monkeypatch.setattr(sched, "batched_forward", fragile)
     scheduler = PassScheduler(model, wait_ms=200)
     ids = [(5,), (99,), (7,)]
-    targets = [Target(model, rollback=True) for _ in ids]
-    for t in targets:
-        t.forward([1, 2, 3], keep=1, hidden=False)
-    results: dict[int, object] = {}
-    barrier = threading.Barrier(len(ids))
-
-    def go(b):
-        with scheduler.join():
-            barrier.wait()
-            try:
-                results[b] = scheduler.forward(RowPass(targets[b].cache, ids[b], 1))
-            except Exception as exc:
-                results[b] = exc
-
-    threads = [threading.Thread(target=go, args=(b,)) for b in range(len(ids))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
+    caches = [_prefilled(model) for _ in ids]
+    results = _one_pass(scheduler, [RowPass(c, i, 1) for c, i in zip(caches, ids)])
     assert isinstance(results[1], ValueError)
     assert results[0].rows == 3  # it was in the shared pass that broke
     for b in (0, 2):
         assert not isinstance(results[b], Exception)
         alone = batched_forward(model, [RowPass(_prefilled(model), ids[b], 1)])[0]
         assert torch.allclose(results[b].out.logits, alone.logits, atol=1e-5)
-    assert len(targets[1]) == 3  # the bad row's cache is as it was
+    assert caches[1].get_seq_length() == 3  # the bad row's cache is as it was
 
 
 def _prefilled(model):
@@ -258,28 +241,36 @@ def test_runs_that_came_in_during_a_pass_wait_for_the_runs_it_served(model, monk
     assert rows_seen == {b: early if b < n // 2 else late for b in range(n)}
 
 
-def _class_with_reads(model, scheduler, specs):
-    """One pass of len(specs) runs, each asking for its logits read as its spec says."""
-    caches = [Target(model, rollback=True).cache for _ in specs]
-    barrier = threading.Barrier(len(specs))
+def _one_pass(scheduler, rows, reads=None):
+    """Each row submitted at once by a run of its own, joined to ``scheduler``: what each run's
+    ``forward`` returned, or the exception it raised."""
+    reads = reads or [None] * len(rows)
+    barrier = threading.Barrier(len(rows))
     got: dict[int, object] = {}
 
     def go(b):
         with scheduler.join():
             barrier.wait()
             try:
-                got[b] = scheduler.forward(
-                    RowPass(caches[b], tuple(rand_ids(1 + b % 3, seed=b)), keep=1 + b % 3), specs[b]
-                )
-            except RuntimeError as exc:
+                got[b] = scheduler.forward(rows[b], reads[b])
+            except Exception as exc:
                 got[b] = exc
 
-    threads = [threading.Thread(target=go, args=(b,)) for b in range(len(specs))]
+    threads = [threading.Thread(target=go, args=(b,)) for b in range(len(rows))]
     for t in threads:
         t.start()
     for t in threads:
         t.join(timeout=60)
-    return [got[b] for b in range(len(specs))]
+    return [got[b] for b in range(len(rows))]
+
+
+def _class_with_reads(model, scheduler, specs):
+    """One pass of len(specs) runs, each asking for its logits read as its spec says."""
+    rows = [
+        RowPass(Target(model, rollback=True).cache, tuple(rand_ids(1 + b % 3, seed=b)), keep=1 + b % 3)
+        for b in range(len(specs))
+    ]
+    return _one_pass(scheduler, rows, specs)
 
 
 def test_the_worker_reads_each_runs_logits_as_it_asked(model):

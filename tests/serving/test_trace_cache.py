@@ -107,12 +107,19 @@ def _blocking_run(gate: threading.Event, started: threading.Event):
     return run
 
 
-def test_busy_when_no_compute_slot_frees_in_time():
-    shared = TraceCache(slots=1, wait_s=0.2)
+def _hold_the_slot(shared):
+    """A run that has taken ``shared``'s one compute slot and keeps it until the gate opens:
+    (the gate, its thread)."""
     gate, started = threading.Event(), threading.Event()
     holder = threading.Thread(target=lambda: list(shared.stream("slow", _blocking_run(gate, started))))
     holder.start()
     assert started.wait(10)
+    return gate, holder
+
+
+def test_busy_when_no_compute_slot_frees_in_time():
+    shared = TraceCache(slots=1, wait_s=0.2)
+    gate, holder = _hold_the_slot(shared)
     with pytest.raises(Busy, match=r"busy: 1 run\(s\) were ahead of yours. Try again in about \d+ s"):
         list(shared.stream("other", lambda: iter(())))
     gate.set()
@@ -187,10 +194,7 @@ def test_a_run_goes_on_while_one_follower_stays():
 
 def test_a_run_nobody_follows_never_takes_a_compute_slot():
     shared = TraceCache(slots=1, wait_s=30)
-    gate, started = threading.Event(), threading.Event()
-    holder = threading.Thread(target=lambda: list(shared.stream("slow", _blocking_run(gate, started))))
-    holder.start()
-    assert started.wait(10)
+    gate, holder = _hold_the_slot(shared)
     ran = []
     queued = shared.stream("queued", _steps(1, seen=ran))
     assert next(queued) is WAITING  # it waits for the slot, and says so every second ...
