@@ -44,6 +44,11 @@ def table(headers: list[str], rows: list[list], right: set[int] | None = None) -
     return out + [""]
 
 
+def head(title: str, sources: str, intro: str) -> list[str]:
+    """A page's first lines: its title, where its numbers come from, and what it shows."""
+    return [title, "", GENERATED.format(sources=sources), "", intro, ""]
+
+
 def facts(**items: str) -> list[str]:
     """The provenance block every table carries."""
     lines = ['!!! info "How this was measured"']
@@ -78,17 +83,16 @@ def batch_sweep_page() -> str:
 
     pass_costs = d["pass_costs"]
     lines = [
-        "# A class at once: the batch sweep",
-        "",
-        GENERATED.format(sources=f"`{rel(SWEEP)}` and `docs/data/batch_sweep_avx2.json`"),
-        "",
-        "Throughput of a whole class when *N* runs share every target pass (continuous batching, "
-        "[Serving a class](../concepts/serving.md)), for three variants: speculative decoding with "
-        f"the app's draft budget ({a['knee_tokens']} row-tokens per pass: a run drafts at most "
-        f"{a['knee_tokens']} // runs − 1 tokens, plain decoding from 4 runs), speculative decoding "
-        f"that always drafts γ = {a['gamma']}, and plain autoregressive decoding. Each run has its own "
-        "held-out prompt and seed. The Classroom lab's *Serving a class* tab draws the first table's data.",
-        "",
+        *head(
+            "# A class at once: the batch sweep",
+            f"`{rel(SWEEP)}` and `docs/data/batch_sweep_avx2.json`",
+            "Throughput of a whole class when *N* runs share every target pass (continuous batching, "
+            "[Serving a class](../concepts/serving.md)), for three variants: speculative decoding with "
+            f"the app's draft budget ({a['knee_tokens']} row-tokens per pass: a run drafts at most "
+            f"{a['knee_tokens']} // runs − 1 tokens, plain decoding from 4 runs), speculative decoding "
+            f"that always drafts γ = {a['gamma']}, and plain autoregressive decoding. Each run has its own "
+            "held-out prompt and seed. The Classroom lab's *Serving a class* tab draws the first table's data.",
+        ),
         "## A CPU with native bfloat16 products",
         "",
         *facts(
@@ -150,14 +154,13 @@ def mtp_page() -> str:
     target = h["target"]
     ba = b["about"]
     lines = [
-        "# The MTP head",
-        "",
-        GENERATED.format(sources="`docs/data/mtp_heldout.json` and `docs/data/heldout_bench.json`"),
-        "",
-        "How often the default preset's learned drafter ([MTP heads](../concepts/mtp.md)) guesses the "
-        "target's next token on text it never trained on. These are acceptance measurements: they do not "
-        "depend on the speed of the machine.",
-        "",
+        *head(
+            "# The MTP head",
+            "`docs/data/mtp_heldout.json` and `docs/data/heldout_bench.json`",
+            "How often the default preset's learned drafter ([MTP heads](../concepts/mtp.md)) guesses the "
+            "target's next token on text it never trained on. These are acceptance measurements: they do not "
+            "depend on the speed of the machine.",
+        ),
         "## Acceptance of the first draft, by category",
         "",
         *facts(
@@ -194,15 +197,14 @@ def exits_page() -> str:
     a = d["about"]
     rows = [[r["layer"], r["exit"], f"**{r['all']:.2f}**", *r["by_category"]] for r in d["rows"]]
     lines = [
-        "# Trained early exits",
-        "",
-        GENERATED.format(sources="`docs/data/exit_agreement.json`"),
-        "",
-        "The early-exit drafter is the target cut after layer *k* ([Drafters](../concepts/drafters.md)). "
-        "A trained exit puts one learned 640 × 640 map before the final norm; the verify pass runs the "
-        "unchanged target, so the output does not change. Agreement is an acceptance measurement and does "
-        "not depend on the machine's speed.",
-        "",
+        *head(
+            "# Trained early exits",
+            "`docs/data/exit_agreement.json`",
+            "The early-exit drafter is the target cut after layer *k* ([Drafters](../concepts/drafters.md)). "
+            "A trained exit puts one learned 640 × 640 map before the final norm; the verify pass runs the "
+            "unchanged target, so the output does not change. Agreement is an acceptance measurement and does "
+            "not depend on the machine's speed.",
+        ),
         *facts(date=a["date"], command=f"`{a['command']}`", text=a["prompts"], measured=a["measure"]),
         *table(["exit layer (of 18)", "exit", "all", *d["categories"]], rows, right={0, 2, 3, 4, 5, 6, 7, 8, 9, 10}),
         "Training triples the agreement at layer 12, yet every exit stays slower than plain decoding on a "
@@ -217,13 +219,12 @@ def bench_page() -> str:
     d = load(DATA / "bench_prompt_lookup.json")
     a = d["about"]
     lines = [
-        "# Prompt lookup against transformers",
-        "",
-        GENERATED.format(sources="`docs/data/bench_prompt_lookup.json`"),
-        "",
-        "Our decoding loop and transformers' `generate()` and prompt-lookup assisted generation on the same "
-        "prompts and model, timed in one interleaved run ([Run the benchmark](../how-to/bench.md)).",
-        "",
+        *head(
+            "# Prompt lookup against transformers",
+            "`docs/data/bench_prompt_lookup.json`",
+            "Our decoding loop and transformers' `generate()` and prompt-lookup assisted generation on the same "
+            "prompts and model, timed in one interleaved run ([Run the benchmark](../how-to/bench.md)).",
+        ),
         *facts(
             machine=a["machine"],
             date=a["date"],
