@@ -1,4 +1,5 @@
-"""Command line: ``python -m playground {presets,generate,bench,train-drafter,...}``.
+"""Command line: ``python -m playground {presets,generate}``; the tools (bench, training, load
+test, ...) are ``python -m tools``.
 
 Bad arguments exit with code 2 and a one-line message; a run that fails (a model
 that cannot load, an error inside the loop) exits with code 1 and a one-line
@@ -19,6 +20,8 @@ from playground.decoding.records import GenerationResult
 from playground.drafters.registry import NAMES
 from playground.errors import ModelUnavailable
 from playground.models.loading import availability
+
+TOOLS = ("bench", "batch-sweep", "loadtest", "check-space", "train-drafter")  # ``python -m tools``
 
 
 class _Parser(argparse.ArgumentParser):
@@ -166,28 +169,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    # Subcommands with their own parsers, imported when chosen: each brings its own stack (the
-    # load test's HTTP client, the bench's reports, the training code) only when asked for.
-    if argv and argv[0] == "loadtest":
-        from playground import loadtest  # its own stack, only when chosen
-
-        return loadtest.main(argv[1:])
-    if argv and argv[0] == "batch-sweep":
-        from playground import batch_sweep as sweep  # its own stack, only when chosen
-
-        return sweep.main(argv[1:])
-    if argv and argv[0] == "check-space":
-        from playground import space_check  # its own stack, only when chosen
-
-        return space_check.main(argv[1:])
-    if argv and argv[0] == "bench":
-        from playground import bench  # its own stack, only when chosen
-
-        return bench.main(argv[1:])
-    if argv and argv[0] == "train-drafter":
-        from playground.training import train_drafter  # its own stack, only when chosen
-
-        return train_drafter.main(argv[1:])
+    if argv and argv[0] in TOOLS:  # the tools beside the engine have their own entry point
+        return _fail(f"{argv[0]} is one of the tools beside the engine: python -m tools {' '.join(argv)}")
     args = build_parser().parse_args(argv)
     if args.command == "presets":
         return cmd_presets(args)

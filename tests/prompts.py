@@ -6,7 +6,7 @@
   one that does not ("general").
 """
 
-from playground.bench import BenchPrompt
+from tools.bench import BenchPrompt
 
 TINY_PROMPTS = ["The capital of France is", "a", "def f(x):\n    return x * x\n"]
 

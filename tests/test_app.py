@@ -451,10 +451,10 @@ def test_port_env_overrides(monkeypatch):
 
 def test_readme_spaces_header_matches_spaces_config():
     """The header Spaces reads agrees with requirements.txt, the installed gradio and the config
-    (the checks themselves live in playground/space_check.py; tests/test_space_check.py has mutants)."""
+    (the checks themselves live in tools/space_check.py; tests/test_space_check.py has mutants)."""
     import gradio
 
-    from playground import space_check
+    from tools import space_check
 
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     assert readme.startswith("---\n"), "README.md must begin with the Spaces YAML header"

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from playground import cli, space_check
+from tools import cli, space_check
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -79,7 +79,7 @@ def tiny_target(vocab: int = VOCAB, seed: int = 0) -> Gemma3ForCausalLM:
 def tiny_head(model, n_cand: int = 200, noise: float = 0.05, seed: int = 1, layers: int = 1, **cfg) -> MTPHead:
     """A random-ish head (the target's layer plus noise); cfg: MTPConfig overrides, e.g.
     num_clusters / clusters_per_step (the clusters then cover every non-candidate token)."""
-    from playground.training.mtp_clusters import balanced_clusters
+    from tools.training.mtp_clusters import balanced_clusters
 
     cfg = MTPConfig.from_target(model.config, num_candidates=n_cand, num_layers=layers, **cfg)
     head = MTPHead(cfg)

@@ -1,8 +1,8 @@
 """Benchmark charts and tables for the app: pure functions of bench rows.
 
-``rows`` are the dicts ``playground.bench`` produces (``BenchReport.rows``, or the
-``"rows"`` list of ``python -m playground bench --json``).  The figures are the
-CLI's own (``playground.bench.build_figures``), restyled for ``gr.Plot``
+``rows`` are the dicts ``tools.bench`` produces (``BenchReport.rows``, or the
+``"rows"`` list of ``python -m tools bench --json``).  The figures are the
+CLI's own (``tools.bench.build_figures``), restyled for ``gr.Plot``
 (transparent background, explicit font colour: readable in dark mode).
 Nothing here runs a model.
 """
@@ -16,8 +16,8 @@ from typing import Any
 import pandas as pd
 import plotly.graph_objects as go
 
-from playground.bench import build_figures, table_columns
 from playground.repetition import HIGH_SHARE
+from tools.bench import build_figures, table_columns
 from visual.charts import style
 from visual.i18n import t
 from visual.i18n.en import MESSAGES as EN
@@ -27,7 +27,7 @@ TITLES = {k: EN[f"bench.fig.{k}"] for k in ("throughput", "speedup", "acceptance
 METRIC_HELP = EN["bench.metric_help"]  # in English; the tab shows L("bench.metric_help")
 assert f"{HIGH_SHARE:.0%}" in METRIC_HELP  # the catalogue states the threshold: keep it in step with the code
 
-# The CLI's figure text (playground.bench.build_figures) -> catalogue keys, for the app's language.
+# The CLI's figure text (tools.bench.build_figures) -> catalogue keys, for the app's language.
 _AXES = {
     EN[f"bench.axis.{k}"]: f"bench.axis.{k}"
     for k in ("gamma_drafts", "tps", "gamma", "speedup", "position", "acceptance", "cost", "ar")

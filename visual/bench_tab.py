@@ -1,9 +1,9 @@
-"""The Benchmark tab: a small live run of ``python -m playground bench`` with the same charts.
+"""The Benchmark tab: a small live run of ``python -m tools bench`` with the same charts.
 
     with gr.Tab("Benchmark"):
         build_benchmark_tab(cfg, warmup)      # inside the caller's gr.Blocks
 
-It runs ``playground.bench.iter_bench`` — the CLI's own code — on one or two
+It runs ``tools.bench.iter_bench`` — the CLI's own code — on one or two
 prompts, our autoregressive loop, our speculative loop per drafter × γ (× tree
 size, for the drafters that can branch) and, if asked, transformers' ``generate()``
 and prompt-lookup assisted generation, interleaved.  The handler is a generator: progress while it runs, then the
@@ -20,11 +20,11 @@ from typing import Any
 
 import gradio as gr
 
-from playground import bench
 from playground.config import AppConfig, Preset, load_config
 from playground.lab.budget import default_wall_s
 from playground.models.loading import ModelUnavailable, availability
 from playground.validate import MAX_TREE_NODES
+from tools import bench
 from visual import bench as vbench
 from visual.i18n import L, localized, preset_key, t
 from visual.i18n.errors import engine_message
@@ -143,7 +143,7 @@ def live_options(
 
 def cli_command(opts: bench.BenchOptions) -> str:
     parts = [
-        "python -m playground bench",
+        "python -m tools bench",
         f"--preset {opts.preset}",
         f"--max-new-tokens {opts.max_new_tokens}",
         "--gammas " + ",".join(str(g) for g in opts.gammas),

@@ -164,8 +164,8 @@ def _localized_panels(c: dict[str, Any], s: Setup) -> tuple[list[Any], Any]:
     (props that are plain catalogue keys are translated by gradio; these are built on the server)."""
     import pandas as pd
 
-    from playground.batch_sweep import measured
     from playground.lab.theory import theory_curve
+    from playground.serving.pass_cost import measured
     from visual import lab as vlab
     from visual import serving as vserving
     from visual.lab_tabs.distribution import intro_md

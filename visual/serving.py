@@ -1,10 +1,10 @@
 """The lesson "Serving a class": why servers turn speculation down under load, with the
-curves measured by ``python -m playground batch-sweep`` (``playground/data/batch_sweep.json``)
+curves measured by ``python -m tools batch-sweep`` (``playground/data/batch_sweep.json``)
 or live on this server.
 
 Figures: the class's throughput by runs at once for speculative (capped / uncapped) and
 plain decoding, and the cost of one shared pass by the row-tokens it carries.  This
-module renders a measurement; it does not measure (``playground.batch_sweep``).
+module renders a measurement; it does not measure (``tools.batch_sweep``).
 """
 
 from __future__ import annotations

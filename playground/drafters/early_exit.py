@@ -15,7 +15,7 @@ passes.  q is the cut model's own distribution (sampled drafts) or a point mass
 (greedy / argmax), so verification is lossless at every temperature.
 
 Cost, and why it is slow here.  A draft pass costs k of the L layers *plus the whole LM
-head*.  Measured on Gemma 3 270M (bf16, ``python -m playground.training.exit_scan``): a 1-layer
+head*.  Measured on Gemma 3 270M (bf16, ``python -m tools.training.exit_scan``): a 1-layer
 exit already costs c = 0.49 of a target pass (the 262k × 640 head), layer 17 of 18 costs
 0.97; and untrained exits agree with the full model only near the top (greedy agreement
 ≤ 0.02 below layer 12, 0.54 at 12, 0.92 at 17).  Every exit predicts a slowdown (best
@@ -300,7 +300,7 @@ def default_exit_layer(target) -> int:
     """The last layer but one, for presets that do not name a measured ``exit_layer``.
 
     Untrained exits agree with the full model only near the top of the stack (greedy
-    agreement, ``python -m playground.training.exit_scan``: Gemma 3 270M 0.00-0.02 below layer 12
+    agreement, ``python -m tools.training.exit_scan``: Gemma 3 270M 0.00-0.02 below layer 12
     of 18, 0.54 at 12, 0.92 at 17; SmolLM2-135M below 0.12 up to layer 20 of 30, 0.64 at
     29), and on both the best accepted-per-cost ratio α / c is at layer L - 1."""
     return max(1, num_layers(target) - 1)

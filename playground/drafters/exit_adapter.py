@@ -8,7 +8,7 @@ of the stack the two disagree (greedy agreement 0.00-0.02 below layer 12 of Gemm
     exit logits = lm_head(final_norm(A h_k))        A: [H, H], initialised to the identity
 
 so an adapter that learned nothing *is* the untrained exit.  A is fitted by
-``python -m playground train-drafter --drafter early-exit`` (``playground.training.exit_train``) to
+``python -m tools train-drafter --drafter early-exit`` (``tools.training.exit_train``) to
 the target's own next-token distribution.  It changes only what the drafter *proposes*:
 the state kept for the verify pass (LayerSkip KV reuse) is the raw h_k, and verification
 runs the unchanged target, so output stays exactly the target's.

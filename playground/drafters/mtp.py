@@ -36,7 +36,7 @@ Design decisions, measured on Gemma 3 270M (bf16) on the project's 2-core CPU
 
 This module does not define the head (``playground.drafters.mtp_head``), does not read or
 write weight files (``playground.drafters.mtp_weights``), does not train the head
-(``playground.training.train_drafter``) and does not verify or sample target tokens
+(``tools.training.train_drafter``) and does not verify or sample target tokens
 (``playground.decoding.engine``).
 """
 

@@ -32,7 +32,7 @@ Design decisions, measured on Gemma 3 270M (bf16) on the project's 2-core CPU:
 
 This module does not draft, choose candidates or sample (``playground.drafters.mtp``),
 does not read or write weight files (``playground.drafters.mtp_weights``) and does not
-train (``playground.training.train_drafter``).
+train (``tools.training.train_drafter``).
 """
 
 from __future__ import annotations

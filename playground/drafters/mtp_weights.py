@@ -94,7 +94,7 @@ def weight_files(path: str | Path, missing_ok: bool = False) -> list[Path]:
         if shards != expected:
             raise FileNotFoundError(f"{path}: expected {n} weight shards, found {len(shards)}")
     if not files:
-        raise FileNotFoundError(f"MTP drafter weights not found at {path} (train: python -m playground train-drafter)")
+        raise FileNotFoundError(f"MTP drafter weights not found at {path} (train: python -m tools train-drafter)")
     return files
 
 

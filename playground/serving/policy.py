@@ -16,7 +16,7 @@ speed; at T > 0 every output is still a sample of the target's distribution, but
 seed's tokens depend on the draft lengths, which each step's record keeps
 (``StepRecord.gamma``).
 
-The budget is measured, not assumed: ``python -m playground batch-sweep`` measures the
+The budget is measured, not assumed: ``python -m tools batch-sweep`` measures the
 class throughput of speculative and plain decoding by the number of runs sharing the
 passes (docs/concepts/serving.md; the data: docs/measurements/index.md).
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
-# Row-tokens of drafts a shared pass may carry.  Measured by `python -m playground batch-sweep`
+# Row-tokens of drafts a shared pass may carry.  Measured by `python -m tools batch-sweep`
 # (default preset, bf16, T = 0.7, 2 vCPUs, playground/data/batch_sweep.json): speculation and plain
 # decoding were even at 2 runs, and plain decoding won from 4 (41 vs 36 tokens/s; 100 vs 32 at 32).
 # 6 gives a run alone its full γ, 2 runs 2 drafts each, 3 runs 1, and 4 or more plain decoding.
@@ -45,7 +45,7 @@ def draft_cap(runs: int, knee_tokens: int = KNEE_TOKENS) -> int:
 class ReplayedCaps:
     """Stands in for a scheduler to re-run a request alone with the draft lengths it had
     under load (its records' ``gamma``, step by step): at any temperature, the same seed then
-    gives the same tokens (``python -m playground loadtest`` checks every answer this way)."""
+    gives the same tokens (``python -m tools loadtest`` checks every answer this way)."""
 
     def __init__(self, caps: list[int]) -> None:
         self._caps = list(caps)

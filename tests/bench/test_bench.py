@@ -1,4 +1,4 @@
-"""Benchmark harness (``python -m playground bench``) on the tiny-random preset: fast, offline."""
+"""Benchmark harness (``python -m tools bench``) on the tiny-random preset: fast, offline."""
 
 import json
 import subprocess
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from playground import bench
-from playground.bench import ROW_FIELDS, BenchOptions, BenchPrompt
+from tools import bench
+from tools.bench import ROW_FIELDS, BenchOptions, BenchPrompt
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -173,7 +173,7 @@ def test_cost_measurement_uses_the_same_cache_length(tiny_pair):
 
 def _cli(*args, timeout=240):
     return subprocess.run(
-        [sys.executable, "-m", "playground", "bench", *args],
+        [sys.executable, "-m", "tools", "bench", *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -238,7 +238,7 @@ def test_default_prompts_are_grounded_and_general_and_not_training_prompts():
 
 
 def test_engine_import_does_not_pull_in_plotting():
-    code = "import sys, playground, playground.bench; print(any(m.split('.')[0] in ('plotly', 'pandas', 'gradio', 'visual') for m in sys.modules))"
+    code = "import sys, playground, tools.bench; print(any(m.split('.')[0] in ('plotly', 'pandas', 'gradio', 'visual') for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.stdout.strip() == "False", out.stderr
 
@@ -272,7 +272,7 @@ def test_benchmark_tab_builds_and_runs_live():
         live_options("tiny-random", "custom", "", ["prompt-lookup"], [2], 4, 0.0, True, 1)
     opts = live_options("tiny-random", "grounded", "", ["prompt-lookup", "mtp"], [2, 4], 8, 0.0, False, 1)
     assert opts.drafters == ("prompt-lookup",) and "hf_generate" not in opts.methods
-    assert cli_command(opts).startswith("python -m playground bench --preset tiny-random")
+    assert cli_command(opts).startswith("python -m tools bench --preset tiny-random")
 
 
 def test_benchmark_tab_passes_tree_sizes_through(monkeypatch):
@@ -524,7 +524,7 @@ def test_a_wall_time_budget_stops_between_complete_rounds(monkeypatch):
 def test_draft_stop_rows_sweep_only_drafters_that_stop():
     """--draft-stop adds a row per threshold for the MTP drafters (chains and trees), never for
     drafters that cannot stop; without it they run at the preset's threshold; bad values are refused."""
-    from playground.bench.run import _specs
+    from tools.bench.run import _specs
 
     opts = bench.BenchOptions(gammas=(4,), tree_nodes=(1, 8), draft_stops=(0.0, 0.2), methods=("speculative",))
     specs = _specs(opts, ("mtp+lookup", "prompt-lookup"), hf_assistant=False, preset_stop=0.1)
@@ -536,7 +536,7 @@ def test_draft_stop_rows_sweep_only_drafters_that_stop():
     plain = _specs(replace(opts, draft_stops=None, tree_nodes=(1,)), ("mtp",), False, preset_stop=0.1)
     assert [s.draft_stop for s in plain] == [0.1] and "stop<0.1" in plain[0].label
     rows = [{"method": "speculative", "drafter": "mtp", "tree_nodes": 1, "draft_stop": s} for s in (0.0, 0.2)]
-    from playground.bench.report import table_columns
+    from tools.bench.report import table_columns
 
     assert [c for c, _ in table_columns(rows)].count("draft_stop") == 1
     assert "draft_stop" not in [c for c, _ in table_columns(rows[:1])]

@@ -1,4 +1,4 @@
-"""The bench's repetition columns (playground.bench.aggregate.repetition_columns) and its --wall-s budget.
+"""The bench's repetition columns (tools.bench.aggregate.repetition_columns) and its --wall-s budget.
 
 Hand-built runs: one prompt whose output loops, one whose output does not; the speedup on
 each class uses the autoregressive loop's time on the same prompts."""
@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import pytest
 
-from playground.bench.aggregate import aggregate
-from playground.bench.options import Run, Spec
-from playground.bench.report import markdown_table
 from playground.repetition import Repetition, measure
+from tools.bench.aggregate import aggregate
+from tools.bench.options import Run, Spec
+from tools.bench.report import markdown_table
 
 AR = Spec("autoregressive")
 SPEC = Spec("speculative", drafter="prompt-lookup", gamma=4)
@@ -69,8 +69,8 @@ def test_a_share_at_the_threshold_is_repetitive_and_just_below_is_not():
 def test_the_bench_measures_each_runs_output_after_its_prompt(tiny_pair):
     """A real tiny run: every row carries the columns, and a run's repetition is
     repetition.measure(prompt ids, output ids)."""
-    from playground.bench import BenchOptions, BenchPrompt
-    from playground.bench.run import iter_bench
+    from tools.bench import BenchOptions, BenchPrompt
+    from tools.bench.run import iter_bench
 
     opts = BenchOptions(
         preset="tiny-random",
@@ -97,7 +97,7 @@ def test_the_bench_measures_each_runs_output_after_its_prompt(tiny_pair):
 
 
 def test_cli_wall_time_budget_reaches_the_options_and_a_partial_run_says_so_in_markdown():
-    from playground.bench.cli import build_parser, options_from_args
+    from tools.bench.cli import build_parser, options_from_args
 
     assert options_from_args(build_parser().parse_args(["--wall-s", "570"])).wall_s == 570.0
     assert options_from_args(build_parser().parse_args([])).wall_s is None

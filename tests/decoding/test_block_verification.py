@@ -328,8 +328,8 @@ def test_trees_refuse_block_verification():
 
 
 def test_bench_takes_lossless_and_block_side_by_side():
-    from playground import bench
-    from playground.bench.run import _specs
+    from tools import bench
+    from tools.bench.run import _specs
 
     opts = bench.options_from_args(
         bench.build_parser().parse_args(["--rules", "lossless,block", "--tree-nodes", "1,4"])

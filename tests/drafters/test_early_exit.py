@@ -298,7 +298,7 @@ def test_every_preset_but_gemma4_offers_early_exit_and_the_api_runs_it():
 
 
 def test_bench_runs_transformers_early_exit_beside_ours_and_counts_only_full_passes():
-    from playground import bench
+    from tools import bench
 
     opts = bench.BenchOptions(
         preset="tiny-random",
@@ -324,7 +324,7 @@ def test_bench_runs_transformers_early_exit_beside_ours_and_counts_only_full_pas
 
 @pytest.mark.parametrize("reuse", [True, False])
 def test_bench_takes_the_exit_layer_and_kv_reuse_and_records_them(reuse):
-    from playground import bench
+    from tools import bench
 
     opts = bench.BenchOptions(
         preset="tiny-random",
@@ -396,7 +396,7 @@ def test_step_view_says_which_layers_drafted_and_what_was_reused(reuse):
 
 
 def test_exit_scan_agreement_is_the_exit_models_own_greedy_agreement():
-    from playground.training.exit_scan import agreement, expected_tokens, scan
+    from tools.training.exit_scan import agreement, expected_tokens, scan
 
     target, _ = sliding_pair(window=4)
     ids = list(range(3, 30))
@@ -443,8 +443,8 @@ def test_transformers_early_exit_drafts_gamma_tokens_per_step(gamma):
     """transformers reads γ from the assistant's own generation_config (here the target's): the
     bench sets it on its own view of the model, and the shared target's config and generation
     config stay as loaded."""
-    from playground import bench
     from playground.models.tiny import build_tiny_pair
+    from tools import bench
 
     target, _, tok = build_tiny_pair()
     pair = type("Pair", (), {"target": target, "tokenizer": tok, "eos_token_ids": (EOS,)})()

@@ -23,7 +23,6 @@ from playground.drafters.registry import build_drafter
 from playground.models.loading import ModelPair
 from playground.models.tiny import CharTokenizer
 from playground.settings import RunSettings
-from playground.training.exit_train import agreement, collect, train_adapter
 from tests.contract import (
     DrafterCacheSpy,
     assert_checked_every_step,
@@ -36,6 +35,7 @@ from tests.contract import (
 from tests.fakes import LetterTokenizer
 from tests.stats import assert_does_not_follow, assert_follows, model_pair_pmf
 from tests.tiny_models import sliding_pair, small_llama
+from tools.training.exit_train import agreement, collect, train_adapter
 
 V = 6  # the small Llama's vocabulary (pairs of tokens enumerate to 36 outcomes)
 
@@ -178,7 +178,7 @@ def test_training_lowers_the_loss_and_does_not_lower_agreement():
 
 
 def test_exit_scan_adds_trained_rows_and_an_identity_adapter_changes_nothing():
-    from playground.training.exit_scan import agreement, scan
+    from tools.training.exit_scan import agreement, scan
 
     target, _ = sliding_pair(window=4)
     tok = CharTokenizer()
@@ -210,7 +210,7 @@ def test_step_view_says_whether_the_exit_is_trained():
 
 
 def test_training_keeps_the_untrained_exit_when_no_step_beats_it_on_validation(monkeypatch):
-    from playground.training import exit_train
+    from tools.training import exit_train
 
     target, _ = sliding_pair(window=4)
     g = torch.Generator().manual_seed(1)

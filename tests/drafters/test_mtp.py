@@ -168,7 +168,7 @@ def test_q_rows_exact(target, head, params):
 def test_context_candidates_match_training_view(target, head):
     """The training-time candidate set of chain n (mtp_train.batches.batch_candidates) is exactly the
     set the drafter scores after committing x_0..x_n: static tokens + the prefix's other tokens."""
-    from playground.training.mtp_train.batches import batch_candidates
+    from tools.training.mtp_train.batches import batch_candidates
 
     ids = rand_ids(20, seed=9)
     d = MTPDrafter(target, head, eos_token_ids=[])

@@ -382,8 +382,8 @@ def test_step_view_shows_both_tokenizations(tiny_pair):
 
 
 def test_bench_offers_transformers_universal_assisted_generation_only_with_hf_tokenizers(tiny_pair):
-    from playground import bench
     from playground.models.loading import ModelPair
+    from tools import bench
 
     opts = bench.BenchOptions(gammas=(3,), methods=("speculative", "hf_assisted"))
     with_uag = bench._specs(opts, ("other-tokenizer",), hf_assistant=True, hf_uag=True)

@@ -1,4 +1,4 @@
-"""`python -m playground loadtest` against the app (tiny-random): no errors, every answer
+"""`python -m tools loadtest` against the app (tiny-random): no errors, every answer
 equals the sequential answer for its seed, and the report has its numbers."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from playground import loadtest
+from tools import loadtest
 
 
 def test_loadtest_mixed_seeds_no_cross_talk(server, capsys):

@@ -1,4 +1,4 @@
-"""The lesson "Serving a class" (visual.serving, playground.batch_sweep): the committed
+"""The lesson "Serving a class" (visual.serving, tools.batch_sweep): the committed
 measurement renders, numbers and text from the file are escaped, and an empty file gives
 empty figures rather than an error; the pass-cost table measures a tiny model."""
 
@@ -7,13 +7,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground import batch_sweep as sweep
+from playground.serving import pass_cost
 from tests.tiny_models import tiny_target
+from tools import batch_sweep as sweep
 from visual import serving as vserving
 
 DATA = {
     "about": {"preset": "<b>x</b>", "dtype": "bfloat16", "knee_tokens": 36, "date": "2026-12-04",
-              "machine": "x86_64, 2 threads", "command": "python -m playground batch-sweep <script>"},
+              "machine": "x86_64, 2 threads", "command": "python -m tools batch-sweep <script>"},
     "pass_costs": [{"rows": 1, "tokens": 1, "ms": 50.0, "relative": 1.0},
                    {"rows": 8, "tokens": 9, "ms": 130.0, "relative": 2.6}],
     "class": [{"runs": r, "variant": v, "tokens_per_s": 10.0 * r, "p50_s": 1.0, "p95_s": 2.0,
@@ -43,7 +44,7 @@ def test_no_measurement_is_not_an_error():
 
 
 def test_the_committed_measurement_has_every_variant():
-    data = sweep.measured()
+    data = pass_cost.measured()
     if not data:
         pytest.skip("playground/data/batch_sweep.json not measured yet")
     assert {r["variant"] for r in data["class"]} == set(sweep.VARIANTS)
@@ -53,14 +54,14 @@ def test_the_committed_measurement_has_every_variant():
 def test_pass_costs_on_a_tiny_model():
     torch.manual_seed(0)
     model = tiny_target().float().eval()
-    costs = sweep.pass_costs(model, [(1, 1), (4, 3)], ctx=8, repeats=1)
+    costs = pass_cost.pass_costs(model, [(1, 1), (4, 3)], ctx=8, repeats=1)
     assert [(c.rows, c.tokens) for c in costs] == [(1, 1), (4, 3)]
     assert all(c.ms > 0 and c.relative > 0 for c in costs)
     assert "4 × 3" in sweep.cost_table(costs)
 
 
 def test_the_batch_sweep_command_writes_its_tables(tmp_path, capsys):
-    from playground import cli
+    from tools import cli
 
     code = cli.main(["batch-sweep", "--preset", "tiny-random", "--batches", "1,3", "--tokens", "4",
                      "--ctx", "8", "--out", str(tmp_path)])  # fmt: skip
@@ -69,7 +70,7 @@ def test_the_batch_sweep_command_writes_its_tables(tmp_path, capsys):
     assert "| B rows × k tokens |" in out and "speculative, capped" in out
     import json
 
-    data = json.loads((tmp_path / sweep.DATA_FILE).read_text())
+    data = json.loads((tmp_path / "batch_sweep.json").read_text())
     assert [(r["runs"], r["variant"]) for r in data["class"]] == [(b, v) for b in (1, 3) for v in sweep.VARIANTS]
     assert all(r["tokens_per_s"] > 0 for r in data["class"])
     assert max(r["mean_shared_rows"] for r in data["class"] if r["runs"] == 3) > 1

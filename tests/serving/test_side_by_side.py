@@ -25,8 +25,6 @@ import pytest
 import torch
 from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
-from playground.bench import measure
-from playground.bench.options import Spec
 from playground.decoding.engine import run
 from playground.drafters import early_exit
 from playground.drafters.early_exit import EarlyExitDrafter
@@ -43,6 +41,8 @@ from playground.serving.scheduler import PassScheduler
 from playground.settings import RunSettings
 from tests.drafters.test_exit_adapter import random_adapter
 from tests.tiny_models import char_target_and_head
+from tools.bench import measure
+from tools.bench.options import Spec
 
 TOK = CharTokenizer()
 N = 20  # new tokens per run

@@ -17,9 +17,9 @@ import time
 import pytest
 
 from playground import api
-from playground.bench import BenchOptions, iter_bench
-from playground.bench.options import BenchPrompt
 from playground.trace_io import TraceImportError, parse_trace
+from tools.bench import BenchOptions, iter_bench
+from tools.bench.options import BenchPrompt
 
 SOAK_S = 40.0  # how long the class keeps sending requests
 RSS_GROWTH_MB = 1500  # the process (app, tiny models, bench, lab, imports) may grow by at most this while it soaks

@@ -1,4 +1,4 @@
-"""The MTP head's full-distribution loss terms (playground.training.mtp_train.dist_loss, loss._full_terms).
+"""The MTP head's full-distribution loss terms (tools.training.mtp_train.dist_loss, loss._full_terms).
 
 Hand-built top-k rows with exact expected values; mutants (no rest bucket, renormalised
 top-k, the drafter's q at the wrong temperature) must miss them."""
@@ -10,8 +10,8 @@ import math
 import pytest
 import torch
 
-from playground.training.mtp_train.dist_loss import kl_topk_rest, parse_loss, tv_topk
-from playground.training.mtp_train.loss import _full_terms
+from tools.training.mtp_train.dist_loss import kl_topk_rest, parse_loss, tv_topk
+from tools.training.mtp_train.loss import _full_terms
 
 
 def test_parse_loss_reads_names_and_weights():

@@ -1,4 +1,4 @@
-"""Token clusters of the MTP head (playground.training.mtp_clusters, MTPDrafter._score): tiny random
+"""Token clusters of the MTP head (tools.training.mtp_clusters, MTPDrafter._score): tiny random
 Gemma 3, no real weights.
 
 The clusters must partition every token outside the static candidates (balanced), q must
@@ -21,9 +21,9 @@ from playground.drafters.mtp_weights import load_head, save_head
 from playground.models.tiny import EOS as CHAR_EOS
 from playground.models.tiny import CharTokenizer
 from playground.settings import RunSettings
-from playground.training.mtp_clusters import balanced_clusters
 from tests.contract import assert_first_token_distribution, assert_greedy_equals_target, assert_q_rows
 from tests.tiny_models import VOCAB, first_draft_state, prefix_state, rand_ids, tiny_head, tiny_target
+from tools.training.mtp_clusters import balanced_clusters
 
 K, M = 8, 2  # clusters, clusters scored per step
 

@@ -1,4 +1,4 @@
-"""playground.training.mtp_eval.target_profile: the held-out ceilings that need no drafter, on hand-built features."""
+"""tools.training.mtp_eval.target_profile: the held-out ceilings that need no drafter, on hand-built features."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from playground.training import mtp_eval
+from tools.training import mtp_eval
 
 V = 6  # vocabulary 0..5; candidates {0, 1}
 
@@ -75,8 +75,8 @@ def test_acceptance_reports_repetition_by_category_and_pools_repetitive_and_fres
     from types import SimpleNamespace
 
     from playground.drafters.mtp_head import MTPConfig
-    from playground.training.mtp_train.features import prefill_features
     from tests.tiny_models import tiny_head, tiny_target
+    from tools.training.mtp_train.features import prefill_features
 
     model = tiny_target()
     head = tiny_head(model)

@@ -1,4 +1,4 @@
-"""The MTP head's training run in phases (playground.training.recipe).
+"""The MTP head's training run in phases (tools.training.recipe).
 
 The tiny profile runs every phase of the GPU recipe on the CPU: gen (greedy, T = 1 and 0.7),
 features with the T = 0.7 top-k, the full-distribution loss, export, held-out eval."""
@@ -10,7 +10,7 @@ import json
 import pytest
 import torch
 
-from playground.training import recipe, train_drafter
+from tools.training import recipe, train_drafter
 
 
 def _byte_tokenizer():
@@ -51,7 +51,7 @@ def test_tiny_profile_runs_every_phase(tmp_path):
     assert {"model-00001-of-00001.safetensors", "config.json", "MODEL_CARD.md"} <= {p.name for p in head.iterdir()}
     card = (head / "MODEL_CARD.md").read_text()
     assert "before this run: 2 steps" in card
-    assert "python -m playground.training.recipe" not in card  # a CPU run's card gives train-drafter commands
+    assert "python -m tools.training.recipe" not in card  # a CPU run's card gives train-drafter commands
     assert "repeated 4-grams" in (work / "heldout" / "eval.md").read_text()
     # a rerun of gen finds its text written and generates nothing
     before = sorted(p.name for p in (work / "gen").glob("shard*.json"))
@@ -68,7 +68,7 @@ def test_gpu_profile_parses_and_is_sized_for_four_million_tokens():
     assert args.max_steps == 1934 and args.gen_minutes == 0  # fixed steps: the same run on any GPU
     tune = parser.parse_args(recipe.phase_argv("gpu", "tune", "w", "o", None))
     assert tune.max_steps == 1215 and tune.lr == 0.0003 and tune.init_head == "o" and tune.out == "o-tune"
-    from playground.training.mtp_train.paths import PROMPTS
+    from tools.training.mtp_train.paths import PROMPTS
 
     n_prompts = len(json.loads(PROMPTS.read_text()))
     continuations = n_prompts * (1 + args.samples * len(args.gen_temps.split(",")))

@@ -1,4 +1,4 @@
-"""The drafter-training pipeline's data generation (playground.training.mtp_train.gen.stage_gen).
+"""The drafter-training pipeline's data generation (tools.training.mtp_train.gen.stage_gen).
 
 Tiny random target, a handful of prompts: fast, and the same code paths as the real run."""
 
@@ -6,14 +6,14 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 import torch
 
-from playground.training import train_drafter
-from playground.training.mtp_train import features, gen, train, vocab
+from tools.paths import DATA
+from tools.training import train_drafter
+from tools.training.mtp_train import features, gen, train, vocab
 
 
 class _Tok:
@@ -92,7 +92,7 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
     style evaluation, end to end on the tiny pair: the same code paths as the real run."""
     from playground.drafters.mtp_head import text_model
     from playground.drafters.mtp_weights import load_head, save_head
-    from playground.training import mtp_eval
+    from tools.training import mtp_eval
 
     target, _, tok = tiny_pair
     tok = _Tok(tok)
@@ -128,7 +128,7 @@ def test_pipeline_with_clusters_trains_exports_int8_and_evaluates(tmp_path, tiny
 def test_gen_share_fixes_the_generated_part_of_every_batch(share, batch):
     import random
 
-    from playground.training.mtp_train.batches import pick_batch
+    from tools.training.mtp_train.batches import pick_batch
 
     generated, other = list(range(0, 50)), list(range(100, 400))
     for step in range(20):
@@ -186,7 +186,7 @@ def test_init_head_fine_tunes_the_given_weights_and_keeps_their_candidates(tmp_p
 
 
 def test_corpus_openings_are_seeded_prompts_from_every_corpus_shard(tmp_path, tiny_pair):
-    from playground.training import mtp_corpus
+    from tools.training import mtp_corpus
 
     _, _, tok = tiny_pair
     (tmp_path / "corpus_a.json").write_text(
@@ -212,7 +212,7 @@ def test_corpus_openings_are_seeded_prompts_from_every_corpus_shard(tmp_path, ti
 
 
 def test_copy_tasks_hold_a_corpus_passage_in_a_template_unlike_the_heldout_copy_prompts(tmp_path, tiny_pair):
-    from playground.training import mtp_corpus
+    from tools.training import mtp_corpus
 
     _, _, tok = tiny_pair
     lines = [f"line {i} has enough words to be worth copying here" for i in range(12)]
@@ -227,7 +227,7 @@ def test_copy_tasks_hold_a_corpus_passage_in_a_template_unlike_the_heldout_copy_
         held = [t for t in lines if t in prompt]
         assert len(held) == 1
         assert prompt in {tpl.format(s=held[0]) for tpl in mtp_corpus.COPY_TEMPLATES}
-    heldout = json.loads((Path(mtp_corpus.__file__).parents[1] / "data" / "heldout_prompts.json").read_text())
+    heldout = json.loads((DATA / "heldout_prompts.json").read_text())
     heads = {p.split("\n")[0] for p in heldout["categories"]["copy"]}
     assert not heads & {tpl.split("\n")[0].split("{")[0] for tpl in mtp_corpus.COPY_TEMPLATES}
 
@@ -243,14 +243,14 @@ def test_copy_tasks_hold_a_corpus_passage_in_a_template_unlike_the_heldout_copy_
     ],
 )
 def test_copy_passages_are_lines_worth_copying(line, kept):
-    from playground.training import mtp_corpus
+    from tools.training import mtp_corpus
 
     assert (mtp_corpus.passages("header\n" + line + "\n") == [line]) is kept
 
 
 @pytest.mark.parametrize("fine_tuned", [False, True])
 def test_model_card_says_how_the_head_was_trained(tmp_path, fine_tuned):
-    from playground.training.mtp_train.card import write_model_card
+    from tools.training.mtp_train.card import write_model_card
 
     args = _args(tmp_path, clusters=1024, corpus_prompts=150 if fine_tuned else 0, copy_prompts=40 if fine_tuned else 0)
     if fine_tuned:
@@ -427,7 +427,7 @@ def test_gen_temps_write_greedy_and_each_setting_and_old_shards_keep_their_names
 
 
 def test_model_card_heldout_table_carries_the_repetition_rows_and_dashes_for_missing_cells(tmp_path):
-    from playground.training.mtp_train.card import _heldout_tables
+    from tools.training.mtp_train.card import _heldout_tables
 
     rep = {"repeated_4gram_share": 0.76, "repetitive": 3, "seqs": 5}
     res = {
@@ -460,7 +460,7 @@ def test_a_batch_may_hold_several_sampled_continuations_of_a_prompt_and_the_text
 
 
 def test_model_card_names_the_sampling_settings_and_the_loss_when_they_are_not_the_old_ones(tmp_path):
-    from playground.training.mtp_train.card import write_model_card
+    from tools.training.mtp_train.card import write_model_card
 
     stats = {"data": {"generated": {"sequences": 3, "tokens": 300}}, "train": {"steps": 1, "max_steps": 1}}
     (tmp_path / "config.json").write_text(json.dumps({"num_candidates": 8192, "num_clusters": 0}))

@@ -201,7 +201,7 @@ MESSAGES.update(
             "Times our decoding loop against `transformers`' own `generate()` and its prompt-lookup assisted "
             "generation, on the same prompts and models, interleaved so machine drift hits every method alike. "
             "A live run is small (a minute or two); the command line runs the full version: "
-            "`python -m playground bench`."
+            "`python -m tools bench`."
         ),
         "bench.preset": "Preset",
         "bench.kind": "Prompts",
@@ -534,7 +534,7 @@ MESSAGES.update(
     }
 )
 
-# ---- the Benchmark's quality column (playground.bench.aggregate._quality, matched by pattern)
+# ---- the Benchmark's quality column (tools.bench.aggregate._quality, matched by pattern)
 MESSAGES.update(
     {
         "bench.q.reference": "reference",

@@ -182,7 +182,7 @@ MESSAGES.update(
             "### 在本机上做基准测试\n"
             "在相同的提示词和模型上，把我们的解码循环与 `transformers` 自带的 `generate()` 及其提示词查找辅助生成进行计时比较，"
             "各方法交错运行，使机器的波动对每种方法的影响相同。在线运行规模很小（一两分钟）；完整版本请用命令行："
-            "`python -m playground bench`。"
+            "`python -m tools bench`。"
         ),
         "bench.preset": "预设",
         "bench.kind": "提示词",
@@ -505,7 +505,7 @@ MESSAGES.update(
     }
 )
 
-# ---- the Benchmark's quality column (playground.bench.aggregate._quality, matched by pattern)
+# ---- the Benchmark's quality column (tools.bench.aggregate._quality, matched by pattern)
 MESSAGES.update(
     {
         "bench.q.reference": "参考",

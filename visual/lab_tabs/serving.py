@@ -1,8 +1,8 @@
 """Lab tab 6, Serving a class: the speculation-vs-batching curve and why servers turn
 speculation down under load.
 
-The curves are ``playground/data/batch_sweep.json`` (``python -m playground batch-sweep``);
-"Measure here" times the pass-cost table on this server now (``playground.batch_sweep``).
+The curves are ``playground/data/batch_sweep.json`` (``python -m tools batch-sweep``);
+"Measure here" times the pass-cost table on this server now (``tools.batch_sweep``).
 The figures are ``visual.serving``.  This module holds the tab's components and events.
 """
 
@@ -12,7 +12,7 @@ from typing import Any
 
 import gradio as gr
 
-from playground.batch_sweep import measure_pass_costs, measured
+from playground.serving.pass_cost import measure_pass_costs, measured
 from visual import serving as vserving
 from visual.i18n import L, localized
 from visual.lab_tabs.common import MODEL_EVENT, Setup, run_errors
