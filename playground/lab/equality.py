@@ -11,18 +11,18 @@ This module does not render anything (``visual.lab`` does).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 from transformers import DynamicCache
 
-from playground.api import run_settings
 from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.records import GenerationResult
 from playground.decoding.text import TokenTexts, token_label
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.runs import STOPPED_TIME, run_within
+from playground.settings import RunSettings
 
 
 @dataclass(frozen=True)
@@ -267,30 +267,21 @@ def _summary(
 
 
 def equality_check(
-    prompt: str,
-    *,
-    preset: str | None = None,
-    drafter: str | None = None,
-    gamma: int | None = None,
-    max_new_tokens: int = 32,
-    dtype: str | None = None,
-    progress: Progress = None,
-    budget: Budget | None = None,
+    prompt: str, settings: RunSettings, *, progress: Progress = None, budget: Budget | None = None
 ) -> EqualityCheck:
     """Target-only greedy vs speculative greedy on the same prompt, token by token.
 
-    ``budget`` (default ``Budget.for_preset``): target alone gets half the time, speculative
-    the rest; a run the limit stops is compared on the tokens both runs produced (greedy
-    decoding is a prefix: the first k tokens do not depend on how many follow), and the
-    divergence replay is skipped once the time is up."""
-    ctx = LabContext(preset, drafter, dtype)
+    ``settings`` (from ``api.run_settings``: a preset named) are run greedily (temperature 0,
+    seed 0) with both paths.  ``budget`` (default ``Budget.for_preset``): target alone gets half
+    the time, speculative the rest; a run the limit stops is compared on the tokens both runs
+    produced (greedy decoding is a prefix: the first k tokens do not depend on how many
+    follow), and the divergence replay is skipped once the time is up."""
+    ctx = LabContext(settings.preset, settings.drafter, settings.dtype)
     budget = budget if budget is not None else Budget(default_wall_s(ctx.preset))
     dtype = ctx.pair.dtype
     ids = ctx.encode(prompt)
-    greedy = run_settings(
-        preset=ctx.preset.name, drafter=ctx.drafter_kind, gamma=gamma, temperature=0.0, seed=0,
-        max_new_tokens=max_new_tokens, dtype=dtype,
-    )  # fmt: skip
+    greedy = replace(settings, preset=ctx.preset.name, drafter=ctx.drafter_kind, temperature=0.0, seed=0, dtype=dtype)
+    max_new_tokens = greedy.max_new_tokens
     g = greedy.gamma
     if progress:
         progress(0.1, "target alone (greedy)")

@@ -14,12 +14,12 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
 
-from playground.api import run_settings
 from playground.decoding.records import GenerationResult, RunStats
 from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
 from playground.lab.budget import Budget, Progress
 from playground.lab.runs import STOPPED_TIME, run_within
 from playground.rules import DEFAULT_RULE
+from playground.settings import RunSettings
 from playground.validate import MAX_GAMMA
 from playground.validate import number as check_number
 
@@ -95,28 +95,20 @@ def measured_point(spec: RunStats, baseline: RunStats | None = None) -> Measured
     return MeasuredPoint(spec.gamma, alpha, c, v, predicted, measured, spec.mean_accepted_length)
 
 
+MEASURE_TOKENS = 48  # new tokens per measured run (the theory tab's measurement)
+
+
 def measure_run(
-    prompt: str,
-    *,
-    preset: str | None = None,
-    drafter: str | None = None,
-    gamma: int | None = None,
-    temperature: float = 0.0,
-    seed: int = 0,
-    max_new_tokens: int = 48,
-    rule: str = DEFAULT_RULE,
-    progress: Progress = None,
-    budget: Budget | None = None,
+    prompt: str, settings: RunSettings, *, progress: Progress = None, budget: Budget | None = None
 ) -> tuple[GenerationResult, GenerationResult, MeasuredPoint]:
-    """One speculative and one target-only run (trace off, for honest timings) and the measured point.
+    """One speculative and one target-only run of ``settings`` (from ``api.run_settings``: a
+    preset named; trace off here, for honest timings) and the measured point.
 
     ``budget`` (default ``Budget.for_preset``): each run stops between target passes once its
     share of the time is up; the point is then measured on the steps that ran and says so."""
-    budget = budget if budget is not None else Budget.for_preset(preset)
-    settings = run_settings(
-        preset=preset, drafter=drafter, gamma=gamma, temperature=temperature, seed=seed,
-        max_new_tokens=max_new_tokens, trace=False, rule=rule,
-    )  # fmt: skip
+    budget = budget if budget is not None else Budget.for_preset(settings.preset)
+    settings = replace(settings, trace=False)
+    max_new_tokens = settings.max_new_tokens
     if progress:
         progress(0.02, "warming up (first passes are slower)")
     run_within(prompt, replace(settings, rule=DEFAULT_RULE, max_new_tokens=min(4, max_new_tokens)), budget.share(0.2))

@@ -19,6 +19,7 @@ import pytest
 import torch
 from scipy import stats as sps
 
+from playground.api import run_settings
 from playground.config import load_config
 from playground.decoding.engine import run
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, RunStats, StepRecord
@@ -433,7 +434,7 @@ def test_distribution_check_progress_and_one_token_note(ctx):
 
 
 def test_equality_check_float32_is_identical_and_replay_reproduces_logits(ctx):
-    eq = equality_check("The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=16)
+    eq = equality_check("The capital of France is", run_settings(preset="tiny-random", gamma=4, max_new_tokens=16))
     torch.set_num_threads(1)
     assert eq.identical and eq.divergence is None and eq.ar.token_ids == eq.spec.token_ids
     assert all(r.status == "same" for r in eq.rows) and "Identical" in eq.summary

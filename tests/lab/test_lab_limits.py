@@ -24,6 +24,7 @@ import pytest
 import torch
 
 from playground import trace_io
+from playground.api import run_settings
 from playground.config import load_config
 from playground.decoding.engine import run
 from playground.lab.budget import Budget, LabCancelled, default_wall_s
@@ -173,16 +174,9 @@ def test_compare_all_rules_has_one_budget_and_names_the_rules_it_skipped():
 
 
 def test_equality_check_stops_and_compares_what_both_runs_produced(ctx):
-    full = equality_check(
-        "The capital of France is", preset="tiny-random", gamma=4, max_new_tokens=24, budget=Budget(None)
-    )
-    cut = equality_check(
-        "The capital of France is",
-        preset="tiny-random",
-        gamma=4,
-        max_new_tokens=24,
-        budget=Budget(8.0, clock=Ticks(1.0)),
-    )
+    settings = run_settings(preset="tiny-random", gamma=4, max_new_tokens=24)
+    full = equality_check("The capital of France is", settings, budget=Budget(None))
+    cut = equality_check("The capital of France is", settings, budget=Budget(8.0, clock=Ticks(1.0)))
     torch.set_num_threads(1)
     assert full.stopped == "" and len(full.rows) == 24
     assert cut.ar.stats.stopped == STOPPED_TIME
@@ -242,16 +236,14 @@ def test_partial_result_rebuilds_the_engines_stats(ctx):
 def test_measure_run_stops_and_says_the_point_is_partial(ctx):
     spec, base, point = measure_run(
         "The capital of France is",
-        preset="tiny-random",
-        gamma=3,
-        max_new_tokens=32,
+        run_settings(preset="tiny-random", gamma=3, max_new_tokens=32),
         budget=Budget(10.0, clock=Ticks(1.0)),
     )
     torch.set_num_threads(1)
     assert STOPPED_TIME in (spec.stats.stopped, base.stats.stopped)
     assert base.stats.new_tokens < 32 and point.note.startswith("Partial")
     done = measure_run(
-        "The capital of France is", preset="tiny-random", gamma=3, max_new_tokens=8, budget=Budget(None)
+        "The capital of France is", run_settings(preset="tiny-random", gamma=3, max_new_tokens=8), budget=Budget(None)
     )[2]
     assert done.note == ""
 

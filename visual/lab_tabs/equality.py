@@ -10,6 +10,7 @@ from typing import Any
 
 import gradio as gr
 
+from playground.api import run_settings
 from playground.lab.equality import equality_check
 from visual import lab as vlab
 from visual.i18n import L, localized, t
@@ -29,13 +30,17 @@ DTYPE_DEFAULT = "preset default"
 
 def run_equality(prompt, preset, gamma, max_new_tokens, dtype, request: gr.Request = None, progress=gr.Progress()):
     try:
-        eq = run_errors(
-            equality_check,
-            prompt,
+        settings = run_errors(
+            run_settings,
             preset=preset,
             gamma=as_int(gamma, "γ"),
             max_new_tokens=as_int(max_new_tokens, t("lab.name.tokens")),
             dtype=None if dtype in (None, "", DTYPE_DEFAULT) else dtype,
+        )
+        eq = run_errors(
+            equality_check,
+            prompt,
+            settings,
             progress=progress_adapter(progress),
             budget=session_budget(preset, request),
         )

@@ -14,8 +14,9 @@ from typing import Any
 
 import gradio as gr
 
+from playground.api import run_settings
 from playground.decoding.sampling import predicted_speedup
-from playground.lab.theory import measure_run, measured_point, theory_curve
+from playground.lab.theory import MEASURE_TOKENS, measure_run, measured_point, theory_curve
 from playground.validate import MAX_GAMMA
 from visual import lab as vlab
 from visual.i18n import L, localized, t
@@ -49,13 +50,18 @@ def measure_for_theory(
     prompt, preset, gamma, temperature, seed, alpha, c, v, request: gr.Request = None, progress=gr.Progress()
 ):
     try:
-        spec, base, point = run_errors(
-            measure_run,
-            prompt,
+        settings = run_errors(
+            run_settings,
             preset=preset,
             gamma=as_int(gamma, "γ"),
             temperature=float(temperature),
             seed=as_int(seed, t("lab.name.seed")),
+            max_new_tokens=MEASURE_TOKENS,
+        )
+        spec, base, point = run_errors(
+            measure_run,
+            prompt,
+            settings,
             progress=progress_adapter(progress),
             budget=session_budget(preset, request),
         )
