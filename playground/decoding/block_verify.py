@@ -1,6 +1,6 @@
 """Block verification (Sun et al., "Block Verification Accelerates Speculative Decoding", ICLR 2025).
 
-Token verification (``playground.decoding.sampling``; Leviathan et al. 2023) judges a chain of
+Token verification (``playground.rules``; Leviathan et al. 2023) judges a chain of
 drafts one token at a time, left to right, and stops at the first rejection.  Block
 verification judges the block *jointly*: every draft gets its own uniform η_i, and the
 kept prefix is the LONGEST one whose last draft passed, so a draft can be kept although
@@ -25,7 +25,7 @@ point masses (greedy rows) every h is 0 or 1 and the result is token verificatio
 
 This module does NOT draw random numbers (η comes in), run models, verify trees (a tree's
 siblings have their own multi-draft rule, ``playground.decoding.tree_step``) or build records:
-``engine.verify`` turns these pieces into a ``Verdict``.  Unlike token verification it
+the "block" rule (``playground.rules``) turns these pieces into a ``Verdict``.  Unlike token verification it
 needs every η_1..η_γ and every residual mass before it can decide (all from the one
 verify pass, which computes p_0..p_γ anyway).
 """
@@ -36,8 +36,8 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.decoding.rows import PointRows
-from playground.decoding.sampling import is_accepted, residual_distribution
+from playground.decoding.acceptance import is_accepted, residual_distribution
+from playground.decoding.point_mass import PointRows
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,7 @@ def prefix_weights(drafts: list[int], draft_probs, target_probs) -> list[float]:
     """w_0..w_k [k+1]: w_i = min(1, w_{i-1} · p_{i-1}(d_i) / q_{i-1}(d_i)).
 
     A draft with q(d) = 0 (impossible under the law it claims) gets weight 0, as
-    ``sampling.acceptance_prob`` rejects it."""
+    ``acceptance.acceptance_prob`` rejects it."""
     weights = [1.0]
     for i, tok in enumerate(drafts):
         p, q = float(target_probs[i, tok]), float(draft_probs[i, tok])
@@ -99,7 +99,7 @@ def kept_length(etas: list[float], accept_probs: tuple[float, ...]) -> int:
 def block_residual(target_probs: torch.Tensor, draft_probs: torch.Tensor, weight: float) -> torch.Tensor:
     """norm(max(0, w·p − q)) [V] for one row pair [V]: where the correction is drawn after τ < γ.
 
-    ``sampling.residual_distribution`` with the weight (its fallback to p when the mass
+    ``acceptance.residual_distribution`` with the weight (its fallback to p when the mass
     underflows, its dtypes); a function of its own so the tests can swap in a mutant."""
     return residual_distribution(target_probs, draft_probs, weight)
 

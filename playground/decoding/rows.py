@@ -1,9 +1,9 @@
 """Rows of distributions as the verifier reads them, and their top-n lists for the trace.
 
-``PointRows`` stands in for [n, V] one-hot rows (greedy target rows, deterministic
-drafts) without filling n x V floats; ``top`` / ``row_top`` make the trace's candidate
-lists, answering a known point mass without a top-k over the vocabulary.  This module
-does not verify or sample.
+``PointRows`` (``playground.decoding.point_mass``) stands in for [n, V] one-hot rows (greedy
+target rows, deterministic drafts) without filling n x V floats; ``top`` / ``row_top`` make
+the trace's candidate lists, answering a known point mass without a top-k over the
+vocabulary.  This module does not verify or sample.
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ from __future__ import annotations
 import torch
 
 from playground.decoding.batch_probs import RowReads
+from playground.decoding.point_mass import PointRows
 from playground.decoding.records import Candidate
-from playground.decoding.sampling import SamplingParams, logits_to_probs, one_hot
+from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.decoding.text import TokenTexts
 
 
@@ -37,29 +38,6 @@ def top(
         values, ids = torch.topk(probs, min(n, probs.shape[-1]))
         known = values.tolist(), ids.tolist()
     return tuple(Candidate(token_id=int(i), text=texts.solo(int(i)), prob=float(v)) for v, i in zip(*known) if v > 0.0)
-
-
-class PointRows:
-    """[n, V] rows of point masses (one-hot on ``ids[i]``), made only when read whole.
-
-    ``rows[i, t]`` is the probability of t in row i (1.0 or 0.0); ``rows[i]`` is the
-    one-hot [V] float32 row, exactly ``one_hot(ids[i], V)``.  Greedy target rows and
-    deterministic drafts are point masses: a step reads one or two rows whole (a
-    residual, a draw), so this saves filling n x V floats (17 x 262k at γ = 16)."""
-
-    def __init__(self, ids: list[int], vocab_size: int) -> None:
-        self.ids = [int(i) for i in ids]
-        self.vocab_size = int(vocab_size)
-        self.shape = (len(self.ids), self.vocab_size)
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def __getitem__(self, index):
-        if isinstance(index, tuple):
-            i, token = index
-            return 1.0 if self.ids[i] == int(token) else 0.0
-        return one_hot(torch.tensor(self.ids[index], dtype=torch.long), self.vocab_size)  # [V]
 
 
 def target_rows(

@@ -9,7 +9,9 @@ shows them as p (target) and q (drafter).
 
 Every function here is pure: tensors in, tensors/floats out, randomness only
 through an explicit ``torch.Generator``.  This module does *not* run models,
-manage caches, or record traces (see ``playground.decoding.engine``).
+manage caches, or record traces (see ``playground.decoding.engine``).  The acceptance test and
+the residual live in ``playground.decoding.acceptance``, point masses in
+``playground.decoding.point_mass`` (both read here too).
 """
 
 from __future__ import annotations
@@ -19,6 +21,12 @@ from dataclasses import dataclass
 import torch
 
 from playground import validate
+from playground.decoding.acceptance import (  # noqa: F401  (re-exported: the arithmetic verification builds on)
+    acceptance_prob,
+    is_accepted,
+    residual_distribution,
+)
+from playground.decoding.point_mass import one_hot
 
 
 @dataclass(frozen=True)
@@ -74,12 +82,6 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
         remove = torch.zeros_like(remove_sorted).scatter(-1, sorted_idx, remove_sorted)
         logits = logits.masked_fill(remove, float("-inf"))
     return torch.softmax(logits, dim=-1)
-
-
-def one_hot(token_ids: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Point masses: token_ids [...] -> [..., V] float32."""
-    out = torch.zeros(*token_ids.shape, vocab_size, dtype=torch.float32, device=token_ids.device)
-    return out.scatter_(-1, token_ids.unsqueeze(-1), 1.0)
 
 
 def sample(probs: torch.Tensor, generator: torch.Generator | None) -> int:
@@ -153,42 +155,6 @@ def draw_draft_token(
         return int(torch.argmax(logits)), None if params.greedy else logits_to_probs(logits, params)
     probs = logits_to_probs(logits, params)
     return sample(probs, generator), probs
-
-
-def acceptance_prob(target_prob: float, draft_prob: float) -> float:
-    """min(1, p(x) / q(x)) for a drafted token x (Leviathan et al., Alg. 1).
-
-    draft_prob is q(x) of the token that *was* drafted, so it is > 0 for any
-    honest drafter; q(x) == 0 would mean the draft was impossible under q and
-    we return 0 (reject) rather than divide by zero.
-    """
-    if draft_prob <= 0.0:
-        return 0.0
-    return min(1.0, target_prob / draft_prob)
-
-
-def is_accepted(u: float, accept_prob: float) -> bool:
-    """Accept iff u < min(1, p/q), with u ~ U[0, 1): P(accept) == accept_prob exactly."""
-    return u < accept_prob
-
-
-def residual_distribution(target_probs: torch.Tensor, draft_probs: torch.Tensor, weight: float = 1.0) -> torch.Tensor:
-    """norm(max(0, p - q)): where the output is resampled after a rejection.
-
-    target_probs, draft_probs: [V] -> [V].  If the residual's mass underflows
-    (p == q up to rounding, which only happens when rejection had ~zero
-    probability), fall back to the target distribution: no NaN, still lossless.
-    Rows come back as float32, float64 ones as float64 (the exact-enumeration tests).
-    ``weight`` w scales p, norm(max(0, w·p - q)): block verification's residual
-    (``playground.decoding.block_verify``); w = 1 is token verification's.
-    """
-    p = target_probs if target_probs.dtype == torch.float64 else target_probs.float()
-    q = draft_probs if draft_probs.dtype == torch.float64 else draft_probs.float()
-    residual = torch.clamp(weight * p - q, min=0.0)  # 1.0 * p is p exactly
-    mass = float(residual.sum())
-    if mass <= 1e-12:
-        return p / p.sum()
-    return residual / mass
 
 
 def expected_tokens_per_step(alpha: float, gamma: int) -> float:

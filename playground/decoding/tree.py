@@ -31,7 +31,8 @@ from dataclasses import dataclass
 
 import torch
 
-from playground.decoding.sampling import acceptance_prob, is_accepted, one_hot, residual_distribution
+from playground.decoding.acceptance import acceptance_prob, is_accepted, residual_distribution
+from playground.decoding.point_mass import one_hot
 
 ROOT = -1  # the parent of the first drafted tokens: the newest committed token
 
