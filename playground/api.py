@@ -51,14 +51,16 @@ __all__ = [
 def _preset(cfg: AppConfig, preset: str | None) -> Preset:
     try:
         return cfg.preset(preset or cfg.default_preset)
-    except KeyError as exc:
-        raise ValueError(str(exc.args[0])) from None
+    except KeyError:
+        raise validate.Invalid(
+            "unknown_preset", preset=repr(preset or cfg.default_preset), choices=", ".join(p.name for p in cfg.presets)
+        ) from None
 
 
 def _kind(p: Preset, drafter: str | None) -> str:
     kind = drafter or p.drafter
     if kind not in p.drafters:
-        raise ValueError(f"preset {p.name!r} has no {kind!r} drafter; choose one of: {', '.join(p.drafters)}")
+        raise validate.Invalid("no_drafter", preset=repr(p.name), drafter=repr(kind), choices=", ".join(p.drafters))
     return kind
 
 
@@ -79,7 +81,7 @@ def encode_prompt(prompt: str, tokenizer, max_chars: int, max_tokens: int) -> li
         ids = ids.tolist()
     ids = [int(i) for i in ids]
     if len(ids) > max_tokens:
-        raise ValueError(f"the prompt is too long: {len(ids)} tokens (limit {max_tokens})")
+        raise validate.Invalid("prompt_long_tokens", n=len(ids), limit=max_tokens)
     return ids
 
 

@@ -3,7 +3,8 @@
 The API, the app (form, link, ``/speculate``), the lab, the bench and the CLI all go through
 here, mostly by building a ``playground.settings.RunSettings`` (``run_settings`` below checks
 every field of one and reports every mistake at once, keyed by field).  Each check returns the
-cleaned value or raises ``ValueError`` worded the same wherever the value came from.  The
+cleaned value or raises ``Invalid`` (a ``ValueError`` with a code and params, its English
+message the same wherever the value came from: ``playground.errors.ENGLISH``).  The
 ranges a setting may take are the engine's (``ENGINE``) narrowed by the app's ``limits``.
 This module does not know where the value came from (form, URL, endpoint, command line) and
 loads nothing.  Text from a shared link or a config file is parsed here too (``parse_*``,
@@ -18,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from playground.errors import Invalid
 from playground.rules import APP_RULES, RULES
 
 # Below this, logits / T overflows float32 (a logit gap of 1 at T = 1e-40 is e^(1e40)),
@@ -74,23 +76,21 @@ def _finite(value) -> bool:
 def temperature(value, max_temperature: float) -> float:
     """0 (greedy) or a finite number in [MIN_TEMPERATURE, max_temperature]."""
     if not _finite(value):
-        raise ValueError(f"temperature must be a finite number, got {value!r}")
+        raise Invalid("temperature_finite", value=repr(value))
     value = float(value)
     if value == 0.0:
         return 0.0
     if not MIN_TEMPERATURE <= value <= max_temperature:
-        raise ValueError(
-            f"temperature must be 0 (greedy) or between {MIN_TEMPERATURE} and {max_temperature}, got {value:g}"
-        )
+        raise Invalid("temperature_range", lo=MIN_TEMPERATURE, hi=max_temperature, value=f"{value:g}")
     return value
 
 
 def top_p(value) -> float:
     """A nucleus mass in (0, 1] (1 = off)."""
     if not _finite(value):
-        raise ValueError(f"top_p must be a finite number, got {value!r}")
+        raise Invalid("top_p_finite", value=repr(value))
     if not 0.0 < value <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {value}")
+        raise Invalid("top_p_range", value=value)
     return float(value)
 
 
@@ -98,7 +98,7 @@ def seed(value) -> int:
     """A whole number the random generator takes: 0 <= seed < 2**63."""
     value = whole_number("seed", value, -MAX_SEED - 1, MAX_SEED)
     if value < 0:
-        raise ValueError(f"seed must be >= 0, got {value}")
+        raise Invalid("seed_negative", value=value)
     return value
 
 
@@ -106,59 +106,62 @@ def one_of(name: str, value, choices) -> str:
     """One of ``choices`` (names), quoting at most an excerpt of anything else."""
     if isinstance(value, str) and value in choices:
         return value
-    got = repr(excerpt(value)) if isinstance(value, str) else type(value).__name__
-    raise ValueError(f"{name} must be one of {', '.join(choices)}, got {got}")
+    raise Invalid("one_of", name=name, choices=", ".join(choices), value=_got(value))
+
+
+def _got(value) -> str:
+    """What a choice's message quotes: an excerpt of text, else only its type."""
+    return repr(excerpt(value)) if isinstance(value, str) else type(value).__name__
 
 
 def verification(rule) -> str:
     """A rule the Playground and ``/speculate`` offer (``playground.rules.APP_RULES``)."""
-    return one_of("verification", rule, APP_RULES)
+    if isinstance(rule, str) and rule in APP_RULES:
+        return rule
+    raise Invalid("verification", choices=", ".join(APP_RULES), value=_got(rule))
 
 
 def tree_rule(rule: str, tree_nodes: int) -> str:
     """A tree of drafts is verified with the lossless rule only (block verification judges a chain)."""
     if tree_nodes > 1 and rule != "lossless":
         if RULES[rule].chains_only:
-            raise ValueError(
-                "block verification judges a chain of drafts, not a tree: set the draft tree nodes to 1, "
-                "or choose token verification"
-            )
-        raise ValueError(f"tree drafts are verified with the lossless rule only, not {rule!r}: set tree_nodes to 1")
+            raise Invalid("block_tree")
+        raise Invalid("tree_rule", rule=repr(rule))
     return rule
 
 
 def draft_stop(value) -> float:
     """An early-stop threshold for drafters (``playground.decoding.draft_stop``): a number in [0, 1), 0 = off."""
     if not _finite(value):
-        raise ValueError(f"draft_stop must be a number in [0, 1) (0 = off), got {excerpt(value)!r}")
+        raise Invalid("draft_stop", value=repr(excerpt(value)))
     if not 0.0 <= value < 1.0:
-        raise ValueError(f"draft_stop must be a number in [0, 1) (0 = off), got {value:g}")
+        raise Invalid("draft_stop", value=f"{value:g}")
     return float(value)
 
 
 def flag(name: str, value) -> bool:
     if not isinstance(value, bool):
-        raise ValueError(f"{name} must be true or false, got {type(value).__name__}")
+        raise Invalid("bool", name=name, value=type(value).__name__)
     return value
 
 
 def prompt(value, max_chars: int) -> str:
     """A prompt: text, not blank, at most ``max_chars`` characters."""
     if not isinstance(value, str):
-        raise ValueError("the prompt must be text")
+        raise Invalid("prompt_text")
     if not value.strip():
-        raise ValueError("the prompt is empty: type at least one word")
+        raise Invalid("prompt_empty")
     if len(value) > max_chars:
-        raise ValueError(f"the prompt is too long: {len(value)} characters (limit {max_chars})")
+        raise Invalid("prompt_long", n=len(value), limit=max_chars)
     return value
 
 
 def number(name: str, value, lo: float, hi: float) -> float:
     """A finite number (not a bool) in [lo, hi], as a float."""
     if not _finite(value):
-        raise ValueError(f"{name} must be a number, got {value!r}")
+        raise Invalid("number", name=name, value=repr(value))
     if not lo <= value <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}")
+        raise Invalid("between", name=name, lo=lo, hi=hi, value=value)
     return float(value)
 
 
@@ -167,9 +170,9 @@ def whole_number(name: str, value, lo: int, hi: int) -> int:
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"{name} must be a whole number, got {value!r}")
+        raise Invalid("whole", name=name, value=repr(value))
     if not lo <= value <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi}, got {value}")
+        raise Invalid("between", name=name, lo=lo, hi=hi, value=value)
     return value
 
 
@@ -246,32 +249,32 @@ def excerpt(raw, limit: int = EXCERPT_CHARS) -> str:
 def parse_whole_number(name: str, raw, lo: int, hi: int) -> int:
     """An int, or text of at most 19 digits (an optional ``+``), in [lo, hi]."""
     if isinstance(raw, bool):
-        raise ValueError(f"{name} must be a whole number")
+        raise Invalid("whole_plain", name=name)
     if isinstance(raw, int):
         v = raw
     else:
         s = str(raw).strip()
         if not re.fullmatch(r"[+]?\d{1,19}", s):
-            raise ValueError(f"{name} must be a whole number, got {excerpt(s)!r}")
+            raise Invalid("whole", name=name, value=repr(excerpt(s)))
         v = int(s)
     if not lo <= v <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi}, got {v}")
+        raise Invalid("between", name=name, lo=lo, hi=hi, value=v)
     return v
 
 
 def parse_number(name: str, raw, lo: float, hi: float) -> float:
     """An int or float, or text like ``0.7`` (at most 6 digits each side), finite and in [lo, hi]."""
     if isinstance(raw, bool):
-        raise ValueError(f"{name} must be a number")
+        raise Invalid("number_plain", name=name)
     if isinstance(raw, (int, float)):
         v = float(raw)
     else:
         s = str(raw).strip()
         if not re.fullmatch(r"[+-]?(\d{1,6}(\.\d{0,6})?|\.\d{1,6})", s):
-            raise ValueError(f"{name} must be a number like 0.7, got {excerpt(s)!r}")
+            raise Invalid("number_like", name=name, value=repr(excerpt(s)))
         v = float(s)
     if not math.isfinite(v) or not lo <= v <= hi:
-        raise ValueError(f"{name} must be between {lo} and {hi}, got {v}")
+        raise Invalid("between", name=name, lo=lo, hi=hi, value=v)
     return v
 
 

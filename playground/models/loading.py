@@ -29,7 +29,7 @@ from transformers.utils.output_capturing import maybe_install_capturing_hooks
 
 from playground.config import Preset, load_config
 from playground.drafters.registry import KINDS
-from playground.errors import ModelUnavailable
+from playground.errors import Message, ModelUnavailable
 from playground.models import bf16_matmul
 from playground.models.device import pick_device
 from playground.models.pair_cache import BudgetedCache
@@ -248,7 +248,7 @@ def load_pair(preset: Preset, dtype: str | None = None, progress: Progress = Non
         raise type(exc)(f"{exc}.{hint}") from None
     ok, reason = availability(preset)
     if not ok:
-        raise ModelUnavailable(f"preset {preset.name!r} is unavailable here: {reason}")
+        raise ModelUnavailable(Message("preset_unavailable", preset=repr(preset.name), reason=reason))
 
     def load() -> ModelPair:
         configure_threads()
