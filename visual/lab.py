@@ -116,7 +116,7 @@ def distribution_figure(check: DistributionCheck | None, max_bins: int = DISPLAY
     fig.add_bar(
         x=labels,
         y=[r["speculative"] for r in rows],
-        name=t("vlab.d.spec", rule=check.rule)
+        name=t("vlab.d.spec", rule=check.settings.rule)
         + (t("vlab.d.spec_partial", n=f"{check.spec.n:,}") if check.partial else ""),
         marker=dict(color=COLORS["spec"]),
         opacity=0.75,
@@ -152,7 +152,9 @@ def _rule_text(rule: str, part: str, english: str) -> str:
 def distribution_html(check: DistributionCheck | None) -> str:
     if check is None:
         return f'<div style="{_BOX}">{t("vlab.d.choose")}</div>'
-    info = RULES[check.rule]
+    run = check.settings
+    rule = run.rule
+    info = RULES[rule]
     p_ex = check.chi2_exact.p_value if check.chi2_exact is not None else None
     tiles = [
         _tile(num(check.tv), t("vlab.d.tv"), t("vlab.d.noise", x=num(check.tv_noise))),
@@ -177,24 +179,24 @@ def distribution_html(check: DistributionCheck | None) -> str:
     settings = esc(
         t(
             "vlab.d.settings",
-            preset=check.preset,
-            drafter=check.drafter,
-            t=f"{check.temperature:g}",
-            gamma=check.gamma,
+            preset=run.preset,
+            drafter=run.drafter,
+            t=f"{run.temperature:g}",
+            gamma=run.gamma,
             n=check.n_tokens,
-            seed=check.seed,
+            seed=run.seed,
         )
-        + (t("vlab.d.argmax") if check.draft_argmax else "")
+        + (t("vlab.d.argmax") if run.draft_argmax else "")
     )
     return (
         f'<div style="{_BOX}">'
         f'<div style="font-weight:700;color:{CATEGORY_BADGE.get(info.category, ("", FONT_COLOR))[1]}">'
-        f"{esc(t(f'lab.d.rule.{check.rule}') if f'lab.d.rule.{check.rule}' in EN else info.lab_label)}</div>"
+        f"{esc(t(f'lab.d.rule.{rule}') if f'lab.d.rule.{rule}' in EN else info.lab_label)}</div>"
         f"{_partial_banner(check.stopped)}"
-        f'<p style="{_SUB}">{esc(_rule_text(check.rule, "what", info.what))}</p>'
+        f'<p style="{_SUB}">{esc(_rule_text(rule, "what", info.what))}</p>'
         f"{_tiles(tiles)}"
         f'<p style="margin:6px 0"><b>{esc(t("vlab.d.reading"))}</b> {esc(check.reading)}</p>'
-        f'<p style="{_SUB}">{esc(t("vlab.d.expected", expect=_rule_text(check.rule, "expect", info.expect)))}</p>{notes}'
+        f'<p style="{_SUB}">{esc(t("vlab.d.expected", expect=_rule_text(rule, "expect", info.expect)))}</p>{notes}'
         f'<p style="{_SUB}">{settings}</p>'
         "</div>"
     )
@@ -213,13 +215,11 @@ RULES_COLUMNS = [
     "vs correct",
     "verdict",
 ]
-_SETTINGS = ("prompt", "preset", "temperature", "top_k", "top_p", "gamma", "n_tokens", "n_samples", "seed", "dtype")
 
 
 def _baseline(c: DistributionCheck, checks: Sequence[DistributionCheck]) -> DistributionCheck | None:
-    return next(
-        (b for b in checks if b.rule == DEFAULT_RULE and all(getattr(b, k) == getattr(c, k) for k in _SETTINGS)), None
-    )
+    """The correct rule's check on the same draw, if this session made one."""
+    return next((b for b in checks if b.settings.rule == DEFAULT_RULE and b.same_draw(c)), None)
 
 
 def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
@@ -239,7 +239,7 @@ def rules_table(checks: Sequence[DistributionCheck]) -> pd.DataFrame:
             verdict += t("vlab.verdict.partial")
         rows.append(
             {
-                "rule": c.rule,
+                "rule": c.settings.rule,
                 "kind": _badge(c.category),
                 "N": t("vlab.n_partial", n=f"{c.spec.n:,}", total=f"{c.n_samples:,}")
                 if c.partial

@@ -23,11 +23,13 @@ from typing import Any
 
 import torch
 
+from playground.api import run_settings
 from playground.config import load_config
 from playground.decoding.engine import run as engine_run
 from playground.decoding.sampling import SamplingParams
 from playground.decoding.target import Prefill
 from playground.decoding.text import token_label
+from playground.errors import Message
 from playground.lab.budget import Budget, Progress, default_wall_s, is_builtin
 from playground.lab.context import LabContext
 from playground.lab.draws import draw_in_order
@@ -43,8 +45,7 @@ from playground.lab.stats import (
 )
 from playground.rules import DEFAULT_RULE, RULES
 from playground.settings import RunSettings
-from playground.validate import bounds, one_of, whole_number
-from playground.validate import seed as check_seed
+from playground.validate import bounds, whole_number
 from playground.validate import temperature as check_temperature
 
 MAX_SAMPLES = 50_000
@@ -95,19 +96,13 @@ class SampleStats:
 
 @dataclass(frozen=True)
 class DistributionCheck:
+    """A check's result: what was drawn (the prompt, N and the speculative run's settings as
+    drawn: the preset's models, dtype and γ resolved), both samples and their statistics."""
+
     prompt: str
-    preset: str
-    drafter: str
-    rule: str
-    category: str
-    temperature: float
-    top_k: int
-    top_p: float
-    gamma: int
-    n_tokens: int
+    settings: RunSettings  # each speculative continuation's (max_new_tokens: its length)
     n_samples: int
-    seed: int
-    draft_argmax: bool
+    category: str  # the rule's (playground.rules)
     outcomes: tuple[tuple[int, ...], ...]  # every outcome seen, most frequent (pooled) first
     labels: tuple[str, ...]
     spec_counts: tuple[int, ...]
@@ -122,8 +117,21 @@ class DistributionCheck:
     target: SampleStats
     reading: str
     notes: tuple[str, ...] = ()
-    dtype: str = "float32"
     stopped: str = ""  # why the sample is smaller than asked ("" when complete)
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens per continuation."""
+        return self.settings.max_new_tokens
+
+    def same_draw(self, other: DistributionCheck) -> bool:
+        """``other`` is this check under another rule (or this rule again): the same prompt, N and
+        run settings but for the rule and the argmax drafts a rule may ask for."""
+        return (self.prompt, self.n_samples, _but_rule(self.settings)) == (
+            other.prompt,
+            other.n_samples,
+            _but_rule(other.settings),
+        )
 
     @property
     def partial(self) -> bool:
@@ -145,6 +153,10 @@ class DistributionCheck:
         if self.spec.seconds > 0 and self.target.seconds > 0 and self.spec.memo_hits == 0:
             return self.target.seconds / self.spec.seconds
         return None
+
+
+def _but_rule(settings: RunSettings) -> RunSettings:
+    return replace(settings, rule=DEFAULT_RULE, draft_argmax=False)
 
 
 def _sample_seed(seed: int, index: int, stream: int) -> int:
@@ -196,7 +208,7 @@ def sample_continuations(
     t0 = time.perf_counter()
     lo, hi = progress_span
     every = max(1, n // 100)
-    label = "speculative" if speculative else "target only"
+    line = "progress.speculative_continuations" if speculative else "progress.target_continuations"
 
     def draw(i: int, scheduler=None):
         gen = torch.Generator().manual_seed(_sample_seed(seed, i, stream_id))
@@ -211,7 +223,7 @@ def sample_continuations(
                       calls=st.steps, new=st.new_tokens, done=1)  # fmt: skip
         done = totals["done"]
         if progress is not None and (done % every == 0 or done == n):
-            progress(lo + (hi - lo) * done / n, f"{label}: {done:,} / {n:,} continuations")
+            progress(lo + (hi - lo) * done / n, Message(line, done=f"{done:,}", n=f"{n:,}"))
 
     if rows > 1:
         draw_in_order(target, draw, n, rows, budget, count)
@@ -242,76 +254,81 @@ def draw_rows(ctx: LabContext) -> int:
 
 @dataclass(frozen=True)
 class DistributionSettings:
-    """What a distribution check draws: the prompt, the models, the rule and the sampling settings.
+    """What a distribution check draws: the prompt, one speculative run's settings and the lab's own numbers.
 
-    ``preset``/``drafter``/``dtype`` pick the models when no ``LabContext`` is passed.
-    ``gamma=None`` takes the preset's γ; ``draft_argmax=None`` picks True for rule "softmax-q"
-    (that bug needs argmax drafts) and False otherwise; ``exact=None`` computes the target's
-    exact probabilities only where cheap; ``memo`` memoises the models' forward passes.
-    Checked by ``distribution_check``, not here.
+    ``run``: each continuation's settings (preset, drafter, dtype, rule, γ, sampling, seed;
+    ``max_new_tokens`` is the continuation's length, ``n_tokens``), from ``api.run_settings``
+    (``of`` builds them with the lab's defaults).  ``n_samples``: continuations per side;
+    ``exact=None`` computes the target's exact probabilities only where cheap; ``memo``
+    memoises the models' forward passes.  The lab's own bounds are checked by
+    ``distribution_check``, not here.
     """
 
     prompt: str
-    preset: str | None = "tiny-random"
-    drafter: str | None = None
-    rule: str = DEFAULT_RULE
+    run: RunSettings
     n_samples: int = 2000
-    n_tokens: int = 2
-    gamma: int | None = None
-    temperature: float = 1.0
-    top_k: int = 0
-    top_p: float = 1.0
-    seed: int = 0
-    draft_argmax: bool | None = None
-    dtype: str | None = None
     exact: bool | None = None
     memo: bool = True
+
+    @property
+    def n_tokens(self) -> int:
+        return self.run.max_new_tokens
+
+    @classmethod
+    def of(
+        cls,
+        prompt: str,
+        *,
+        n_samples: int = 2000,
+        n_tokens: int = 2,
+        exact: bool | None = None,
+        memo: bool = True,
+        **values: Any,
+    ) -> DistributionSettings:
+        """``values`` (``RunSettings``' fields) over the lab's defaults — tiny-random, temperature
+        1, chain drafts, argmax drafts for rule "softmax-q" (that bug needs them) — resolved
+        once by ``api.run_settings`` (the preset's γ, drafter and dtype where not given)."""
+        n_tokens = whole_number("tokens per continuation", n_tokens, 1, MAX_CONT_TOKENS)
+        values = {"preset": "tiny-random", "temperature": 1.0, "tree_nodes": 1, **values}
+        if values.get("draft_argmax") is None:
+            values["draft_argmax"] = values.get("rule", DEFAULT_RULE) == "softmax-q"
+        run = run_settings(**{**values, "mode": "speculative", "max_new_tokens": n_tokens, "trace": False})
+        return cls(prompt, run, n_samples, exact, memo)
 
 
 @dataclass(frozen=True)
 class _TargetSampleKey:
-    """Everything the target-only sample depends on: equal keys, interchangeable samples."""
+    """Everything the target-only sample depends on: equal keys, interchangeable samples (the
+    target-only run's settings, less the drafter and γ it never reads)."""
 
     prompt: str
-    preset: str
-    dtype: str
-    temperature: float
-    top_k: int
-    top_p: float
-    n_tokens: int
     n_samples: int
-    seed: int
+    settings: RunSettings
 
     @classmethod
-    def of(cls, check: DistributionCheck) -> _TargetSampleKey:
-        return cls(
-            check.prompt,
-            check.preset,
-            check.dtype,
-            check.temperature,
-            check.top_k,
-            check.top_p,
-            check.n_tokens,
-            check.n_samples,
-            check.seed,
-        )
+    def of(cls, prompt: str, n_samples: int, spec: RunSettings) -> _TargetSampleKey:
+        return cls(prompt, n_samples, spec.autoregressive(drafter=None, gamma=1))
 
 
 @dataclass(frozen=True)
 class _Plan:
-    """A validated check: the settings with every value resolved, the prompt's ids, both engine configs."""
+    """A validated check: the settings with every value resolved (``run``: the speculative side's,
+    on the loaded models), the prompt's ids, notes."""
 
-    settings: DistributionSettings  # n_tokens, n_samples, seed, gamma, draft_argmax resolved and checked
+    settings: DistributionSettings
     prompt_ids: list[int]
-    spec_cfg: RunSettings
-    ar_cfg: RunSettings
     notes: tuple[str, ...]
 
-    def target_key(self, ctx: LabContext) -> _TargetSampleKey:
-        s = self.settings
-        return _TargetSampleKey(
-            s.prompt, ctx.preset.name, ctx.pair.dtype, s.temperature, s.top_k, s.top_p, s.n_tokens, s.n_samples, s.seed
-        )
+    @property
+    def spec_cfg(self) -> RunSettings:
+        return self.settings.run
+
+    @property
+    def ar_cfg(self) -> RunSettings:
+        return self.settings.run.autoregressive()
+
+    def target_key(self) -> _TargetSampleKey:
+        return _TargetSampleKey.of(self.settings.prompt, self.settings.n_samples, self.settings.run)
 
 
 def distribution_check(
@@ -337,19 +354,22 @@ def distribution_check(
     its reading.  ``cache_bytes``: the memo tables' cap (default ``limits.lab_cache_bytes``).
     ``rows``: continuations drawn at once (default ``draw_rows``; see ``sample_continuations``).
     """
-    settings = _check_model_free(settings)
-    ctx = ctx or LabContext(settings.preset, settings.drafter, settings.dtype)
+    _check_model_free(settings)
+    ctx = ctx or LabContext(settings.run.preset, settings.run.drafter, settings.run.dtype)
     budget = budget if budget is not None else Budget(default_wall_s(ctx.preset))
     plan = _plan(settings, ctx)
     s = plan.settings
-    reuse = reference is not None and _TargetSampleKey.of(reference) == plan.target_key(ctx)
+    reuse = (
+        reference is not None
+        and _TargetSampleKey.of(reference.prompt, reference.n_samples, reference.settings) == plan.target_key()
+    )
     spec_counts, spec_stats = sample_continuations(
         ctx,
         plan.prompt_ids,
         plan.spec_cfg,
         s.n_samples,
-        s.seed,
-        draft_argmax=s.draft_argmax,
+        s.run.seed,
+        draft_argmax=s.run.draft_argmax,
         progress=progress,
         progress_span=(0.0, 0.96 if reuse else 0.48),
         memo=s.memo,
@@ -366,7 +386,7 @@ def distribution_check(
             plan.prompt_ids,
             plan.ar_cfg,
             spec_stats.n,
-            s.seed,
+            s.run.seed,
             draft_argmax=False,
             progress=progress,
             progress_span=(0.48, 0.96),
@@ -380,47 +400,41 @@ def distribution_check(
         stopped = stopped_message(budget, spec_stats.n, tgt_stats.n, s.n_samples)
     budget.expired()  # raises if Stop was pressed meanwhile: nobody waits for the statistics
     if progress is not None:
-        progress(0.97, "statistics")
+        progress(0.97, Message("progress.statistics"))
     check = _compare(ctx, plan, spec_counts, spec_stats, tgt_counts, tgt_stats, stopped, progress)
     if progress is not None:
-        progress(1.0, "done")
+        progress(1.0, Message("progress.done"))
     return check
 
 
-def _check_model_free(s: DistributionSettings) -> DistributionSettings:
-    """The checks that need no model (the rule, the length, the seed, a sampling temperature), before
-    any model loads; the settings come back with the length and seed as ints."""
-    one_of("rule", s.rule, tuple(RULES))
-    n_tokens = whole_number("tokens per continuation", s.n_tokens, 1, MAX_CONT_TOKENS)
-    seed = check_seed(s.seed)
+def _check_model_free(s: DistributionSettings) -> None:
+    """The lab's own checks that need no model (the length, a sampling temperature), before any model loads."""
+    whole_number("tokens per continuation", s.n_tokens, 1, MAX_CONT_TOKENS)
     lim = load_config().limits
-    if check_temperature(s.temperature, lim.max_temperature) == 0.0:
+    if check_temperature(s.run.temperature, lim.max_temperature) == 0.0:
         raise ValueError(
             f"the distribution check needs sampling: temperature must be in (0, {lim.max_temperature}] "
             "(at temperature 0 use the greedy equality check)"
         )
-    return replace(s, n_tokens=n_tokens, seed=seed)
 
 
 def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
-    """Resolve and check what depends on the models (N's cap, the preset's γ), encode the prompt.
+    """Resolve and check what depends on the models (N's cap, the loaded preset), encode the prompt.
 
     ``settings`` have passed ``_check_model_free``."""
     lim = load_config().limits
     n_samples = whole_number("N", settings.n_samples, 10, sample_cap(ctx.preset))
-    g = whole_number("gamma", ctx.preset.gamma if settings.gamma is None else settings.gamma, 1, bounds(lim).max_gamma)
-    draft_argmax = settings.rule == "softmax-q" if settings.draft_argmax is None else settings.draft_argmax
+    whole_number("gamma", settings.run.gamma, 1, bounds(lim).max_gamma)
     s = replace(
-        settings,
-        n_samples=n_samples,
-        gamma=int(g),
-        draft_argmax=draft_argmax,
-        temperature=float(settings.temperature),
-        top_k=int(settings.top_k),
-        top_p=float(settings.top_p),
+        settings.run,
+        mode="speculative",
+        preset=ctx.preset.name,
+        drafter=ctx.drafter_kind,
+        dtype=ctx.pair.dtype,
+        trace=False,
     )
     notes: list[str] = []
-    if s.n_tokens == 1:
+    if s.max_new_tokens == 1:
         notes.append(
             "With 1-token continuations no draft is ever made (a step always adds one token of its own), so "
             "every rule is trivially exact: use 2 or 3 tokens to see the rules at work."
@@ -430,23 +444,8 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
             "Rule (a) only differs from the correct rule when a model drafter drafts its argmax at T > 0 "
             "(the drafter's softmax is then available to misuse); here it behaves like the correct rule."
         )
-    spec_cfg = RunSettings(
-        mode="speculative",
-        preset=ctx.preset.name,
-        drafter=ctx.drafter_kind,
-        dtype=ctx.pair.dtype,
-        draft_argmax=bool(s.draft_argmax),
-        gamma=s.gamma,
-        temperature=s.temperature,
-        top_k=s.top_k,
-        top_p=s.top_p,
-        seed=int(s.seed),
-        max_new_tokens=int(s.n_tokens),
-        trace=False,
-        rule=s.rule,
-    )
-    ar_cfg = spec_cfg.autoregressive()
-    return _Plan(s, ctx.encode(s.prompt), spec_cfg, ar_cfg, tuple(notes))
+    resolved = replace(settings, run=s, n_samples=n_samples)
+    return _Plan(resolved, ctx.encode(settings.prompt), tuple(notes))
 
 
 def _compare(
@@ -482,7 +481,7 @@ def _compare(
         tv_exact = 0.5 * (sum(abs(spec_counts[o] / n - probs[o]) for o in outcomes) + max(0.0, 1.0 - seen))
     if table is not None:
         chi_exact = chi_square_goodness_of_fit(spec_counts, table)
-    info = RULES[s.rule]
+    info = RULES[s.run.rule]
     reading = plain_reading(tv, noise, chi.p_value, spec_stats.n, info.category, n_other=tgt_stats.n)
     if stopped:
         reading = f"PARTIAL RESULT — {stopped} " + reading
@@ -491,18 +490,9 @@ def _compare(
         reading += f" Acceptance rate of this rule here: {sa:.0%} of judged drafts."
     return DistributionCheck(
         prompt=s.prompt,
-        preset=ctx.preset.name,
-        drafter=ctx.drafter_kind,
-        rule=s.rule,
-        category=info.category,
-        temperature=s.temperature,
-        top_k=s.top_k,
-        top_p=s.top_p,
-        gamma=s.gamma,
-        n_tokens=int(s.n_tokens),
+        settings=s.run,
         n_samples=int(s.n_samples),
-        seed=int(s.seed),
-        draft_argmax=bool(s.draft_argmax),
+        category=info.category,
         outcomes=tuple(outcomes),
         labels=tuple(outcome_label(o, ctx.tokenizer, ctx.pair.eos_token_ids) for o in outcomes),
         spec_counts=tuple(spec_counts[o] for o in outcomes),
@@ -517,7 +507,6 @@ def _compare(
         target=tgt_stats,
         reading=reading,
         notes=plan.notes,
-        dtype=ctx.pair.dtype,
         stopped=stopped,
     )
 

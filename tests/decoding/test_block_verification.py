@@ -399,7 +399,7 @@ def test_the_lab_checks_block_as_a_correct_rule():
     assert RULES["block"].category == "correct" and lab_choices()[1][1] == "block"
     ctx = LabContext("tiny-random")
     torch.set_num_threads(1)  # load_pair configures all cores; tiny models are fastest on one
-    settings = DistributionSettings("Once upon a time", rule="block", n_samples=800, n_tokens=3, temperature=1.0)
+    settings = DistributionSettings.of("Once upon a time", rule="block", n_samples=800, n_tokens=3, temperature=1.0)
     r = distribution_check(settings, ctx=ctx)
     assert r.category == "correct" and r.p_value > 1e-3 and r.chi2_exact.p_value > 1e-3
     assert "NOT distributed" not in r.reading

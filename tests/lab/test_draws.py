@@ -51,7 +51,7 @@ def test_drawn_together_the_outcomes_are_those_drawn_one_at_a_time(ctx, mode, ro
 
 
 def test_a_wrong_rule_still_drifts_when_drawn_together(ctx):
-    settings = DistributionSettings(PROMPT, rule="target-sample", n_samples=1000, n_tokens=2, temperature=1.0,
+    settings = DistributionSettings.of(PROMPT, rule="target-sample", n_samples=1000, n_tokens=2, temperature=1.0,
                                     seed=0, memo=False)  # fmt: skip
     r = distribution_check(settings, ctx=ctx, rows=8)
     assert r.p_value < 1e-3 and r.chi2_exact.p_value < 1e-3, (r.tv, r.p_value)

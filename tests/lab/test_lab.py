@@ -359,7 +359,7 @@ def ctx():
 
 @pytest.fixture(scope="module")
 def reference(ctx):
-    settings = DistributionSettings(PROMPT, rule="lossless", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
+    settings = DistributionSettings.of(PROMPT, rule="lossless", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
     return distribution_check(settings, ctx=ctx)
 
 
@@ -391,7 +391,7 @@ def test_lossless_rule_passes(reference):
 @pytest.mark.parametrize("rule", ["softmax-q", "target-sample", "bonus-wrong-position", "typical"])
 def test_each_wrong_or_lossy_rule_drifts_detectably(ctx, reference, rule):
     r = distribution_check(
-        DistributionSettings(PROMPT, rule=rule, n_samples=N, n_tokens=2, temperature=1.0, seed=0),
+        DistributionSettings.of(PROMPT, rule=rule, n_samples=N, n_tokens=2, temperature=1.0, seed=0),
         ctx=ctx,
         reference=reference,
     )
@@ -401,11 +401,11 @@ def test_each_wrong_or_lossy_rule_drifts_detectably(ctx, reference, rule):
     assert r.tv > r.tv_noise + 0.05
     assert "NOT distributed like the target" in r.reading
     if rule == "softmax-q":
-        assert r.draft_argmax  # the bug needs argmax drafts; chosen automatically
+        assert r.settings.draft_argmax  # the bug needs argmax drafts; chosen automatically
 
 
 def test_exact_match_is_lossless_but_wastes_drafts(ctx, reference):
-    settings = DistributionSettings(PROMPT, rule="exact-match", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
+    settings = DistributionSettings.of(PROMPT, rule="exact-match", n_samples=N, n_tokens=2, temperature=1.0, seed=0)
     r = distribution_check(settings, ctx=ctx, reference=reference)
     assert r.p_value > ALPHA and r.chi2_exact.p_value > ALPHA
     assert r.spec.acceptance_rate < 0.6 * reference.spec.acceptance_rate
@@ -413,19 +413,19 @@ def test_exact_match_is_lossless_but_wastes_drafts(ctx, reference):
 
 def test_distribution_check_rejects_bad_settings(ctx):
     with pytest.raises(ValueError, match="equality check"):
-        distribution_check(DistributionSettings(PROMPT, temperature=0.0, n_samples=100), ctx=ctx)
+        distribution_check(DistributionSettings.of(PROMPT, temperature=0.0, n_samples=100), ctx=ctx)
     with pytest.raises(ValueError, match="rule"):
-        distribution_check(DistributionSettings(PROMPT, rule="yolo", n_samples=100), ctx=ctx)
+        distribution_check(DistributionSettings.of(PROMPT, rule="yolo", n_samples=100), ctx=ctx)
     with pytest.raises(ValueError, match="N"):
-        distribution_check(DistributionSettings(PROMPT, n_samples=MAX_SAMPLES + 1), ctx=ctx)
+        distribution_check(DistributionSettings.of(PROMPT, n_samples=MAX_SAMPLES + 1), ctx=ctx)
     with pytest.raises(ValueError, match="tokens per continuation"):
-        distribution_check(DistributionSettings(PROMPT, n_tokens=4, n_samples=100), ctx=ctx)
+        distribution_check(DistributionSettings.of(PROMPT, n_tokens=4, n_samples=100), ctx=ctx)
 
 
 def test_distribution_check_progress_and_one_token_note(ctx):
     seen = []
     r = distribution_check(
-        DistributionSettings(PROMPT, n_samples=200, n_tokens=1), ctx=ctx, progress=lambda f, m: seen.append(f)
+        DistributionSettings.of(PROMPT, n_samples=200, n_tokens=1), ctx=ctx, progress=lambda f, m: seen.append(f)
     )
     assert seen and seen[-1] == 1.0 and all(0 <= f <= 1 for f in seen) and seen == sorted(seen)
     assert any("1-token" in n for n in r.notes)

@@ -100,7 +100,7 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
         side["speculative"] = message.startswith("speculative")
 
     check = distribution_check(
-        DistributionSettings(PROMPT, n_samples=n, n_tokens=2, temperature=1.0, seed=0),
+        DistributionSettings.of(PROMPT, n_samples=n, n_tokens=2, temperature=1.0, seed=0),
         ctx=ctx,
         budget=Budget(60.0, clock=tick),
         progress=progress,
@@ -112,7 +112,7 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
     assert check.reading.startswith("PARTIAL RESULT") and f"N = {k:,} continuations per side" in check.reading
     # sample i always uses generator (seed, i): the stopped sample is exactly the first k of a full one
     full = distribution_check(
-        DistributionSettings(PROMPT, n_samples=k, n_tokens=2, temperature=1.0, seed=0), ctx=ctx, budget=Budget(None)
+        DistributionSettings.of(PROMPT, n_samples=k, n_tokens=2, temperature=1.0, seed=0), ctx=ctx, budget=Budget(None)
     )
     assert not full.partial and full.stopped == ""
     as_dict = lambda c: {o: (s, t) for o, s, t in zip(c.outcomes, c.spec_counts, c.target_counts)}  # noqa: E731
@@ -129,7 +129,7 @@ def test_distribution_check_stops_at_the_limit_and_labels_the_partial_result(ctx
 
 def test_a_spent_budget_still_gives_one_continuation_per_side(ctx):
     check = distribution_check(
-        DistributionSettings(PROMPT, n_samples=100, n_tokens=2, temperature=1.0, seed=0), ctx=ctx, budget=Budget(0.0)
+        DistributionSettings.of(PROMPT, n_samples=100, n_tokens=2, temperature=1.0, seed=0), ctx=ctx, budget=Budget(0.0)
     )
     assert check.spec.n == check.target.n == 1 and check.partial
     assert 0.0 <= check.tv <= 1.0  # statistics on what was collected, no crash
@@ -145,7 +145,7 @@ def test_stop_raises_between_continuations(ctx):
     seen = []
     with pytest.raises(LabCancelled):
         distribution_check(
-            DistributionSettings(PROMPT, n_samples=1000, n_tokens=2, temperature=1.0, seed=0),
+            DistributionSettings.of(PROMPT, n_samples=1000, n_tokens=2, temperature=1.0, seed=0),
             ctx=ctx,
             budget=Budget(None, cancelled=cancelled),
             progress=lambda f, m: seen.append(m),
@@ -164,12 +164,11 @@ def test_sample_continuations_counts_what_it_drew(ctx):
 def test_compare_all_rules_has_one_budget_and_names_the_rules_it_skipped():
     from visual import lab_tab
 
-    outs = lab_tab.compare_all_rules(
-        PROMPT, "tiny-random", 100, 2, 1.0, 4, 0, [], None, None, budget=Budget(2.0, clock=Ticks(1.0))
-    )
+    values = {"preset": "tiny-random", "temperature": 1.0, "gamma": 4, "seed": 0}
+    outs = lab_tab.compare_all_rules(values, PROMPT, 100, 2, [], None, None, budget=Budget(2.0, clock=Ticks(1.0)))
     _, _, _, history, status = outs
     torch.set_num_threads(1)
-    assert len(history) == 1 and history[0].rule == "lossless" and history[0].partial
+    assert len(history) == 1 and history[0].settings.rule == "lossless" and history[0].partial
     assert "1 of 7 rules checked" in status and "not checked: block, softmax-q" in status and "typical" in status
 
 
@@ -297,7 +296,8 @@ def test_stop_buttons_cancel_the_heavy_events_and_the_running_loop():
     def progress(fraction, desc=None):
         lab_tab.STOPS.press("stop-test")  # pressed while the check runs
 
-    out = lab_tab.run_distribution(PROMPT, "tiny-random", "lossless", 2000, 2, 1.0, 4, 0, [], req, progress)
+    values = {"preset": "tiny-random", "rule": "lossless", "temperature": 1.0, "gamma": 4, "seed": 0}
+    out = lab_tab.run_distribution(values, PROMPT, 2000, 2, [], req, progress)
     torch.set_num_threads(1)
     assert out[3] == [] and out[4].startswith("Stopped")  # history unchanged, nothing drawn
     assert lab_tab.press_stop(SimpleNamespace(session_hash="x")) == "Stopping…"

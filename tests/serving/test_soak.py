@@ -104,7 +104,7 @@ def test_a_class_beside_bench_lab_imports_and_dropped_clients(server):
         from playground.lab.distribution import DistributionSettings, distribution_check
 
         while time.monotonic() < stop_at:
-            distribution_check(DistributionSettings("abc", n_samples=200, n_tokens=2, temperature=1.0, seed=1))
+            distribution_check(DistributionSettings.of("abc", n_samples=200, n_tokens=2, temperature=1.0, seed=1))
 
     def importer() -> None:
         crafted = [b"[]," * 2_000_000, b"{" * 100_000, b'{"steps": [' + b"{}," * 1_000_000 + b"{}]}"]

@@ -2,14 +2,17 @@
 
 ``Setup`` is what each tab's builder starts from (limits, preset choices, defaults);
 ``as_int`` and ``run_errors`` turn slider values and the engine's errors into ``gr.Error``
-messages; ``progress_adapter`` gives ``playground.lab`` a plain progress callback.
+messages; ``takes_settings`` hands a handler its run-settings controls as one dict;
+``progress_adapter`` gives ``playground.lab`` a plain progress callback.
 
 This module builds no components and holds no per-user data (that lives in ``gr.State``).
 """
 
 from __future__ import annotations
 
+import inspect
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -100,6 +103,35 @@ def as_int(x: Any, name: str) -> int:
     if not v.is_integer():
         raise gr.Error(t("lab.whole.got", name=name, value=repr(x)))
     return int(v)
+
+
+def takes_settings(fn: Callable, names: Sequence[str]) -> Callable:
+    """``fn(values, *rest)`` as a gradio handler whose first inputs are the controls of the run
+    settings ``names`` (``RunSettings``' fields, in the event's input order), handed to ``fn``
+    as one dict ``values``: a tab passes its settings on whole, so one more setting is one more
+    control and name, not one more parameter.  ``fn``'s other parameters (more inputs, a
+    ``gr.Request``, a ``gr.Progress``) follow as they are, for gradio to fill in.  An empty
+    control is refused (a ``gr.Error`` naming it), not read as the setting's default.  Wrap it
+    in ``visual.i18n.localized`` (which gives gradio the ``gr.Request`` annotation); ``fn`` is not
+    a generator."""
+    names = tuple(names)
+    sig = inspect.signature(fn)
+    rest = list(sig.parameters.values())[1:]
+
+    def handler(*args, **kwargs):
+        values = dict(zip(names, args[: len(names)], strict=True))
+        empty = next((k for k, v in values.items() if v is None or v == ""), None)
+        if empty is not None:
+            raise gr.Error(t("lab.whole", name=empty))
+        return fn(values, *args[len(names) :], **kwargs)
+
+    own = [inspect.Parameter(k, inspect.Parameter.POSITIONAL_OR_KEYWORD) for k in names]
+    handler.__signature__ = sig.replace(parameters=own + rest)
+    handler.__name__ = getattr(fn, "__name__", "handler")
+    handler.__qualname__ = getattr(fn, "__qualname__", handler.__name__)
+    handler.__doc__ = fn.__doc__
+    handler.__annotations__ = {}  # the signature's own (``visual.i18n.localized`` reads the request there)
+    return handler
 
 
 class Stopped(Exception):

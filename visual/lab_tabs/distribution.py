@@ -9,7 +9,6 @@ handlers and events.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import gradio as gr
@@ -34,6 +33,7 @@ from visual.lab_tabs.common import (
     as_int,
     progress_adapter,
     run_errors,
+    takes_settings,
 )
 from visual.lab_tabs.stop import press_stop, session_budget
 
@@ -45,17 +45,21 @@ def _dist_outputs(check: DistributionCheck | None, history: list, status: str):
     return vlab.distribution_figure(check), vlab.distribution_html(check), vlab.rules_table(history), history, status
 
 
-def _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed, rule: str = DEFAULT_RULE):
-    """The tab's inputs as ``DistributionSettings`` (a gr.Error for a value that is not a whole number)."""
-    return DistributionSettings(
+# the tab's controls of run settings (RunSettings' fields -> component keys), in the events' input order;
+# Compare all rules reads them all but the rule
+RUN_CONTROLS = {"preset": "d_preset", "rule": "d_rule", "temperature": "d_temp", "gamma": "d_gamma", "seed": "d_seed"}
+_ALL_RULES_CONTROLS = tuple(k for k in RUN_CONTROLS if k != "rule")
+
+
+def _dist_settings(values: dict[str, Any], prompt, n, n_tokens) -> DistributionSettings:
+    """The tab's inputs as ``DistributionSettings`` (a gr.Error for a value that is not a whole
+    number or settings ``api.run_settings`` refuses)."""
+    return run_errors(
+        DistributionSettings.of,
         prompt,
-        preset=preset,
-        rule=rule,
         n_samples=as_int(n, t("lab.name.n")),
         n_tokens=as_int(n_tokens, t("lab.name.tokens_per")),
-        temperature=float(temperature),
-        gamma=as_int(gamma, "γ"),
-        seed=as_int(seed, t("lab.name.seed")),
+        **values,
     )
 
 
@@ -79,31 +83,22 @@ def _stopped_outputs(history):
 
 
 def run_distribution(
-    prompt,
-    preset,
-    rule,
-    n,
-    n_tokens,
-    temperature,
-    gamma,
-    seed,
-    history,
-    request: gr.Request = None,
-    progress=gr.Progress(),
+    values: dict[str, Any], prompt, n, n_tokens, history, request: gr.Request = None, progress=gr.Progress()
 ):
+    """Run check: ``values`` are the run settings of ``RUN_CONTROLS`` (``takes_settings``)."""
     history = list(history or [])
-    settings = _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed, rule=rule)
+    settings = _dist_settings(values, prompt, n, n_tokens)
     try:
         check = run_errors(
             distribution_check,
             settings,
             progress=progress_adapter(progress),
             reference=_reference(history),
-            budget=session_budget(preset, request),
+            budget=session_budget(settings.run.preset, request),
         )
     except Stopped:
         return _stopped_outputs(history)
-    history = [check] + [h for h in history if h.rule != check.rule or not _same_settings(h, check)]
+    history = [check] + [h for h in history if h.settings.rule != check.settings.rule or not h.same_draw(check)]
     history = history[:HISTORY]
     seconds = f"{check.spec.seconds + check.target.seconds:.1f}"
     status = t("lab.d.done", seconds=seconds)
@@ -112,35 +107,28 @@ def run_distribution(
     return _dist_outputs(check, history, status)
 
 
-def _same_settings(a: DistributionCheck, b: DistributionCheck) -> bool:
-    keys = ("prompt", "preset", "temperature", "gamma", "n_tokens", "n_samples", "seed")
-    return all(getattr(a, k) == getattr(b, k) for k in keys)
-
-
 def compare_all_rules(
+    values: dict[str, Any],
     prompt,
-    preset,
     n,
     n_tokens,
-    temperature,
-    gamma,
-    seed,
     history,
     request: gr.Request = None,
     progress=gr.Progress(),
     budget: Budget | None = None,
 ):
-    """Every rule on the same settings, one after another, sharing one target-only sample.
+    """Every rule on the same settings (``values``: the run settings of ``RUN_CONTROLS`` but the
+    rule), one after another, sharing one target-only sample.
 
     One time limit for the whole comparison: each rule gets an equal share of what is left
     when it starts, and rules not started when the time is up are skipped and named."""
     history = list(history or [])
     report = progress_adapter(progress)
-    budget = budget if budget is not None else session_budget(preset, request)
+    settings = {rule: _dist_settings({**values, "rule": rule}, prompt, n, n_tokens) for rule in RULES}
+    budget = budget if budget is not None else session_budget(settings[DEFAULT_RULE].run.preset, request)
     rules = list(RULES)
     done: list[DistributionCheck] = []
     ref = _reference(history)
-    base = _dist_settings(prompt, preset, n, n_tokens, temperature, gamma, seed)
     last = None
     try:
         for i, rule in enumerate(rules):
@@ -153,18 +141,18 @@ def compare_all_rules(
 
             last = run_errors(
                 distribution_check,
-                replace(base, rule=rule),
+                settings[rule],
                 progress=sub,
                 reference=ref,
                 budget=budget.share(1.0 / (len(rules) - i)),
             )
-            ref = last if ref is None or not _same_settings(ref, last) else ref
+            ref = last if ref is None or not ref.same_draw(last) else ref
             done.append(last)
     except (Stopped, LabCancelled):
         if not done:
             return _stopped_outputs(history)
     history = list(reversed(done)) + [
-        h for h in history if not any(_same_settings(h, d) and h.rule == d.rule for d in done)
+        h for h in history if not any(h.same_draw(d) and h.settings.rule == d.settings.rule for d in done)
     ]
     history = history[: max(HISTORY, len(rules))]
     status = t("lab.d.all_done")
@@ -230,36 +218,18 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     """Run check, Compare all rules and Stop (which also says "Stopping…" in the status line)."""
     dist_state = states["dist_state"]
     dist_out = [c["d_plot"], c["d_html"], c["d_table"], dist_state, c["d_status"]]
+    lab_inputs = [c["d_prompt"], c["d_n"], c["d_tokens"]]
     heavy = {
         "d_stop": [
             c["d_run"].click(
-                localized(run_distribution),
-                [
-                    c["d_prompt"],
-                    c["d_preset"],
-                    c["d_rule"],
-                    c["d_n"],
-                    c["d_tokens"],
-                    c["d_temp"],
-                    c["d_gamma"],
-                    c["d_seed"],
-                    dist_state,
-                ],
+                localized(takes_settings(run_distribution, RUN_CONTROLS)),
+                [c[k] for k in RUN_CONTROLS.values()] + [*lab_inputs, dist_state],
                 dist_out,
                 **MODEL_EVENT,
             ),
             c["d_all"].click(
-                localized(compare_all_rules),
-                [
-                    c["d_prompt"],
-                    c["d_preset"],
-                    c["d_n"],
-                    c["d_tokens"],
-                    c["d_temp"],
-                    c["d_gamma"],
-                    c["d_seed"],
-                    dist_state,
-                ],
+                localized(takes_settings(compare_all_rules, _ALL_RULES_CONTROLS)),
+                [c[RUN_CONTROLS[k]] for k in _ALL_RULES_CONTROLS] + [*lab_inputs, dist_state],
                 dist_out,
                 **MODEL_EVENT,
             ),
