@@ -30,7 +30,7 @@ from playground.drafters.registry import build_drafter
 from playground.models.loading import ModelPair, ModelUnavailable, load_pair
 from playground.serving.policy import ReplayedCaps
 from playground.serving.pool import scheduler_for
-from playground.settings import RunSettings
+from playground.settings import SPECS, RunSettings, check_public, public_name
 
 if TYPE_CHECKING:  # pragma: no cover - a type only: serving sits above the API (its load test calls it)
     from playground.serving.trace_cache import TraceCache, Visitor
@@ -85,97 +85,52 @@ def encode_prompt(prompt: str, tokenizer, max_chars: int, max_tokens: int) -> li
     return ids
 
 
-def run_settings(
-    *,
-    preset: str | None = None,
-    drafter: str | None = None,
-    mode: str = "speculative",
-    gamma: int | None = None,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
-    max_new_tokens: int = 64,
-    dtype: str | None = None,
-    tree_nodes: int | None = None,
-    rule: str = "lossless",
-    verification: str | None = None,
-    draft_stop: float | None = None,
-    draft_argmax: bool = False,
-    trace: bool = True,
-    cfg: AppConfig | None = None,
-) -> RunSettings:
-    """User values as a checked ``RunSettings``, within the app's limits; None (gamma, dtype,
-    tree_nodes, draft_stop, drafter, preset) means the preset's own.  ``verification`` is the
-    app's name for ``rule`` (only the rules the app offers).  Raises ``validate.SettingsError``
-    with every mistake, keyed by field."""
+def run_settings(*, cfg: AppConfig | None = None, **values) -> RunSettings:
+    """User values as a checked ``RunSettings``, within the app's limits.  ``values`` are
+    ``RunSettings``' fields, or their public names (``verification``: the app's name for
+    ``rule``, only the rules the app offers); None, or a field left out, is its default, and for
+    ``preset`` (the app's default), ``drafter``, ``gamma``, ``dtype``, ``tree_nodes`` and
+    ``draft_stop`` the preset's own.  Raises ``validate.SettingsError`` with every mistake, keyed
+    by the name it was given under."""
     cfg = cfg or load_config()
-    errors: dict[str, str] = {}
+    errors: dict[str, Exception] = {}
+    given = {k: v for k, v in values.items() if v is not None}
     p = kind = None
     try:
-        p = _preset(cfg, preset)
-        kind = _kind(p, drafter)
+        p = _preset(cfg, given.get("preset"))
+        kind = _kind(p, given.get("drafter"))
     except ValueError as exc:
-        errors["preset" if p is None else "drafter"] = str(exc)
-    if verification is not None:
-        try:
-            rule = validate.verification(verification)
-        except ValueError as exc:
-            errors["verification"] = str(exc)
-    values = dict(
-        mode=mode, preset=p.name if p else None, drafter=kind, gamma=gamma if gamma is not None or p is None else p.gamma,
-        temperature=temperature, top_k=top_k, top_p=top_p, seed=seed, max_new_tokens=max_new_tokens,
-        dtype=dtype if dtype is not None or p is None else p.dtype,
-        tree_nodes=tree_nodes if tree_nodes is not None or p is None else p.tree_nodes, rule=rule,
-        draft_stop=draft_stop if draft_stop is not None or p is None else p.draft_stop,
-        draft_argmax=draft_argmax, trace=trace,
-    )  # fmt: skip
-    values = {k: v for k, v in values.items() if v is not None}  # unknown preset: the rest is still checked
+        errors["preset" if p is None else "drafter"] = exc
+    if p is not None:
+        given["preset"] = p.name
+        for name, spec in SPECS.items():  # the preset's own values, resolved here once
+            if spec.preset and given.get(name, given.get(public_name(name))) is None:
+                given[name] = getattr(p, name)
+    if kind is not None:
+        given["drafter"] = kind
+    else:
+        given = {k: v for k, v in given.items() if k not in ("preset", "drafter")}
     try:
-        clean = validate.run_settings(values, cfg.limits)
+        clean = check_public(given, cfg.limits)
     except validate.SettingsError as exc:
-        rename = {"rule": "verification"} if verification is not None else {}
-        errors.update({rename.get(k, k): m for k, m in exc.errors.items() if rename.get(k, k) not in errors})
+        errors.update({k: m for k, m in exc.errors.items() if k not in errors})
     if errors:
         raise validate.SettingsError(errors)
-    if clean["mode"] == "autoregressive":
+    if clean.get("mode") == "autoregressive":
         clean["tree_nodes"] = 1  # nothing to branch
     return RunSettings(**clean)
 
 
 def stream_generate(
-    prompt: str,
-    *,
-    preset: str | None = None,
-    mode: str = "speculative",
-    drafter: str | None = None,
-    gamma: int | None = None,
-    temperature: float = 0.0,
-    top_k: int = 0,
-    top_p: float = 1.0,
-    seed: int = 0,
-    max_new_tokens: int = 64,
-    dtype: str | None = None,
-    trace: bool = True,
-    progress=None,
-    rule: str = "lossless",
-    draft_argmax: bool = False,
-    tree_nodes: int | None = None,
-    shared: TraceCache | None = None,
-    draft_stop: float | None = None,
+    prompt: str, *, progress=None, shared: TraceCache | None = None, **values
 ) -> Iterator[StepRecord | GenerationResult]:
     """Yield a StepRecord per target pass as it happens, then the GenerationResult.
 
-    The keywords become one ``RunSettings`` at once (``run_settings``); ``stream_run`` does the rest.
-    shared: a ``TraceCache`` (the app's): an identical request already computed or in
-    flight is replayed or followed instead of run again (``result.config["replay"]``
-    says so), and new runs take one of its compute slots."""
-    settings = run_settings(
-        preset=preset, drafter=drafter, mode=mode, gamma=gamma, temperature=temperature, top_k=top_k, top_p=top_p,
-        seed=seed, max_new_tokens=max_new_tokens, dtype=dtype, tree_nodes=tree_nodes, rule=rule,
-        draft_stop=draft_stop, draft_argmax=draft_argmax, trace=trace,
-    )  # fmt: skip
-    return stream_run(prompt, settings, progress=progress, shared=shared)
+    ``values`` (any of ``RunSettings``' fields, see ``run_settings``) become one ``RunSettings``
+    at once; ``stream_run`` does the rest.  shared: a ``TraceCache`` (the app's): an identical
+    request already computed or in flight is replayed or followed instead of run again
+    (``result.config["replay"]`` says so), and new runs take one of its compute slots."""
+    return stream_run(prompt, run_settings(**values), progress=progress, shared=shared)
 
 
 def stream_run(
@@ -232,9 +187,10 @@ def run(prompt: str, settings: RunSettings, **kwargs) -> GenerationResult:
     return _last(stream_run(prompt, settings, **kwargs))
 
 
-def generate(prompt: str, **kwargs) -> GenerationResult:
-    """Run one generation and return the result (``.token_ids``, ``.text``, ``.steps``, ``.stats``)."""
-    return _last(stream_generate(prompt, **kwargs))
+def generate(prompt: str, **values) -> GenerationResult:
+    """Run one generation and return the result (``.token_ids``, ``.text``, ``.steps``, ``.stats``).
+    ``values``: ``RunSettings``' fields (``run_settings``), plus ``progress`` and ``shared``."""
+    return _last(stream_generate(prompt, **values))
 
 
 def _last(items) -> GenerationResult:

@@ -20,6 +20,8 @@ from playground.decoding.records import GenerationResult
 from playground.drafters.registry import NAMES
 from playground.errors import ModelUnavailable
 from playground.models.loading import availability
+from playground.settings import CLI, SPECS, offered, public_name
+from playground.validate import DTYPES, MODES
 
 TOOLS = ("bench", "batch-sweep", "loadtest", "check-space", "train-drafter")  # ``python -m tools``
 
@@ -87,19 +89,7 @@ def _plain_marks(step) -> str:
 
 def cmd_generate(args) -> int:
     try:
-        settings = api.run_settings(
-            preset=args.preset,
-            mode=args.mode,
-            drafter=args.drafter,
-            gamma=args.gamma,
-            temperature=args.temperature,
-            top_k=args.top_k,
-            top_p=args.top_p,
-            seed=args.seed,
-            max_new_tokens=args.max_new_tokens,
-            dtype=args.dtype,
-            tree_nodes=args.tree_nodes,
-        )
+        settings = api.run_settings(**{name: getattr(args, name) for name in offered(CLI)})
         items = api.stream_run(args.prompt, settings)
         result = None
         for item in items:
@@ -127,6 +117,9 @@ def cmd_generate(args) -> int:
     return 0
 
 
+_CHOICES = {"drafter": list(NAMES), "dtype": list(DTYPES), "mode": list(MODES)}  # argparse lists them in --help
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="python -m playground", description="Speculative Decoding Playground engine")
     sub = parser.add_subparsers(dest="command", parser_class=_Parser)
@@ -134,20 +127,11 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("presets", help="list model presets")
     p.add_argument("--json", action="store_true")
     g = sub.add_parser("generate", help="generate text with speculative or autoregressive decoding")
-    g.add_argument("--preset", default=None)
     g.add_argument("--prompt", required=True)
-    g.add_argument("--drafter", default=None, choices=list(NAMES))
-    g.add_argument("--gamma", type=int, default=None)
-    g.add_argument("--temperature", type=float, default=0.0)
-    g.add_argument("--top-k", type=int, default=0)
-    g.add_argument("--top-p", type=float, default=1.0)
-    g.add_argument("--seed", type=int, default=0)
-    g.add_argument("--max-new-tokens", type=int, default=64)
-    g.add_argument(
-        "--tree-nodes", type=int, default=None, help="draft-tree node budget (1 = chain; default: the preset's)"
-    )
-    g.add_argument("--dtype", choices=["float32", "bfloat16"], default=None)
-    g.add_argument("--mode", choices=["speculative", "autoregressive"], default="speculative")
+    for name in offered(CLI):  # every setting the command line offers, from RunSettings' schema
+        spec, flag = SPECS[name], "--" + public_name(name).replace("_", "-")
+        choices = _CHOICES.get(name)
+        g.add_argument(flag, dest=name, type=spec.kind, default=None, choices=choices, help=spec.doc)
     g.add_argument("--json", action="store_true")
     return parser
 

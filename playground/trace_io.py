@@ -35,6 +35,7 @@ import numpy as np
 
 from playground.config import load_config
 from playground.decoding.records import Candidate, Correction, DraftDecision, GenerationResult, RunStats, StepRecord
+from playground.settings import DEFAULTS, SPECS
 from playground.validate import MAX_GAMMA, MAX_TREE_NODES, MODES, excerpt
 
 
@@ -224,25 +225,11 @@ _STATS_MS = (
     "verify_ms_per_call",
     "single_token_ms",
 )
-# config keys the app reads (RunSettings' fields), and the type each must have when present;
-# null preset / dtype / draft_stop: a run on models given to the engine directly
+# config keys the app reads (RunSettings' fields), and the types each may have when present, from
+# RunSettings' schema; null preset / dtype / draft_stop: a run on models given to the engine directly
+_KIND_TYPES: dict[type, tuple[type, ...]] = {int: (int,), float: (int, float), bool: (bool,), str: (str,)}
 _CONFIG_TYPES: dict[str, tuple[type, ...]] = {
-    "preset": (str, type(None)),
-    "drafter": (str, type(None)),
-    "rule": (str,),
-    "mode": (str,),
-    "dtype": (str, type(None)),
-    "draft_stop": (int, float, type(None)),
-    "tree_nodes": (int,),
-    "draft_argmax": (bool,),
-    "top_n": (int,),
-    "temperature": (int, float),
-    "top_p": (int, float),
-    "gamma": (int,),
-    "top_k": (int,),
-    "seed": (int,),
-    "max_new_tokens": (int,),
-    "trace": (bool,),
+    name: _KIND_TYPES[spec.kind] + ((type(None),) if DEFAULTS[name] is None else ()) for name, spec in SPECS.items()
 }
 
 

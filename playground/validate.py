@@ -1,8 +1,8 @@
 """Every check of user-supplied settings: one function per rule, one message per mistake.
 
 The API, the app (form, link, ``/speculate``), the lab, the bench and the CLI all go through
-here, mostly by building a ``playground.settings.RunSettings`` (``run_settings`` below checks
-every field of one and reports every mistake at once, keyed by field).  Each check returns the
+here, mostly by building a ``playground.settings.RunSettings`` (whose fields name these checks;
+``settings.check`` reports every mistake at once, keyed by field).  Each check returns the
 cleaned value or raises ``Invalid`` (a ``ValueError`` with a code and params, its English
 message the same wherever the value came from: ``playground.errors.ENGLISH``).  The
 ranges a setting may take are the engine's (``ENGINE``) narrowed by the app's ``limits``.
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +59,12 @@ def bounds(limits) -> Bounds:
 
 
 class SettingsError(ValueError):
-    """Every mistake in one set of settings: ``errors`` maps a field to its one message."""
+    """Every mistake in one set of settings: ``errors`` maps a field to its one error (a
+    ``ValueError``; ``str()`` of it is the English message)."""
 
-    def __init__(self, errors: Mapping[str, str]):
+    def __init__(self, errors: Mapping[str, Any]):
         self.errors = dict(errors)
-        super().__init__("; ".join(self.errors.values()))
+        super().__init__("; ".join(str(m) for m in self.errors.values()))
 
 
 # --------------------------------------------------------------------------- one rule each

@@ -97,6 +97,8 @@ def test_speculate_signature_is_keyword_friendly(client):
         "tree_nodes",
         "verification",
         "draft_stop",
+        "min_p",
+        "dtype",
     ]
     assert not params["prompt"]["parameter_has_default"]
     assert all(p["parameter_has_default"] for name, p in params.items() if name != "prompt")
@@ -189,7 +191,7 @@ def _run(tiny_default, mode="Speculative", calibrate=True, **overrides):
         calibrate=calibrate,
     )
     args.update(overrides)
-    return list(handler(*args.values()))
+    return list(handler(args))
 
 
 def test_run_handler_streams_steps_then_finishes(tiny_default):
@@ -238,13 +240,24 @@ def test_run_handler_rejects_bad_input_with_gr_error(tiny_default):
         _run(tiny_default, temperature=float("nan"))
 
 
+_FORM_ORDER = ("prompt", "preset", "drafter", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens",
+               "tree_nodes", "verification", "draft_stop", "dtype")  # fmt: skip
+
+
+def _check(cfg, choices, *values):
+    """``check_params`` on the form's values given in this order (``_FORM_ORDER``)."""
+    from visual import playground_tab as pt
+
+    return pt.check_params(cfg, choices, dict(zip(_FORM_ORDER, values)))
+
+
 def test_check_params_messages(tiny_default):
     from visual import playground_tab as pt
 
     choices = pt.preset_choices(tiny_default)
-    ok = pt.check_params(tiny_default, choices, "hi", "tiny-random", "model", 4, 0.0, 0, 1.0, 0, 16)
+    ok = _check(tiny_default, choices, "hi", "tiny-random", "model", 4, 0.0, 0, 1.0, 0, 16)
     assert ok == {}
-    errs = pt.check_params(tiny_default, choices, "", "nope", None, 0, math.nan, -1, 0.0, -5, 999)
+    errs = _check(tiny_default, choices, "", "nope", None, 0, math.nan, -1, 0.0, -5, 999)
     assert set(errs) == {"prompt", "preset", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens"}
     assert errs["temperature"].startswith("temperature must be a finite number")
 
@@ -273,9 +286,9 @@ def test_verification_control_defaults_to_token_verification():
     run_deps = [d for d in deps if any(t[0] == run_id for t in d["targets"])]
     heavy = [d for d in deps if d.get("trigger_after") in {r["id"] for r in run_deps}]
     assert any(radio_id in d["inputs"] for d in run_deps)  # the validator sees it
-    assert heavy and all(d["inputs"][-2] == radio_id for d in heavy)  # the run handler's input before draft_stop
+    assert heavy and all(radio_id in d["inputs"] for d in heavy)  # the run handler gets it (by name)
     stop = tab.components["draft_stop"]
-    assert isinstance(stop, gr.Slider) and all(d["inputs"][-1] == stop._id for d in heavy)
+    assert isinstance(stop, gr.Slider) and all(stop._id in d["inputs"] for d in heavy)
     assert any(stop._id in d["inputs"] for d in run_deps)  # the validator sees it too
 
 
@@ -333,10 +346,10 @@ def test_block_verification_of_a_tree_gets_a_clear_message(tiny_default):
         _run(tiny_default, tree_nodes=4, verification="block")
     choices = pt.preset_choices(tiny_default)
     args = (tiny_default, choices, "hi", "tiny-random", "model", 4, 0.0, 0, 1.0, 0, 16)
-    assert pt.check_params(*args, 1, "block") == {} and pt.check_params(*args, 4, "lossless") == {}
-    errs = pt.check_params(*args, 4, "block")
+    assert _check(*args, 1, "block") == {} and _check(*args, 4, "lossless") == {}
+    errs = _check(*args, 4, "block")
     assert set(errs) == {"verification"} and errs["verification"].startswith("Block verification judges a chain")
-    errs = pt.check_params(*args, 0, "typical")  # a lab-only rule is not offered here
+    errs = _check(*args, 0, "typical")  # a lab-only rule is not offered here
     assert set(errs) == {"tree_nodes", "verification"} and "lossless, block" in errs["verification"]
 
 
@@ -347,8 +360,8 @@ def test_draft_stop_is_checked_with_the_other_settings(tiny_default, bad):
     from visual import playground_tab as pt
 
     args = (tiny_default, pt.preset_choices(tiny_default), "hi", "tiny-random", "model", 4, 0.0, 0, 1.0, 0, 16)
-    assert pt.check_params(*args, 1, "lossless", 0.3) == {} and pt.check_params(*args, 1, "lossless", None) == {}
-    errs = pt.check_params(*args, 1, "lossless", bad)
+    assert _check(*args, 1, "lossless", 0.3) == {} and _check(*args, 1, "lossless", None) == {}
+    errs = _check(*args, 1, "lossless", bad)
     assert set(errs) == {"draft_stop"} and errs["draft_stop"].startswith("draft_stop must be a number in [0, 1)")
     with pytest.raises(gr.Error, match="draft_stop"):
         _run(tiny_default, tree_nodes=1, verification="lossless", draft_stop=bad)
@@ -381,22 +394,27 @@ def test_a_shared_link_can_preselect_block_verification():
     with gr.Blocks():
         tab = build_playground_tab()
     pf = validate_query({"verification": "block", "gamma": "3"})
-    assert pf.verification == "block" and pf.errors == () and pf.values() == {"gamma": 3, "verification": "block"}
+    assert (
+        pf.get("verification") == "block" and pf.errors == () and pf.values() == {"gamma": 3, "verification": "block"}
+    )
     ups = dict(zip(LINK_KEYS, tab.link_updates(pf), strict=True))
     assert ups["verification"]["value"] == "block" and ups["gamma"]["value"] == 3
     assert ups["tree_nodes"] == gr.skip()  # no preset in the link: its settings stay
     ups = dict(zip(LINK_KEYS, tab.link_updates(validate_query({"verification": "BLOCK", "preset": "tiny-random"}))))
     assert ups["verification"]["value"] == "block" and ups["tree_nodes"].value == 1
-    assert validate_query({"verification": "token"}).verification == "lossless"
+    assert validate_query({"verification": "token"}).get("verification") == "lossless"
     for bad in ("typical", "<script>", "x" * 200):
         pf = validate_query({"verification": bad, "seed": "5"})
-        assert pf.verification is None and pf.values() == {"seed": 5}
+        assert pf.get("verification") is None and pf.values() == {"seed": 5}
         assert any("verification must be one of lossless, block" in e for e in pf.errors), pf.errors
         assert all(len(e) < 120 for e in pf.errors)  # only an excerpt of the link's text
         ups = dict(zip(LINK_KEYS, tab.link_updates(pf), strict=True))
         assert ups["verification"] == gr.skip() and ups["seed"]["value"] == 5
-    assert share_query(gamma=3, verification="lossless") == "?gamma=3"
-    assert validate_query({"verification": share_query(verification="block").split("=")[1]}).verification == "block"
+    assert share_query({"gamma": 3, "verification": "lossless"}) == "?gamma=3"
+    assert (
+        validate_query({"verification": share_query({"verification": "block"}).split("=")[1]}).get("verification")
+        == "block"
+    )
 
 
 def test_replay_handlers_walk_the_frames(tiny_default):
@@ -479,14 +497,14 @@ def test_a_shared_link_keeps_its_gamma_and_resets_the_rest_to_its_preset():
 
     with gr.Blocks() as demo:
         tab = build_playground_tab()
-    ups = dict(zip(LINK_KEYS, tab.link_updates(Prefill(preset="gemma3-270m-early-exit", gamma=3)), strict=True))
+    ups = dict(zip(LINK_KEYS, tab.link_updates(Prefill({"preset": "gemma3-270m-early-exit", "gamma": 3})), strict=True))
     own = tab.by_name["gemma3-270m-early-exit"].preset
     assert own.gamma != 3 and ups["gamma"]["value"] == 3
     assert ups["drafter"].value == own.drafter and ups["tree_nodes"].value == own.tree_nodes
-    ups = dict(zip(LINK_KEYS, tab.link_updates(Prefill(preset="gemma3-270m-early-exit")), strict=True))
+    ups = dict(zip(LINK_KEYS, tab.link_updates(Prefill({"preset": "gemma3-270m-early-exit"})), strict=True))
     assert ups["gamma"].value == own.gamma
-    ups = tab.link_updates(Prefill(prompt="hi"))
-    assert ups[-3:] == [gr.skip()] * 3  # no preset in the link: the preset's settings stay
+    ups = dict(zip(LINK_KEYS, tab.link_updates(Prefill({"prompt": "hi"})), strict=True))
+    assert [ups[k] for k in ("drafter", "tree_nodes", "draft_stop")] == [gr.skip()] * 3  # the preset's settings stay
     deps = demo.get_config_file()["dependencies"]
     preset_id = tab.components["preset"]._id
     triggers = {tuple(t) for d in deps for t in d["targets"] if t[0] == preset_id}

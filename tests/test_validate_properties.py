@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 from playground import validate
 from playground.config import load_config
 from playground.rules import RULES
-from visual.share import validate_query
+from playground.settings import PUBLIC, SPECS, check_public
+from playground.settings import check as check_settings
+from visual.share import QUERY_KEYS, validate_query
 
 LIM = load_config().limits
 B = validate.bounds(LIM)
-FIELDS = tuple(validate._CHECKS)
+FIELDS = tuple(n for n in SPECS if n not in ("preset", "drafter"))  # names: resolved by api.run_settings
 
 # Anything a JSON body, a form or a query string can carry, and a few Python values besides.
 anything = st.one_of(
@@ -44,10 +46,10 @@ PROPS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthC
 @example({"max_new_tokens": 10**30, "top_k": -1})
 def test_run_settings_are_clean_and_in_bounds_or_refused_field_by_field(values):
     try:
-        clean = validate.run_settings(values, LIM)
+        clean = check_settings(values, LIM)
     except validate.SettingsError as exc:
         assert exc.errors and set(exc.errors) <= set(values) | {"rule"}
-        assert all(isinstance(m, str) and len(m) < 400 for m in exc.errors.values())
+        assert all(isinstance(m, ValueError) and len(str(m)) < 400 for m in exc.errors.values())
         return
     for name, v in clean.items():
         if name in ("gamma",):
@@ -65,6 +67,8 @@ def test_run_settings_are_clean_and_in_bounds_or_refused_field_by_field(values):
             assert v <= B.max_temperature
         elif name == "top_p":
             assert isinstance(v, float) and 0 < v <= 1
+        elif name == "min_p":
+            assert isinstance(v, float) and 0 <= v <= 1
         elif name == "rule":
             assert v in RULES
         elif name == "dtype":
@@ -74,8 +78,7 @@ def test_run_settings_are_clean_and_in_bounds_or_refused_field_by_field(values):
 
 
 @PROPS
-@given(st.dictionaries(st.sampled_from(["preset", "prompt", "gamma", "temperature", "seed", "verification",
-                                        "classroom", "lang", "x"]), st.text(max_size=60), max_size=7))  # fmt: skip
+@given(st.dictionaries(st.sampled_from([*QUERY_KEYS, "x"]), st.text(max_size=60), max_size=9))
 @example({"gamma": "99999999999999999999", "temperature": "1e309"})
 @example({"seed": "+9223372036854775808", "prompt": "\u202e\x00hi"})
 @example({"classroom": "0", "preset": "../../etc"})
@@ -83,16 +86,18 @@ def test_run_settings_are_clean_and_in_bounds_or_refused_field_by_field(values):
 @example({"classroom": "²"})  # str.isdigit() but not int(): it raised ValueError out of the page load
 def test_a_crafted_link_never_raises_and_keeps_only_values_inside_the_limits(params):
     p = validate_query(params)
-    if p.gamma is not None:
-        assert 1 <= p.gamma <= B.max_gamma
-    if p.temperature is not None:
-        assert 0 <= p.temperature <= LIM.max_temperature
-    if p.seed is not None:
-        assert 0 <= p.seed <= validate.MAX_SEED
-    if p.prompt is not None:
-        assert len(p.prompt) <= LIM.max_prompt_chars and "\x00" not in p.prompt
-    if p.preset is not None:
-        assert p.preset in {pr.name for pr in load_config().presets}
+    if p.get("gamma") is not None:
+        assert 1 <= p.get("gamma") <= B.max_gamma
+    if p.get("temperature") is not None:
+        assert 0 <= p.get("temperature") <= LIM.max_temperature
+    if p.get("seed") is not None:
+        assert 0 <= p.get("seed") <= validate.MAX_SEED
+    if p.get("prompt") is not None:
+        assert len(p.get("prompt")) <= LIM.max_prompt_chars and "\x00" not in p.get("prompt")
+    if p.get("preset") is not None:
+        assert p.get("preset") in {pr.name for pr in load_config().presets}
+    kept = {k: v for k, v in p.values().items() if k not in ("prompt", "preset")}
+    assert check_public(kept, LIM) == {PUBLIC[k]: v for k, v in kept.items()}  # every kept setting is clean
     for raw in params.values():  # a message quotes an excerpt of what the link said, never all of it
         if len(raw) > validate.EXCERPT_CHARS:
             assert not any(raw in e for e in p.errors)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any, NamedTuple
 
@@ -60,56 +60,40 @@ def _for_page(message: str) -> str:
     return message if message.endswith((".", "!", "?")) else message + "."
 
 
-def form_settings(
-    cfg: AppConfig,
-    choices: list[PresetChoice],
-    prompt,
-    preset,
-    drafter,
-    gamma,
-    temperature,
-    top_k,
-    top_p,
-    seed,
-    max_new_tokens,
-    tree_nodes=None,
-    verification="lossless",
-    draft_stop=None,
-    dtype=None,
-) -> RunSettings:
-    """The form's values as the run's ``RunSettings`` (built by ``api.run_settings``, the one check), or
-    a ``validate.SettingsError`` with every mistake keyed by the form's field names, worded for the page.
+FORM_FIELDS = ("prompt", *(public_name(n) for n in offered(FORM)))  # the form's values, by control name
+_BLANK = (None, "", DTYPE_DEFAULT)  # a control left at "the preset's own"
 
-    None (or blank) ``gamma`` / ``tree_nodes`` / ``draft_stop`` / ``dtype``: the preset's own."""
-    errors: dict[str, str] = {}
+
+def form_settings(cfg: AppConfig, choices: list[PresetChoice], form: Mapping[str, Any]) -> RunSettings:
+    """The form's values (control name -> value, ``FORM_FIELDS``) as the run's ``RunSettings``
+    (built by ``api.run_settings``, the one check), or a ``validate.SettingsError`` with every
+    mistake keyed by the form's field names.  A blank value is the preset's own
+    (``drafter``, ``gamma``, ``tree_nodes``, ``draft_stop``, ``dtype``) or the setting's default."""
+    errors: dict[str, Any] = {}
+    prompt, preset = form.get("prompt"), form.get("preset")
     try:
         validate.prompt(prompt, cfg.limits.max_prompt_chars)
     except ValueError as exc:
-        errors["prompt"] = str(exc)
+        errors["prompt"] = exc
     chosen = next((c for c in choices if c.preset.name == preset), None)
     if chosen is not None and not chosen.available:
-        errors["preset"] = f"preset {preset!r} is unavailable here: {chosen.reason}"
-    blank = (None, "", DTYPE_DEFAULT)
+        errors["preset"] = ValueError(f"preset {preset!r} is unavailable here: {chosen.reason}")
+    values = {k: None if v in _BLANK else v for k, v in form.items() if k != "prompt"}
     try:
-        settings = api.run_settings(
-            cfg=cfg, preset=preset, drafter=drafter or None, gamma=gamma, temperature=temperature, top_k=top_k,
-            top_p=top_p, seed=seed, max_new_tokens=max_new_tokens,
-            tree_nodes=None if tree_nodes in blank else tree_nodes, verification=verification or "lossless",
-            draft_stop=None if draft_stop in blank else draft_stop, dtype=None if dtype in blank else dtype,
-        )  # fmt: skip
+        settings = api.run_settings(cfg=cfg, **values)
     except validate.SettingsError as exc:
         errors.update({k: m for k, m in exc.errors.items() if k not in errors})
     if errors:
-        raise validate.SettingsError({k: _for_page(m) for k, m in errors.items()})
+        raise validate.SettingsError(errors)
     return settings
 
 
-def check_params(cfg: AppConfig, choices: list[PresetChoice], *values) -> dict[str, str]:
+def check_params(cfg: AppConfig, choices: list[PresetChoice], form: Mapping[str, Any]) -> dict[str, str]:
     """``form_settings``' messages keyed by field (empty dict = all good): what the form's validator shows."""
     try:
-        form_settings(cfg, choices, *values)
+        form_settings(cfg, choices, form)
     except validate.SettingsError as exc:
-        return {k: engine_message(m) for k, m in exc.errors.items()}  # in the visitor's language
+        return {k: _for_page(engine_message(m)) for k, m in exc.errors.items()}  # in the visitor's language
     return {}
 
 
@@ -408,33 +392,14 @@ def make_run_handler(
 ) -> Callable:
     """The heavy Run handler (a generator): the form's values become one ``RunSettings`` (``form_settings``)."""
 
-    def run_generation(
-        trace,
-        prompt,
-        preset,
-        drafter,
-        gamma,
-        temperature,
-        top_k,
-        top_p,
-        seed,
-        max_new_tokens,
-        dtype,
-        mode,
-        calibrate,
-        tree_nodes=1,
-        verification="lossless",
-        draft_stop=None,
-        progress=gr.Progress(),
-        request: gr.Request = None,
-    ):
+    def run_generation(form: dict, progress=gr.Progress(), request: gr.Request = None):
+        """``form``: the event's inputs by control name (``FORM_FIELDS`` plus ``trace``, ``mode``
+        and ``calibrate``)."""
+        trace, mode, calibrate, prompt = form.get("trace"), form.get("mode"), form.get("calibrate"), form.get("prompt")
         try:
-            settings = form_settings(
-                cfg, choices, prompt, preset, drafter, gamma, temperature, top_k, top_p, seed, max_new_tokens,
-                1 if tree_nodes in (None, "") else tree_nodes, verification, draft_stop, dtype,
-            )  # fmt: skip
+            settings = form_settings(cfg, choices, {k: form.get(k) for k in FORM_FIELDS})
         except validate.SettingsError as exc:
-            raise gr.Error(" ".join(engine_message(m) for m in exc.errors.values())) from None
+            raise gr.Error(" ".join(_for_page(engine_message(m)) for m in exc.errors.values())) from None
         race = MODES.get(mode, mode) == "race"
         state = RunState(
             run_id=(trace or {}).get("run_id") or new_run_id(),

@@ -21,6 +21,7 @@ Per-user data lives in ``gr.State`` only; the module holds no mutable state.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,7 +29,7 @@ import gradio as gr
 
 from playground.config import AppConfig, load_config
 from playground.models.device import gpu_entry
-from playground.rules import app_choices
+from playground.rules import APP_RULES
 from playground.serving.trace_cache import TraceCache
 from playground.validate import MAX_TREE_NODES
 from visual import charts, page_js, provenance, replay, stats, tables, tokens
@@ -36,6 +37,7 @@ from visual.i18n import L, example_text, localized, t
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
     CALIBRATION_TOKENS,
     DTYPE_DEFAULT,
+    FORM_FIELDS,
     MODES,
     VERIFICATION,
     RunOutputs,
@@ -47,7 +49,7 @@ from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use 
     new_run_id,
 )
 from visual.presets import PresetChoice, default_preset, preset_choices, preset_info  # noqa: F401  (tests use them from here)
-from visual.share import PREFILL_KEYS, Prefill, prefill_updates
+from visual.share import LINK_SETTINGS, Prefill, prefill_updates
 from visual.speculate import make_speculate
 from visual.warmup import wire_status
 
@@ -195,7 +197,7 @@ class PlaygroundTab:
         """Updates for ``[components[k] for k in LINK_KEYS]`` from a shared link (the preset's
         description in the current language even when the link names no preset)."""
         ups = link_updates(prefill, self.by_name)
-        if self.start in self.by_name and not prefill.preset:
+        if self.start in self.by_name and not prefill.get("preset"):
             ups[LINK_KEYS.index("preset_info")] = preset_info(self.by_name[self.start])
         return ups
 
@@ -330,7 +332,7 @@ def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, 
         elem_id="draft-stop",
     )
     c["verification"] = gr.Radio(
-        [(L(f"pg.verification.{rule}"), rule) for _, rule in app_choices()],
+        [(L(f"pg.verification.{rule}"), rule) for rule in APP_RULES],
         value="lossless",
         label=L("pg.verification"),
         info=L("pg.verification.info"),
@@ -343,6 +345,7 @@ def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, 
         c["top_k"] = gr.Number(value=0, precision=0, minimum=0, maximum=lim.max_top_k, label=L("pg.top_k"))
         c["seed"] = gr.Number(value=0, precision=0, minimum=0, label=L("pg.seed"))
     c["top_p"] = gr.Slider(0.01, 1.0, value=1.0, step=0.01, label=L("pg.top_p"))
+    c["min_p"] = gr.Slider(0.0, 1.0, value=0.0, step=0.01, label=L("pg.min_p"), info=L("pg.min_p.info"))
     c["max_new_tokens"] = gr.Slider(
         1, lim.max_new_tokens, value=min(48, lim.max_new_tokens), step=1, label=L("pg.max_new_tokens")
     )
@@ -453,27 +456,27 @@ def _wire_preset(c: dict[str, Any], by_name: dict[str, PresetChoice]) -> None:
     )
 
 
-_LINK_VALUES = (*PREFILL_KEYS, "verification")  # the link's own values (validated in visual.share)
-LINK_KEYS = (*_LINK_VALUES, "preset_info", "drafter", "tree_nodes", "draft_stop")  # what a link's page load updates
+_LINK_VALUES = ("prompt", *LINK_SETTINGS)  # the link's own values (validated in visual.share)
+LINK_KEYS = (*_LINK_VALUES, "preset_info", "drafter")  # what a link's page load updates
 
 
 def link_updates(prefill: Prefill, by_name: dict[str, PresetChoice]) -> list[Any]:
     """One update per ``LINK_KEYS`` component for a validated link: its values, and for a
-    preset the preset's own description, drafters, tree size, stop threshold and (unless the link
-    sets one) γ.
-    A link's bad or missing verification leaves the control as it is (token verification);
-    block verification with a preset that drafts a tree gets a chain (tree nodes 1), the only
-    shape block verification judges."""
+    preset the preset's own description and drafters, and its γ, tree size and stop threshold
+    where the link sets none.  A link's bad or missing verification leaves the control as it is
+    (token verification); block verification with a preset that drafts a tree gets a chain
+    (tree nodes 1), the only shape block verification judges."""
     ups = prefill_updates(prefill, _LINK_VALUES)
-    ch = by_name.get(prefill.preset) if prefill.preset else None
+    ch = by_name.get(prefill.get("preset")) if prefill.get("preset") else None
     if ch is None:
-        return [*ups, gr.skip(), gr.skip(), gr.skip(), gr.skip()]
+        return [*ups, gr.skip(), gr.skip()]
     info, drafter, gamma, tree, stop = _preset_reset(ch)
-    if prefill.gamma is None:
-        ups[_LINK_VALUES.index("gamma")] = gamma
-    if prefill.verification == "block":
+    if prefill.get("verification") == "block":
         tree = gr.Slider(value=1)
-    return [*ups, info, drafter, tree, stop]
+    for key, own in (("gamma", gamma), ("tree_nodes", tree), ("draft_stop", stop)):
+        if prefill.get(key) is None:
+            ups[_LINK_VALUES.index(key)] = own
+    return [*ups, info, drafter]
 
 
 def _wire_replay(parts: _Parts) -> None:
@@ -494,27 +497,33 @@ def _wire_replay(parts: _Parts) -> None:
     c["speed"].change(lambda s: gr.Timer(value=float(s)), c["speed"], timer, queue=False, api_visibility="private")
 
 
-_PARAM_NAMES = ("prompt", "preset", "drafter", "gamma", "temperature", "top_k", "top_p", "seed", "max_new_tokens")
-_CHECKED_NAMES = (*_PARAM_NAMES, "tree_nodes", "verification", "draft_stop")  # check_params' arguments, in order
+def _by_name(handler: Callable, names: dict[Any, str]) -> Callable:
+    """``handler(form, progress, request)`` as a gradio generator handler whose inputs are a set of
+    components: gradio passes a dict keyed by component, the handler gets one keyed by name."""
+
+    def by_name(data: dict, progress=gr.Progress(), request: gr.Request = None):
+        yield from handler({names[comp]: value for comp, value in data.items()}, progress, request)
+
+    return by_name
 
 
 def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts) -> tuple[TraceCache | None, int]:
     """Run: validate, reset the view, then the heavy generation.  Returns the shared trace cache and
     the concurrency limit of the ``"run"`` group (the /speculate endpoint joins it)."""
     c, trace_state, view_state = parts.c, parts.trace_state, parts.view_state
-    params = [c[n] for n in _PARAM_NAMES]
-    checked = [c[n] for n in _CHECKED_NAMES]
+    checked = [c[n] for n in FORM_FIELDS]  # the form's controls, named by RunSettings' schema
 
     def validator(*values):
-        errs = check_params(cfg, choices, *values[: len(_CHECKED_NAMES)])
-        return [gr.validate(n not in errs, errs.get(n, "")) for n in _CHECKED_NAMES] + [gr.validate(True, "")] * (
-            len(values) - len(_CHECKED_NAMES)
+        errs = check_params(cfg, choices, dict(zip(FORM_FIELDS, values)))
+        return [gr.validate(n not in errs, errs.get(n, "")) for n in FORM_FIELDS] + [gr.validate(True, "")] * (
+            len(values) - len(FORM_FIELDS)
         )
 
     def prepare(*values):
+        form = dict(zip(FORM_FIELDS, values))
         run_id = new_run_id()
         tr = RunState(
-            run_id=run_id, prompt=values[0], gamma=int(values[3] or 1), done=False, phase="loading"
+            run_id=run_id, prompt=form["prompt"], gamma=int(form["gamma"] or 1), done=False, phase="loading"
         ).to_trace()
         view = {**empty_view(), "run_id": run_id, "playing": True}
         view, html, _, btn = _replay_outputs(tr, view, values[-1], force=True)
@@ -534,9 +543,8 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
     # Run and /speculate wait for the shared compute slots inside the handler, so replays and
     # followers of an identical run never queue behind other visitors' runs.
     run_limit = int(cfg.queue.get("run_concurrency_limit", 16))
-    heavy_inputs = [
-        trace_state, *params, c["dtype"], c["mode"], c["calibrate"], c["tree_nodes"], c["verification"], c["draft_stop"]
-    ]  # fmt: skip
+    heavy_inputs = {comp: name for name, comp in zip(FORM_FIELDS, checked)}
+    heavy_inputs |= {trace_state: "trace", c["mode"]: "mode", c["calibrate"]: "calibrate"}
     heavy_outputs = [trace_state if name == "trace" else c[name] for name in RunOutputs._fields]
     run_event = (
         c["run"]
@@ -549,8 +557,8 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
             api_visibility="private",
         )
         .success(
-            localized(run_handler),
-            heavy_inputs,
+            localized(_by_name(run_handler, heavy_inputs)),
+            set(heavy_inputs),
             heavy_outputs,
             concurrency_id="run",
             concurrency_limit=run_limit,

@@ -1,8 +1,9 @@
 """Share links: the URL query parameters that prefill the app, validated, and the links that carry them.
 
-A link says ``?preset=…&prompt=…&gamma=…&temperature=…&seed=…`` or ``?classroom=<slug or
-number>`` (a classroom preset, which explicit parameters override); the Playground also reads
-``verification=lossless|block`` (its verification rule; the lab tabs ignore it).  ``validate_query``
+A link says ``?preset=…&prompt=…&gamma=…&temperature=…&seed=…`` (any run setting that
+``RunSettings`` offers links, ``LINK_SETTINGS``, under its public name: ``verification=block``,
+``min_p=0.1``, ...) or ``?classroom=<slug or number>`` (a classroom preset, which explicit
+parameters override).  The lab tabs read the values they have controls for (``PREFILL_KEYS``).  ``validate_query``
 keeps the valid values in a ``Prefill`` and says why it ignored the others, never raising;
 its messages quote at most a short excerpt of what the link said (a link's text is someone
 else's).  ``prefill_from_query`` reads the parameters off a gradio request,
@@ -16,59 +17,69 @@ render the link note (``visual.lab.prefill_note_html``).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import parse_qs, urlencode, urlsplit, urlunsplit
 
 import gradio as gr
 
 from playground.config import AppConfig, load_config
-from playground.validate import MAX_SEED, bounds, clean_prompt, excerpt, parse_number, parse_whole_number, verification
-from playground.validate import temperature as check_temperature
+from playground.settings import DEFAULTS, LINK, PUBLIC, SPECS, check_public, offered, public_name
+from playground.validate import MAX_SEED, SettingsError, clean_prompt, excerpt, parse_number, parse_whole_number
 from visual.classroom import classroom_presets, slugify
 from visual.i18n import DEFAULT as DEFAULT_LANG
 from visual.i18n import lang_from_query, lang_of
 
-PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")  # what a link can set, in the tabs' order
-
-QUERY_KEYS = (
-    "preset",
-    "prompt",
-    "gamma",
-    "temperature",
-    "seed",
-    "verification",
-    "classroom",
-    "lang",
-)  # lang: visual.i18n
+PREFILL_KEYS = ("preset", "prompt", "gamma", "temperature", "seed")  # the lab tabs' controls a link sets
+LINK_SETTINGS = tuple(public_name(n) for n in offered(LINK))  # the run settings a link carries (RunSettings' schema)
+QUERY_KEYS = ("prompt", *LINK_SETTINGS, "classroom", "lang")  # lang: visual.i18n
 
 
 @dataclass(frozen=True)
 class Prefill:
-    """Validated values from a shared link (absent keys are None) and what was ignored, and why."""
+    """Validated values from a shared link (the prompt and run settings, by their link names),
+    the classroom preset it applied, and what was ignored, and why."""
 
-    preset: str | None = None
-    prompt: str | None = None
-    gamma: int | None = None
-    temperature: float | None = None
-    seed: int | None = None
-    verification: str | None = None  # the Playground's verification rule (an engine rule name)
+    fields: Mapping[str, Any] = field(default_factory=dict)
     classroom: str | None = None  # slug of the classroom preset applied, if any
     errors: tuple[str, ...] = ()
 
     def values(self) -> dict[str, Any]:
-        return {
-            k: getattr(self, k)
-            for k in ("preset", "prompt", "gamma", "temperature", "seed", "verification")
-            if getattr(self, k) is not None
-        }
+        return dict(self.fields)
+
+    def get(self, key: str) -> Any:
+        return self.fields.get(key)
+
+    def without(self, key: str, reason: str) -> Prefill:
+        """This prefill less ``key``, with ``reason`` among the errors."""
+        kept = {k: v for k, v in self.fields.items() if k != key}
+        return replace(self, fields=kept, errors=(*self.errors, reason))
+
+
+def _parse_setting(name: str, raw: Any, lim) -> Any:
+    """A run setting from a link's text: parsed as its type, then RunSettings' own check."""
+    kind = SPECS[PUBLIC[name]].kind
+    if kind is int:
+        value = parse_whole_number(name, raw, 0, MAX_SEED)
+    elif kind is float:
+        value = parse_number(name, raw, -1e6, 1e6)
+    elif name == "verification":
+        value = str(raw).strip().lower()
+        value = "lossless" if value == "token" else value  # "token" is another name for lossless
+    else:
+        value = str(raw).strip()
+    try:
+        clean = check_public({name: value}, lim)
+    except SettingsError as exc:
+        raise exc.errors[name] from None
+    return clean[PUBLIC[name]]
 
 
 def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = None) -> Prefill:
     """Validate URL query parameters; bad values are dropped with a reason, never raised.
 
     ``classroom=<slug or 1-based number>`` applies a classroom preset first; explicit
-    preset/prompt/gamma/temperature/seed parameters override it.
+    parameters override it.
     """
     cfg = cfg or load_config()
     lim = cfg.limits
@@ -109,13 +120,8 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
     checks: dict[str, Callable[[Any], Any]] = {
         "preset": lambda r: _check_preset(r, cfg),
         "prompt": lambda r: clean_prompt(r, lim.max_prompt_chars),
-        "gamma": lambda r: parse_whole_number("gamma", r, 1, bounds(lim).max_gamma),
-        "temperature": lambda r: check_temperature(
-            parse_number("temperature", r, 0.0, lim.max_temperature), lim.max_temperature
-        ),
-        "seed": lambda r: parse_whole_number("seed", r, 0, MAX_SEED),
-        "verification": _check_verification,
     }
+    checks |= {name: (lambda r, n=name: _parse_setting(n, r, lim)) for name in LINK_SETTINGS if name not in checks}
     for key, check in checks.items():
         raw = params.get(key)
         if raw is None or (isinstance(raw, str) and raw == ""):
@@ -127,13 +133,7 @@ def validate_query(params: Mapping[str, Any] | None, cfg: AppConfig | None = Non
             vals[key] = check(raw)
         except ValueError as exc:
             errors.append(str(exc))
-    return Prefill(classroom=cls_slug, errors=tuple(errors), **vals)
-
-
-def _check_verification(raw: Any) -> str:
-    """``lossless`` or ``block`` (any case; ``token`` is another name for ``lossless``)."""
-    name = str(raw).strip().lower()
-    return verification("lossless" if name == "token" else name)
+    return Prefill(vals, classroom=cls_slug, errors=tuple(errors))
 
 
 def _check_preset(raw: Any, cfg: AppConfig) -> str:
@@ -144,28 +144,17 @@ def _check_preset(raw: Any, cfg: AppConfig) -> str:
     return name
 
 
-def share_query(
-    preset: str | None = None,
-    prompt: str | None = None,
-    gamma: int | None = None,
-    temperature: float | None = None,
-    seed: int | None = None,
-    verification: str | None = None,
-) -> str:
-    """The query string a teacher can append to the app's URL (``verification`` only when
-    it is not the default, token verification)."""
-    q = {
-        k: v
-        for k, v in (
-            ("preset", preset),
-            ("prompt", prompt),
-            ("gamma", gamma),
-            ("temperature", temperature),
-            ("seed", seed),
-            ("verification", None if verification == "lossless" else verification),
-        )
-        if v is not None and v != ""
-    }
+def share_query(values: Mapping[str, Any]) -> str:
+    """The query string a teacher can append to the app's URL: the prompt and the run settings a
+    link carries (``LINK_SETTINGS``), leaving out blanks and settings at their defaults (the lab
+    tabs' own values, ``PREFILL_KEYS``, always stay)."""
+    q = {}
+    for key in ("prompt", *LINK_SETTINGS):
+        v = values.get(key)
+        default = DEFAULTS.get(PUBLIC.get(key, key))
+        if v is None or v == "" or (key not in PREFILL_KEYS and v == default):
+            continue
+        q[key] = v
     return ("?" + urlencode(q)) if q else ""
 
 
@@ -192,9 +181,9 @@ def share_url(request: gr.Request | None, query: str) -> str:
 def prefill_from_query(request: gr.Request = None, cfg: AppConfig | None = None) -> Prefill:
     """Validated prefill values from the page URL's query parameters.
 
-    Returns a ``Prefill``: ``.preset .prompt .gamma .temperature .seed .verification`` (None when absent or
-    invalid), ``.values()`` (only the valid ones, as a dict), ``.classroom`` (slug of an
-    applied ``?classroom=`` preset) and ``.errors`` (why something was ignored).  Never raises.
+    Returns a ``Prefill``: ``.values()`` (only the valid ones, as a dict; ``.get(key)`` one of
+    them or None), ``.classroom`` (slug of an applied ``?classroom=`` preset) and ``.errors``
+    (why something was ignored).  Never raises.
     """
     params: dict[str, str] = {}
     try:

@@ -8,8 +8,10 @@ cache and compute slots.  This module does not lay out the tab or wire events
 
 from __future__ import annotations
 
+import inspect
 import json
 from collections.abc import Callable
+from typing import Any
 
 import gradio as gr
 
@@ -17,44 +19,56 @@ from playground import api
 from playground.config import AppConfig
 from playground.models.loading import ModelUnavailable
 from playground.serving.trace_cache import TraceCache
+from playground.settings import DEFAULTS, ENDPOINT, SPECS, offered, public_name
 from visual import tables
 from visual.visitor import visitor_of
+
+_DOC = """Run lossless speculative decoding and return the trace as JSON.
+
+Returns {"text", "token_ids", "steps", "stats", "prompt", "prompt_ids", "config"}: the generated text,
+the new token ids, one record per target verification pass (drafts with q, p, u and verdict; the
+resampled/bonus token) and the run's statistics.  tree_nodes > 1 drafts a tree (each draft then has a
+``parent`` index).  Bad input raises an error with a clear message.
+
+Args:
+    prompt: the text to continue
+"""
+
+
+def _signature() -> tuple[inspect.Signature, dict[str, Any], str]:
+    """``/speculate``'s parameters, types and documentation: the prompt, then every setting
+    ``RunSettings`` offers the endpoint, under its public name (gradio reads all three)."""
+    params = [inspect.Parameter("prompt", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=str)]
+    hints: dict[str, Any] = {"prompt": str}
+    doc = [_DOC.rstrip("\n")]
+    for name in offered(ENDPOINT):
+        spec = SPECS[name]
+        optional = spec.preset or DEFAULTS[name] is None
+        hint = spec.kind | None if optional else spec.kind
+        default = None if optional else DEFAULTS[name]
+        params.append(inspect.Parameter(public_name(name), inspect.Parameter.POSITIONAL_OR_KEYWORD, default=default,
+                                        annotation=hint))  # fmt: skip
+        hints[public_name(name)] = hint
+        doc.append(f"    {public_name(name)}: {spec.doc}")
+    params.append(inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
+                                    annotation=gr.Request))  # fmt: skip
+    hints |= {"request": gr.Request, "return": dict}
+    return inspect.Signature(params, return_annotation=dict), hints, "\n".join(doc) + "\n"
+
+
+SIGNATURE, HINTS, DOC = _signature()
 
 
 def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable:
     """The ``/speculate`` endpoint: its arguments become one ``RunSettings`` (``api.run_settings``)."""
 
-    def speculate(
-        prompt: str,
-        preset: str | None = None,
-        drafter: str | None = None,
-        gamma: int | None = None,
-        temperature: float = 0.0,
-        top_k: int = 0,
-        top_p: float = 1.0,
-        seed: int = 0,
-        max_new_tokens: int = 64,
-        tree_nodes: int | None = None,
-        verification: str = "lossless",
-        draft_stop: float | None = None,
-        request: gr.Request = None,
-    ) -> dict:
-        """Run lossless speculative decoding and return the trace as JSON.
-
-        Returns {"text", "token_ids", "steps", "stats", "prompt", "prompt_ids", "config"}: the generated text,
-        the new token ids, one record per target verification pass (drafts with q, p, u and verdict; the
-        resampled/bonus token) and the run's statistics.  tree_nodes > 1 drafts a tree (each draft then has
-        a ``parent`` index).  verification: "lossless" (token verification) or "block" (block
-        verification, chains only).  draft_stop: MTP drafters stop a chain once the head's confidence
-        in it is below this (0 = always gamma drafts; default: the preset's).  Bad input raises an
-        error with a clear message.
-        """
+    def speculate(*args, **kwargs) -> dict:
+        values = SIGNATURE.bind(*args, **kwargs).arguments
+        request, prompt = values.pop("request", None), values.pop("prompt")
         try:
             settings = api.run_settings(
-                preset=preset or None, drafter=drafter or None, gamma=gamma, temperature=temperature, top_k=top_k,
-                top_p=top_p, seed=seed, max_new_tokens=max_new_tokens, tree_nodes=tree_nodes,
-                verification=verification, draft_stop=draft_stop,
-            )  # fmt: skip
+                **{k: (v or None) if k in ("preset", "drafter") else v for k, v in values.items()}
+            )
             result = api.run(prompt, settings, shared=shared, visitor=visitor_of(request))
         except (ValueError, TypeError, ModelUnavailable) as exc:
             raise gr.Error(str(exc)) from None
@@ -66,4 +80,7 @@ def make_speculate(cfg: AppConfig, shared: TraceCache | None = None) -> Callable
             )
         return data
 
+    speculate.__signature__ = SIGNATURE
+    speculate.__annotations__ = HINTS
+    speculate.__doc__ = DOC
     return speculate

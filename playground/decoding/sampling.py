@@ -16,17 +16,18 @@ the residual live in ``playground.decoding.acceptance``, point masses in
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 
 import torch
 
-from playground import validate
 from playground.decoding.acceptance import (  # noqa: F401  (re-exported: the arithmetic verification builds on)
     acceptance_prob,
     is_accepted,
     residual_distribution,
 )
 from playground.decoding.point_mass import one_hot
+from playground.settings import check as check_settings
 
 
 @dataclass(frozen=True)
@@ -35,21 +36,24 @@ class SamplingParams:
 
     temperature == 0 means greedy: the distribution is a point mass on the
     argmax (ties broken towards the lowest id, like ``torch.argmax``).
-    top_k == 0 and top_p == 1.0 disable those filters.
+    top_k == 0, top_p == 1.0 and min_p == 0.0 disable those filters.  Each filter only
+    removes tokens, and the same filters make p and q, so the verifier's output law is the
+    filtered target's, whichever filters are on.
     """
 
     temperature: float = 0.0
     top_k: int = 0
     top_p: float = 1.0
+    min_p: float = 0.0
 
     def __post_init__(self) -> None:
         # the same checks (and messages) as a run's settings: drafters and the lab build these too
-        validate.run_settings({"temperature": self.temperature, "top_k": self.top_k, "top_p": self.top_p})
+        check_settings({f.name: getattr(self, f.name) for f in fields(self)})
 
     @classmethod
     def of(cls, settings) -> SamplingParams:
         """A run's sampling, from its ``RunSettings``."""
-        return cls(settings.temperature, settings.top_k, settings.top_p)
+        return cls(settings.temperature, settings.top_k, settings.top_p, settings.min_p)
 
     @property
     def greedy(self) -> bool:
@@ -57,7 +61,11 @@ class SamplingParams:
 
 
 def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
-    """Apply temperature, top-k and top-p and return probabilities.
+    """Apply temperature, top-k, top-p and min-p, in that order, and return probabilities.
+
+    min-p keeps the tokens whose probability (after temperature, top-k and top-p) is at
+    least ``min_p`` times the most likely one's, as transformers' ``MinPLogitsWarper``, llama.cpp
+    and vLLM do; the most likely token always stays.
 
     logits: [..., V] (any float dtype) -> probs: [..., V] float32, rows sum to 1.
     Greedy (temperature 0) returns a one-hot row at the argmax; we never divide
@@ -81,6 +89,10 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
         remove_sorted[..., 0] = False  # always keep the most likely token
         remove = torch.zeros_like(remove_sorted).scatter(-1, sorted_idx, remove_sorted)
         logits = logits.masked_fill(remove, float("-inf"))
+    if params.min_p > 0.0:
+        # p >= min_p * p_max  <=>  logit >= max logit + log(min_p): no softmax needed to filter
+        top = logits.max(dim=-1, keepdim=True).values  # [..., 1]
+        logits = logits.masked_fill(logits < top + math.log(params.min_p), float("-inf"))
     return torch.softmax(logits, dim=-1)
 
 

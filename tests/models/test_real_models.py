@@ -137,22 +137,9 @@ def test_default_preset_runs_past_the_sliding_window(all_threads, mode):
     choices = preset_choices(cfg)
     handler = make_run_handler(cfg, choices)
     last = None
-    for last in handler(
-        None,
-        LONG_PROMPT,
-        preset.name,
-        preset.drafter,
-        preset.gamma,
-        0.0,
-        0,
-        1.0,
-        0,
-        12,
-        None,
-        "Race",
-        False,
-        progress=lambda *a, **k: None,
-    ):
+    form = dict(trace=None, prompt=LONG_PROMPT, preset=preset.name, drafter=preset.drafter, gamma=preset.gamma,
+                max_new_tokens=12, mode="Race", calibrate=False)  # fmt: skip
+    for last in handler(form, progress=lambda *a, **k: None):
         pass
     trace = last[0]
     assert not trace.get("error"), trace.get("error")

@@ -101,12 +101,12 @@ _FLAGS = {  # a RunSettings field -> the option that sets it
 
 
 def _check(field: str, values, limits) -> None:
-    """Each value of one option, checked as the run setting it becomes (``validate.run_settings``)."""
+    """Each value of one option, checked as the run setting it becomes (``RunSettings``' own check)."""
     if values is not None and not values:
         raise BenchError(f"{_FLAGS[field]} needs at least one value")
     for v in values or ():
         try:
-            validate.run_settings({field: v}, limits)
+            check_settings({field: v}, limits)
         except validate.SettingsError as exc:
             raise BenchError(f"{_FLAGS[field]}: {exc}") from None
 

@@ -50,6 +50,8 @@ MESSAGES: dict[str, str] = {
     "pg.top_k": "top-k (0 = off)",
     "pg.seed": "Seed",
     "pg.top_p": "top-p",
+    "pg.min_p": "min-p (0 = off)",
+    "pg.min_p.info": "Keep the tokens at least this fraction as likely as the most likely one; applied to p and q alike, so still exact",
     "pg.max_new_tokens": "Max new tokens",
     "pg.dtype": "dtype",
     "pg.dtype.default": "preset default",

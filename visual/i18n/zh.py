@@ -45,6 +45,8 @@ MESSAGES: dict[str, str] = {
     "pg.top_k": "top-k（0 = 关闭）",
     "pg.seed": "随机种子",
     "pg.top_p": "top-p",
+    "pg.min_p": "min-p（0 = 关闭）",
+    "pg.min_p.info": "只保留概率不低于最可能词元该比例的词元；p 和 q 同样处理，因此仍然精确",
     "pg.max_new_tokens": "最多生成词元数",
     "pg.dtype": "数据类型",
     "pg.dtype.default": "预设默认",

@@ -20,7 +20,7 @@ from playground.config import AppConfig
 from visual import lab as vlab
 from visual.i18n import localized, t
 from visual.lab_tabs.common import LIGHT_EVENT
-from visual.share import PREFILL_KEYS, Prefill, prefill_from_query
+from visual.share import PREFILL_KEYS, prefill_from_query
 
 
 def wire_prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple[list[Any], Callable]:
@@ -63,15 +63,7 @@ def wire_prefill(c: dict[str, Any], cfg: AppConfig, choices, classroom) -> tuple
             ch = next((x for x in choices if x.name == vals["preset"]), None)
             if ch is not None and not ch.available:
                 vals.pop("preset")
-                pf = Prefill(
-                    **{
-                        **{
-                            k: getattr(pf, k)
-                            for k in ("prompt", "gamma", "temperature", "seed", "verification", "classroom")
-                        },
-                        "errors": pf.errors + (f"preset {ch.name!r} is unavailable here",),
-                    }
-                )
+                pf = pf.without("preset", f"preset {ch.name!r} is unavailable here")
         out = [vlab.prefill_note_html(pf), *_fill(vals)]
         if classroom:
             out.append(gr.update(value=pf.classroom) if pf.classroom in by_classroom else gr.skip())
