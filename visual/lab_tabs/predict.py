@@ -17,7 +17,7 @@ from playground.lab.quiz import Scoreboard, question, question_steps, reveal
 from visual import lab as vlab
 from visual.fmt import pct, token_plain
 from visual.i18n import L, localized, t
-from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, as_int, progress_adapter, run_errors
+from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, progress_adapter, run_errors, takes_settings
 
 
 def empty_round() -> dict[str, Any]:
@@ -36,18 +36,19 @@ def _question_outputs(state: dict):
     return vlab.question_html(q, len(order) - pos - 1), gr.update(choices=choices, value=[])
 
 
-def new_round(preset, prompt, gamma, temperature, seed, max_new_tokens, rate_guess, progress=gr.Progress()):
+# the tab's controls of run settings (RunSettings' fields -> component keys), in the event's input order
+RUN_CONTROLS = {
+    "preset": "p_preset",
+    "gamma": "p_gamma",
+    "temperature": "p_temp",
+    "seed": "p_seed",
+    "max_new_tokens": "p_tokens",
+}
 
-    res = run_errors(
-        generate,
-        prompt,
-        preset=preset,
-        gamma=as_int(gamma, "γ"),
-        temperature=float(temperature),
-        seed=as_int(seed, t("lab.name.seed")),
-        max_new_tokens=as_int(max_new_tokens, t("lab.name.tokens")),
-        progress=progress_adapter(progress),
-    )
+
+def new_round(values: dict[str, Any], prompt, rate_guess, progress=gr.Progress()):
+    """New round: one run of ``values`` (the run settings of ``RUN_CONTROLS``, ``takes_settings``)."""
+    res = run_errors(generate, prompt, **values, progress=progress_adapter(progress))
     order = question_steps(res)
     state = {**empty_round(), "result": res, "order": order, "rate_guess": float(rate_guess) / 100.0}
     note = t("lab.p.new_run", k=len(order), n=len(res.steps), guess=f"{float(rate_guess):.0f}")
@@ -133,8 +134,8 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     """New round, Reveal, Next step, Reveal the rate; nothing here has a Stop button."""
     round_state, board_state = states["round_state"], states["board_state"]
     c["p_new"].click(
-        localized(new_round),
-        [c["p_preset"], c["p_prompt"], c["p_gamma"], c["p_temp"], c["p_seed"], c["p_tokens"], c["p_rate"]],
+        localized(takes_settings(new_round, RUN_CONTROLS)),
+        [c[k] for k in RUN_CONTROLS.values()] + [c["p_prompt"], c["p_rate"]],
         [round_state, c["p_question"], c["p_guess"], c["p_answer"], c["p_note"]],
         **MODEL_EVENT,
     )

@@ -25,7 +25,15 @@ from playground.config import load_config
 from visual import lab as vlab
 from visual import replay
 from visual.i18n import L, localized, t
-from visual.lab_tabs.common import LIGHT_EVENT, MODEL_EVENT, Setup, as_int, progress_adapter, run_errors
+from visual.lab_tabs.common import (
+    LIGHT_EVENT,
+    MODEL_EVENT,
+    Setup,
+    as_int,
+    progress_adapter,
+    run_errors,
+    takes_settings,
+)
 from visual.share import share_query, share_url
 from visual.tables import clean_json, new_export_dir
 
@@ -40,18 +48,19 @@ def _replay_outputs(trace, frame: int, source: str = ""):
     )
 
 
-def run_for_replay(preset, prompt, gamma, temperature, seed, max_new_tokens, progress=gr.Progress()):
+# the tab's controls of run settings (RunSettings' fields -> component keys), in the Run event's input order
+RUN_CONTROLS = {
+    "preset": "r_preset",
+    "gamma": "r_gamma",
+    "temperature": "r_temp",
+    "seed": "r_seed",
+    "max_new_tokens": "r_tokens",
+}
 
-    res = run_errors(
-        generate,
-        prompt,
-        preset=preset,
-        gamma=as_int(gamma, "γ"),
-        temperature=float(temperature),
-        seed=as_int(seed, t("lab.name.seed")),
-        max_new_tokens=as_int(max_new_tokens, t("lab.name.tokens")),
-        progress=progress_adapter(progress),
-    )
+
+def run_for_replay(values: dict[str, Any], prompt, progress=gr.Progress()):
+    """Run: one run of ``values`` (the run settings of ``RUN_CONTROLS``, ``takes_settings``) to replay."""
+    res = run_errors(generate, prompt, **values, progress=progress_adapter(progress))
     s, h, summ = _replay_outputs(res, 1, t("lab.r.fresh"))
     return res, s, h, summ, t("lab.r.generated")
 
@@ -206,8 +215,8 @@ def wire_events(c: dict[str, Any], states: dict[str, Any]) -> dict[str, list]:
     trace_state = states["trace_state"]
     replay_out = [trace_state, c["r_frame"], c["r_view"], c["r_summary"], c["r_status"]]
     c["r_run"].click(
-        localized(run_for_replay),
-        [c["r_preset"], c["r_prompt"], c["r_gamma"], c["r_temp"], c["r_seed"], c["r_tokens"]],
+        localized(takes_settings(run_for_replay, RUN_CONTROLS)),
+        [c[k] for k in RUN_CONTROLS.values()] + [c["r_prompt"]],
         replay_out,
         **MODEL_EVENT,
     )
