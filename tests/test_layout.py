@@ -12,9 +12,12 @@ passes a ``RunSettings`` or derives from its schema.
 from __future__ import annotations
 
 import ast
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
+
+from playground.settings import RunSettings, public_name
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("playground", "visual", "tools")
@@ -157,3 +160,44 @@ def test_no_function_over_80_lines():
 def test_the_length_check_sees_a_long_function():
     body = "\n".join(f"    x{i} = {i}" for i in range(81))
     assert _long_functions(ast.parse(f"def f():\n{body}\n")) == ["f (82 lines)"]
+
+
+# a run's settings by every name they go by (fields, and public names such as ``verification``)
+SETTINGS = {f.name for f in fields(RunSettings)} | {public_name(f.name) for f in fields(RunSettings)}
+SPELLED_OUT = 5  # settings named by one function's parameters or one class's fields that count as a parallel list
+SETTINGS_HOMES = {("playground/settings.py", "RunSettings"), ("playground/config.py", "Preset")}
+
+
+def _spelled_out(tree: ast.AST) -> list[str]:
+    """Functions whose parameters, and classes whose annotated fields, name ``SPELLED_OUT`` or more run settings."""
+    out = []
+    for node in ast.walk(tree):
+        names = set()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            a = node.args
+            names = {x.arg for x in a.posonlyargs + a.args + a.kwonlyargs}
+        elif isinstance(node, ast.ClassDef):
+            names = {b.target.id for b in node.body if isinstance(b, ast.AnnAssign) and isinstance(b.target, ast.Name)}
+        if len(names & SETTINGS) >= SPELLED_OUT:
+            out.append(node.name)
+    return out
+
+
+def test_run_settings_are_spelled_out_only_by_run_settings_and_presets():
+    """Everything else passes a ``RunSettings`` (or a dict of its values), so a new setting needs no edits there."""
+    found = {
+        (str(f.relative_to(ROOT)), name)
+        for f in _sources()
+        if _top(f.relative_to(ROOT).parts[0]) in ("playground", "visual")
+        for name in _spelled_out(ast.parse(f.read_text(encoding="utf-8")))
+    }
+    assert found <= SETTINGS_HOMES, sorted(found - SETTINGS_HOMES)
+
+
+def test_the_settings_check_sees_a_parallel_list():
+    src = (
+        "def run(prompt, preset, gamma, temperature, seed, max_new_tokens): pass\n"
+        "def fine(prompt, settings, n_samples): pass\n"
+        "class Form:\n    preset: str\n    gamma: int\n    top_k: int\n    top_p: float\n    verification: str\n"
+    )
+    assert _spelled_out(ast.parse(src)) == ["run", "Form"]
