@@ -19,6 +19,7 @@ from transformers import DynamicCache
 from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.records import GenerationResult
 from playground.decoding.text import TokenTexts, token_label
+from playground.errors import Message
 from playground.lab.budget import Budget, Progress, default_wall_s
 from playground.lab.context import LabContext
 from playground.lab.runs import STOPPED_TIME, run_within
@@ -284,10 +285,10 @@ def equality_check(
     max_new_tokens = greedy.max_new_tokens
     g = greedy.gamma
     if progress:
-        progress(0.1, "target alone (greedy)")
+        progress(0.1, Message("progress.target_greedy"))
     ar = run_within(prompt, greedy.autoregressive(), budget.share(0.5), prompt_ids=ids)
     if progress:
-        progress(0.5, "speculative (greedy)")
+        progress(0.5, Message("progress.speculative_greedy"))
     spec = run_within(prompt, greedy, budget, prompt_ids=ids)
     ar_ids, spec_ids, stopped = _compared_ids(ar, spec, budget, max_new_tokens)
     ar_texts = _token_texts(ar_ids, ctx.tokenizer, ids)
@@ -300,12 +301,12 @@ def equality_check(
             skipped_replay = True
         else:
             if progress:
-                progress(0.8, "replaying both passes at the divergence")
+                progress(0.8, Message("progress.replay_divergence"))
             div = divergence_logits(ctx, ids, ar, spec, first, (ar_texts[first], spec_texts[first]))
     settings = f"{dtype}, γ = {g}, {ctx.drafter_kind} drafter"
     summary = _summary(ar, spec, len(ar_ids), first, div, (ar_texts, spec_texts), settings, stopped, skipped_replay)
     if progress:
-        progress(1.0, "done")
+        progress(1.0, Message("progress.done"))
     return EqualityCheck(
         prompt=prompt,
         preset=ctx.preset.name,

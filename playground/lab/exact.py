@@ -16,6 +16,7 @@ import torch
 
 from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.sampling import SamplingParams, logits_to_probs
+from playground.errors import Message
 from playground.lab.budget import Progress
 from playground.lab.context import LabContext
 
@@ -116,7 +117,7 @@ def exact_probabilities(
         return None, None
     dists = TargetDistributions(ctx, prompt_ids, params)
     if progress is not None:
-        progress(0.97, "the target's exact probabilities")
+        progress(0.97, Message("progress.exact"))
     dists.ensure(o[:j] for o in outcomes for j in range(len(o)))  # batched
     probs = {o: dists.prob(o) for o in outcomes}
     return probs, dists.table(n_tokens, 5.0 / max(n_spec, 1))

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 
 from playground.decoding.records import GenerationResult, RunStats
 from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
+from playground.errors import Message
 from playground.lab.budget import Budget, Progress
 from playground.lab.runs import STOPPED_TIME, run_within
 from playground.rules import DEFAULT_RULE
@@ -110,16 +111,16 @@ def measure_run(
     settings = replace(settings, trace=False)
     max_new_tokens = settings.max_new_tokens
     if progress:
-        progress(0.02, "warming up (first passes are slower)")
+        progress(0.02, Message("progress.warmup"))
     run_within(prompt, replace(settings, rule=DEFAULT_RULE, max_new_tokens=min(4, max_new_tokens)), budget.share(0.2))
     if progress:
-        progress(0.1, "target alone")
+        progress(0.1, Message("progress.target"))
     base = run_within(prompt, settings.autoregressive(), budget.share(0.5))
     if progress:
-        progress(0.5, "speculative")
+        progress(0.5, Message("progress.speculative"))
     spec = run_within(prompt, settings, budget)
     if progress:
-        progress(1.0, "done")
+        progress(1.0, Message("progress.done"))
     point = measured_point(spec.stats, base.stats)
     if STOPPED_TIME in (spec.stats.stopped, base.stats.stopped):
         point = replace(

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from playground.decoding.records import GenerationResult, StepRecord
-from playground.errors import Busy
+from playground.errors import Busy, Message
 
 Item = StepRecord | GenerationResult
 
@@ -361,15 +361,8 @@ def _marked(result: GenerationResult, recorded_at: float, live: bool) -> Generat
 
 
 def describe_replay(replay: dict[str, Any] | None) -> str:
-    """One sentence for the page, or "" for a run computed for this request."""
+    """One sentence for the page (a ``Message``: the English, and its code for the page's
+    language), or "" for a run computed for this request."""
     if not replay:
         return ""
-    if replay.get("live"):
-        return (
-            f"Shared run: an identical request (same preset, prompt, settings and seed) started this run at "
-            f"{replay.get('recorded_at')}; you watched it as it was computed. Timings are that run's."
-        )
-    return (
-        f"Replay of a recorded run: an identical request (same preset, prompt, settings and seed) was computed at "
-        f"{replay.get('recorded_at')}; the trace is that run's, and so are its timings."
-    )
+    return Message("replay.shared" if replay.get("live") else "replay.recorded", at=replay.get("recorded_at"))
