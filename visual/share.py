@@ -2,7 +2,7 @@
 
 A link says ``?preset=…&prompt=…&gamma=…&temperature=…&seed=…`` (any run setting that
 ``RunSettings`` offers links, ``LINK_SETTINGS``, under its public name: ``verification=block``,
-``min_p=0.1``, ...) or ``?classroom=<slug or number>`` (a classroom preset, which explicit
+``draft_stop=0.3``, ...) or ``?classroom=<slug or number>`` (a classroom preset, which explicit
 parameters override).  The lab tabs read the values they have controls for (``PREFILL_KEYS``).  ``validate_query``
 keeps the valid values in a ``Prefill`` and says why it ignored the others, never raising;
 its messages quote at most a short excerpt of what the link said (a link's text is someone
