@@ -123,9 +123,10 @@ def verification(rule) -> str:
 
 
 def tree_rule(rule: str, tree_nodes: int) -> str:
-    """A tree of drafts is verified with the lossless rule only (block verification judges a chain)."""
-    if tree_nodes > 1 and rule != "lossless":
-        if RULES[rule].chains_only:
+    """A tree of drafts is verified with token verification only (``playground.decoding.tree``):
+    every other rule judges chains only (block verification judges a chain jointly)."""
+    if tree_nodes > 1 and RULES[rule].chains_only:
+        if RULES[rule].judges_jointly:
             raise Invalid("block_tree")
         raise Invalid("tree_rule", rule=repr(rule))
     return rule

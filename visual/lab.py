@@ -143,12 +143,6 @@ def distribution_figure(check: DistributionCheck | None, max_bins: int = DISPLAY
     return style(fig, title, height=380)
 
 
-def _rule_text(rule: str, part: str, english: str) -> str:
-    """A rule's description (``what`` / ``expect``) in the current language; a rule the catalogue lacks as written."""
-    key = f"vlab.rule.{rule}.{part}"
-    return t(key) if key in EN else english
-
-
 def distribution_html(check: DistributionCheck | None) -> str:
     if check is None:
         return f'<div style="{_BOX}">{t("vlab.d.choose")}</div>'
@@ -191,12 +185,12 @@ def distribution_html(check: DistributionCheck | None) -> str:
     return (
         f'<div style="{_BOX}">'
         f'<div style="font-weight:700;color:{CATEGORY_BADGE.get(info.category, ("", FONT_COLOR))[1]}">'
-        f"{esc(t(f'lab.d.rule.{rule}') if f'lab.d.rule.{rule}' in EN else info.lab_label)}</div>"
+        f"{esc(t(f'lab.d.rule.{rule}'))}</div>"
         f"{_partial_banner(check.stopped)}"
-        f'<p style="{_SUB}">{esc(_rule_text(rule, "what", info.what))}</p>'
+        f'<p style="{_SUB}">{esc(t(f"vlab.rule.{rule}.what"))}</p>'
         f"{_tiles(tiles)}"
         f'<p style="margin:6px 0"><b>{esc(t("vlab.d.reading"))}</b> {esc(check.reading)}</p>'
-        f'<p style="{_SUB}">{esc(t("vlab.d.expected", expect=_rule_text(rule, "expect", info.expect)))}</p>{notes}'
+        f'<p style="{_SUB}">{esc(t("vlab.d.expected", expect=t(f"vlab.rule.{rule}.expect")))}</p>{notes}'
         f'<p style="{_SUB}">{settings}</p>'
         "</div>"
     )

@@ -24,6 +24,7 @@ from playground import repetition
 from playground.decoding.records import GenerationResult, RunStats, StepRecord
 from playground.decoding.sampling import expected_tokens_per_step, predicted_speedup
 from playground.decoding.tally import Tally
+from playground.rules import DEFAULT_RULE, RULES
 from visual.fmt import count, esc, ms, num, pct, times
 from visual.i18n import t
 
@@ -198,7 +199,7 @@ def stats_card(
     race: bool = False,
     running: bool = False,
     temperature: float | None = None,
-    rule: str = "lossless",
+    rule: str = DEFAULT_RULE,
 ) -> str:
     """The card for ``compute_metrics``' numbers; ``rule`` is the run's verification rule
     ("block" adds a note on what α and the prediction mean under block verification)."""
@@ -209,7 +210,7 @@ def stats_card(
             pct(m["alpha"]),
             t("st.alpha"),
             t("st.alpha_def", a=m["accepted"], j=m["judged"])
-            + (t("st.alpha_block") if rule == "block" else t("st.alpha_token")),
+            + (t("st.alpha_block") if RULES[rule].judges_jointly else t("st.alpha_token")),
             "alpha",
         ),
         _tile(
@@ -250,7 +251,7 @@ def stats_card(
     pred = _prediction(m)
     same = _same_output_note(m, temperature)
     state = f' <span class="stats__live">{esc(t("st.live"))}</span>' if running else ""
-    block = _block_note() if rule == "block" else ""
+    block = _block_note() if RULES[rule].judges_jointly else ""
     loop = _repetition_note(rep, m.get("drafter")) if rep is not None else ""
     return (
         f'<div class="stats"><h3>{esc(t("st.title"))}{state}</h3><div class="tiles">{"".join(tiles)}</div>'

@@ -8,8 +8,9 @@ One speculative step, as in Leviathan et al. (2023) / Chen et al. (2023):
   4. Correct  — after a rejection at i, sample from norm(max(0, p_i - q_i));
                 after k acceptances, sample the bonus token from p_{k+1}.
 
-Rule "block" replaces 3-4 with block verification (Sun et al., ICLR 2025;
-``playground.decoding.block_verify``): every draft judged, the longest passing prefix kept.
+Steps 3-4 are the run's verification rule (``playground.rules``): "block" replaces them with
+block verification (Sun et al., ICLR 2025; ``playground.decoding.block_verify``): every draft
+judged, the longest passing prefix kept.
 
 Cache invariant (target and model drafters alike): the cache holds every
 committed token except the newest one, which is the first input of the next
@@ -24,7 +25,6 @@ prints; it does not load models (``playground.models.loading``) or render anythi
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import nullcontext
@@ -33,59 +33,25 @@ from typing import Any
 
 import torch
 
-from playground.decoding import block_verify as block
+from playground.decoding.acceptance import acceptance_prob
 from playground.decoding.batch_probs import ReadSpec, RowReads
 from playground.decoding.confidence import with_chain_confidence
 from playground.decoding.draft import Draft, Drafter, TargetState
+from playground.decoding.point_mass import one_hot  # noqa: F401  (re-exported: tests build rows with it)
 from playground.decoding.records import Correction, DraftDecision, GenerationResult, StepRecord
 from playground.decoding.rows import PointRows, target_rows
 from playground.decoding.rows import row_top as _row_top
 from playground.decoding.rows import top as _top
-from playground.decoding.sampling import (
-    SamplingParams,
-    acceptance_prob,
-    is_accepted,
-    one_hot,  # noqa: F401  (re-exported: tests build dense rows with engine.one_hot)
-    residual_distribution,
-    sample,
-)
+from playground.decoding.sampling import SamplingParams, sample
 from playground.decoding.step import LoopState, Step
 from playground.decoding.tally import Tally
 from playground.decoding.target import Prefill, Target
 from playground.decoding.text import IncrementalText, TokenTexts
 from playground.decoding.tree_step import tree_step
+from playground.decoding.verdict import Verdict
+from playground.rules import DEFAULT_RULE, RULES
 from playground.settings import RunSettings
 from playground.threads import all_cores, done_computing
-
-TYPICAL_EPSILON = 0.09  # Medusa's posterior_threshold
-TYPICAL_DELTA = 0.3  # Medusa's posterior_alpha
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The outcome of steps 3-4 for one verify pass (0-based positions)."""
-
-    n_accepted: int
-    accepted: tuple[bool, ...]  # one per judged draft (token rules stop at the first rejection; "block" judges all)
-    us: tuple[float | None, ...]  # the uniform draw per judged draft (None for rules that use none)
-    rejected_at: int | None  # the first draft not kept
-    eos_accepted: bool  # an accepted draft was EOS: the step ends without a correction
-    correction_kind: str | None  # "resample" | "bonus" | "target" | None
-    correction_row: int | None  # row of target_probs the correction belongs to
-    correction_dist: torch.Tensor | None  # [V] the distribution it was drawn from
-    correction_token: int | None
-    # "block" only, one per judged draft: h_i, what its u was compared with (None: min(1, p/q)),
-    # and the weight w_i carried along the block.
-    accept_probs: tuple[float, ...] | None = None
-    weights: tuple[float, ...] | None = None
-
-    @classmethod
-    def eos_kept(cls, n: int, accepted: tuple[bool, ...], us: tuple, **shown) -> Verdict:
-        """An accepted EOS draft ended the step: nothing is added after it."""
-        return cls(
-            n_accepted=n, accepted=accepted, us=us, rejected_at=None, eos_accepted=True, correction_kind=None,
-            correction_row=None, correction_dist=None, correction_token=None, **shown,
-        )  # fmt: skip
 
 
 def verify(
@@ -93,94 +59,20 @@ def verify(
     draft_probs: torch.Tensor | PointRows | None,  # [k, V] exactly what each draft was drawn from
     target_probs: torch.Tensor | PointRows,  # [k+1, V] target distributions after the same processing
     *,
-    rule: str = "lossless",
+    rule: str = DEFAULT_RULE,
     eos: frozenset[int] = frozenset(),
     uniform: Callable[[], float],
     draw: Callable[[torch.Tensor], int],
 ) -> Verdict:
-    """Steps 3-4 of a speculative step, pure apart from the two random sources.
+    """Steps 3-4 of a speculative step, pure apart from the two random sources: the rule of
+    ``playground.rules`` named ``rule`` judges the drafts and adds one token.
 
     3. Accept d_i iff u_i < min(1, p_i(d_i) / q_i(d_i)), left to right, stopping at the
        first rejection.  4. After a rejection at i, draw from norm(max(0, p_i - q_i));
-    after k acceptances, draw the bonus from p_{k+1}.  ``rule`` swaps in the
-    teaching variants of ``playground.rules`` (all but "lossless", "block" and "exact-match" are
-    wrong); "block" judges the drafts jointly (``_verify_block``).
-    """
-    if rule == "block":
-        return _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw)
-    k = len(drafts)
-    accepted: list[bool] = []
-    us: list[float | None] = []
-    rejected_at: int | None = None
-    target_draw: int | None = None
-    for i, tok in enumerate(drafts):
-        p = float(target_probs[i, tok])
-        q = float(draft_probs[i, tok])
-        if rule == "exact-match":
-            u = None
-            target_draw = draw(target_probs[i])
-            ok = target_draw == tok
-        elif rule == "typical":
-            u = None
-            ok = p > typical_threshold(target_probs[i])
-        else:
-            u = uniform()
-            ok = is_accepted(u, acceptance_prob(p, q))
-        accepted.append(ok)
-        us.append(u)
-        if not ok:
-            rejected_at = i
-            break
-        if tok in eos:
-            n = len(accepted)
-            return Verdict.eos_kept(n, tuple(accepted), tuple(us))
-    n_acc = sum(accepted)
-    if rejected_at is not None:
-        row, kind = rejected_at, "resample"
-        if rule == "exact-match":
-            # The target's own sample (it differs from the draft): lossless, as a plain target step.
-            dist, token = target_probs[row], target_draw
-        else:
-            if rule in ("target-sample", "typical"):
-                dist = target_probs[row]  # WRONG (lossy): ignores that q already had its chance
-            else:
-                dist = residual_distribution(target_probs[row], draft_probs[row])  # [V]
-            token = draw(dist)
-    else:
-        row, kind = k, ("bonus" if k else "target")
-        if rule == "bonus-wrong-position" and k:
-            row = k - 1  # WRONG: reuses the last draft's position
-        dist = target_probs[row]  # [V]
-        token = draw(dist)
-    return Verdict(
-        n_accepted=n_acc, accepted=tuple(accepted), us=tuple(us), rejected_at=rejected_at, eos_accepted=False,
-        correction_kind=kind, correction_row=row, correction_dist=dist, correction_token=int(token),
-    )  # fmt: skip
-
-
-def _verify_block(drafts, draft_probs, target_probs, eos, uniform, draw) -> Verdict:
-    """Block verification (``playground.decoding.block_verify``): one η per draft, all of them
-    judged, the longest prefix whose last η_i < h_i kept, then one token.
-
-    The block ends at the first EOS draft (the drafter stops there too): drafts after it
-    are not judged, and keeping it ends the step without a correction, as in token
-    verification.  Cutting a block where the drafts themselves say so keeps it lossless:
-    it is the same as padding it with drafts drawn from p, whose h are all 0."""
-    cut = next((i + 1 for i, tok in enumerate(drafts) if tok in eos), len(drafts))
-    drafts = drafts[:cut]
-    terms = block.block_terms(drafts, draft_probs, target_probs)
-    etas = [uniform() for _ in drafts]
-    tau = block.kept_length(etas, terms.accept_probs)
-    accepted = tuple(i < tau for i in range(cut))
-    shown = dict(accept_probs=terms.accept_probs, weights=terms.weights[1:])
-    if tau and drafts[tau - 1] in eos:
-        return Verdict.eos_kept(tau, accepted, tuple(etas), **shown)
-    row, kind, dist = block.block_correction(target_probs, draft_probs, tau, terms.weights)
-    rejected_at = tau if tau < cut else None
-    return Verdict(
-        n_accepted=tau, accepted=accepted, us=tuple(etas), rejected_at=rejected_at, eos_accepted=False,
-        correction_kind=kind, correction_row=row, correction_dist=dist, correction_token=int(draw(dist)), **shown,
-    )  # fmt: skip
+    after k acceptances, draw the bonus from p_{k+1}.  Block verification judges the drafts
+    jointly; the lab's other rules each change one part (all but "lossless", "block" and
+    "exact-match" are wrong)."""
+    return RULES[rule].verify(drafts, draft_probs, target_probs, eos, uniform, draw)
 
 
 def _draft(drafter, state, k_max, settings, params, generator, eos, vocab) -> tuple[Draft, list[int], Any, bool, float]:
@@ -203,8 +95,9 @@ def _draft(drafter, state, k_max, settings, params, generator, eos, vocab) -> tu
         draft_probs = draft.draft_probs[:k].float().cpu()  # [k, V]
     else:
         draft_probs = PointRows(drafts, vocab) if k else None  # one-hot rows, made on demand
-    if settings.rule == "softmax-q" and draft.soft_probs is not None and k:
-        draft_probs = draft.soft_probs[:k].float().cpu()  # the bug: not what the drafts were drawn from
+    misread = RULES[settings.rule].verified_q(draft.soft_probs)  # [k, V] a wrong rule's q, or None
+    if misread is not None and k:
+        draft_probs = misread[:k].float().cpu()
         one_hot_drafts = False
     return draft, drafts, draft_probs, one_hot_drafts, draft_ms
 
@@ -544,13 +437,6 @@ def _generate(model, tokenizer, prompt_ids, settings, drafter, eos_token_ids, ge
         ),
         config={**settings.to_dict(), "drafter": drafter.name if speculative else None},
     )
-
-
-def typical_threshold(target_probs: torch.Tensor) -> float:
-    """Medusa's typical-acceptance threshold min(ε, δ·exp(−H(p))) for one [V] distribution."""
-    p = target_probs.float()
-    entropy = float(-(p[p > 0] * p[p > 0].log()).sum())
-    return min(TYPICAL_EPSILON, TYPICAL_DELTA * math.exp(-entropy))
 
 
 def run(*args, **kwargs) -> GenerationResult:

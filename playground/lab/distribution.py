@@ -291,7 +291,7 @@ class DistributionSettings:
         n_tokens = whole_number("tokens per continuation", n_tokens, 1, MAX_CONT_TOKENS)
         values = {"preset": "tiny-random", "temperature": 1.0, "tree_nodes": 1, **values}
         if values.get("draft_argmax") is None:
-            values["draft_argmax"] = values.get("rule", DEFAULT_RULE) == "softmax-q"
+            values["draft_argmax"] = getattr(RULES.get(values.get("rule", DEFAULT_RULE)), "argmax_drafts", False)
         run = run_settings(**{**values, "mode": "speculative", "max_new_tokens": n_tokens, "trace": False})
         return cls(prompt, run, n_samples, exact, memo)
 
@@ -439,7 +439,7 @@ def _plan(settings: DistributionSettings, ctx: LabContext) -> _Plan:
             "With 1-token continuations no draft is ever made (a step always adds one token of its own), so "
             "every rule is trivially exact: use 2 or 3 tokens to see the rules at work."
         )
-    if s.rule == "softmax-q" and (ctx.drafter_kind != "model" or not s.draft_argmax):
+    if RULES[s.rule].argmax_drafts and (ctx.drafter_kind != "model" or not s.draft_argmax):
         notes.append(
             "Rule (a) only differs from the correct rule when a model drafter drafts its argmax at T > 0 "
             "(the drafter's softmax is then available to misuse); here it behaves like the correct rule."

@@ -26,7 +26,7 @@ import transformers
 
 from playground.decoding.sampling import predicted_speedup
 from playground.repetition import HIGH_SHARE
-from playground.rules import LOSSLESS_RULES
+from playground.rules import LOSSLESS_RULES, RULES
 from tools.bench.options import METHODS, ROW_FIELDS, Costs, Run, Spec
 
 
@@ -286,7 +286,7 @@ def _add_predictions(row: dict[str, Any], ar: dict[str, Any] | None, cst: Costs 
         # E(α, γ) is token verification's law for a chain of γ drafts; a block row's α counts
         # every draft as judged and a chain that stops early drafts fewer than γ, so those get
         # only the step-mix prediction (from the measured tokens per call)
-        fixed = not tree and row["rule"] != "block" and not row["draft_stop"]
+        fixed = not tree and not RULES[row["rule"]].judges_jointly and not row["draft_stop"]
         if alpha is not None and c is not None and v is not None and fixed:
             pred = predicted_speedup(alpha, g, c, v)
         if row["_steps"] and c is not None and row["tokens_per_target_call"]:

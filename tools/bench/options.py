@@ -13,6 +13,7 @@ from typing import Any
 
 from playground.drafters.registry import KINDS as DRAFTER_KINDS
 from playground.repetition import Repetition
+from playground.rules import DEFAULT_RULE
 from playground.rules import RULES as ALL_RULES
 from playground.settings import RunSettings
 from tools.paths import DATA
@@ -135,7 +136,7 @@ class Spec:
             parts.append(f"tree={self.tree_nodes}")
         if self.draft_stop:
             parts.append(f"stop<{self.draft_stop:g}")
-        if self.rule != "lossless":
+        if self.rule != DEFAULT_RULE:
             parts.append(self.rule)
         if self.trace:
             parts.append("trace")

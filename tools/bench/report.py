@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from playground.repetition import HIGH_SHARE
+from playground.rules import DEFAULT_RULE
 from tools.bench.options import ROW_FIELDS, BenchReport
 
 TABLE_COLUMNS = (
@@ -112,7 +113,7 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
         out.append("|" + "|".join("---" if k in ("method", "drafter", "quality") else "---:" for k, _ in columns) + "|")
         for r in rs:
             cells = {k: _fmt(r.get(k), k) for k, _ in columns}
-            if r.get("rule") and r["rule"] != "lossless":
+            if r.get("rule") and r["rule"] != DEFAULT_RULE:
                 cells["method"] += f" ({r['rule']})"
             out.append("| " + " | ".join(cells[k] for k, _ in columns) + " |")
         out.append("")
@@ -203,7 +204,7 @@ def _throughput_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: boo
         for (method, drafter, rule, shape), pts in lines.items():
             pts.sort(key=lambda r: r["gamma"])
             name = ("ours " if method == "speculative" else "HF assisted ") + _label(drafter, shape)
-            if rule != "lossless":
+            if rule != DEFAULT_RULE:
                 name += f" ({rule})"
             fig.add_trace(
                 go.Scatter(
@@ -238,7 +239,7 @@ def _speedup_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
         rs = [r for r in _of(rows, key) if r["method"] == "speculative"]
         for drafter, shape in sorted({(r["drafter"], _shape(r)) for r in rs}):
             pts = sorted(
-                (r for r in rs if r["drafter"] == drafter and _shape(r) == shape and r["rule"] == "lossless"),
+                (r for r in rs if r["drafter"] == drafter and _shape(r) == shape and r["rule"] == DEFAULT_RULE),
                 key=lambda r: r["gamma"],
             )
             if not pts:
@@ -316,7 +317,7 @@ def _costs_figure(rows: list[dict[str, Any]], keys: list[tuple], multi: bool):
         rs = [
             r
             for r in _of(rows, key)
-            if r["method"] == "speculative" and r["rule"] == "lossless" and _shape(r) == (1, 0.0)
+            if r["method"] == "speculative" and r["rule"] == DEFAULT_RULE and _shape(r) == (1, 0.0)
         ]  # chain costs: a tree pass is v(nodes), not v_γ
         vs = sorted({(r["gamma"], r["v"]) for r in rs if r["v"] is not None})
         if vs:

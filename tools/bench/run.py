@@ -16,6 +16,7 @@ from playground import repetition, validate
 from playground.api import encode_prompt, make_drafter, resolve
 from playground.config import load_config
 from playground.models.loading import load_pair
+from playground.rules import RULES as ALL_RULES
 from tools.bench.aggregate import aggregate, machine_info
 from tools.bench.measure import (
     _drift,
@@ -64,7 +65,7 @@ def _specs(
                 for g in opts.gammas:
                     for rule in opts.rules:
                         for n in opts.tree_nodes:
-                            if n > 1 and (kind not in BRANCHING or rule != "lossless"):
+                            if n > 1 and (kind not in BRANCHING or ALL_RULES[rule].chains_only):
                                 continue
                             for stop in _stops(opts, kind, preset_stop):
                                 out.append(

@@ -22,7 +22,7 @@ from playground.lab.distribution import (
     distribution_check,
     sample_cap,
 )
-from playground.rules import DEFAULT_RULE, RULES, lab_choices
+from playground.rules import DEFAULT_RULE, RULES
 from visual import lab as vlab
 from visual.i18n import L, localized, t
 from visual.lab_tabs.common import (
@@ -184,7 +184,7 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
         with gr.Row():
             with gr.Column(scale=1, min_width=300):
                 c["d_rule"] = gr.Radio(
-                    [(L(f"lab.d.rule.{key}"), key) for _, key in lab_choices()],
+                    [(L(f"lab.d.rule.{key}"), key) for key in RULES],  # the table's order: the correct rules first
                     value=DEFAULT_RULE,
                     label=L("lab.d.rule"),
                     info=L("lab.d.rule.info"),
