@@ -148,85 +148,105 @@ def summary_markdown(rows: Sequence[dict[str, Any]], meta: dict[str, Any] | None
     rows = [r for r in rows if not r.get("trace")]
     if not rows:
         return t("bench.sum.none")
-    lines = []
+    lines = [_fastest(rows), _fastest_plain(rows), *_ar_lines(rows), _costs(rows), _trees(rows), _machine(meta)]
+    return "\n\n".join(line for line in lines if line)
+
+
+def _fastest(rows: Sequence[dict[str, Any]]) -> str:
+    """The fastest speculative configuration, against both baselines ("" if none was timed)."""
     spec = [r for r in rows if r["method"] == "speculative" and r.get("speedup_vs_autoregressive")]
-    if spec:
-        best = max(spec, key=lambda r: r["speedup_vs_autoregressive"])
-        hf = best.get("speedup_vs_hf_generate")
-        tree = t("bench.sum.tree", n=best["tree_nodes"]) if _is_tree(best) else ""
-        lines.append(
-            t(
-                "bench.sum.fastest",
-                drafter=best["drafter"],
-                gamma=best["gamma"],
-                tree=tree,
-                prompts=_prompts(best["prompts"]),
-                tps=f"{best['tokens_per_s']:.1f}",
-                speedup=f"{best['speedup_vs_autoregressive']:.2f}",
-            )
-            + (t("bench.sum.vs_hf", x=f"{hf:.2f}") if hf else "")
-            + (
-                t("bench.sum.acceptance", rate=f"{best['acceptance_rate']:.0%}")
-                if best.get("acceptance_rate") is not None
-                else ""
-            )
-            + (t("bench.sum.predicted", x=f"{best['predicted_speedup']:.2f}") if best.get("predicted_speedup") else "")
-            + t("bench.sum.end")
+    if not spec:
+        return ""
+    best = max(spec, key=lambda r: r["speedup_vs_autoregressive"])
+    hf = best.get("speedup_vs_hf_generate")
+    tree = t("bench.sum.tree", n=best["tree_nodes"]) if _is_tree(best) else ""
+    return (
+        t(
+            "bench.sum.fastest",
+            drafter=best["drafter"],
+            gamma=best["gamma"],
+            tree=tree,
+            prompts=_prompts(best["prompts"]),
+            tps=f"{best['tokens_per_s']:.1f}",
+            speedup=f"{best['speedup_vs_autoregressive']:.2f}",
         )
+        + (t("bench.sum.vs_hf", x=f"{hf:.2f}") if hf else "")
+        + (
+            t("bench.sum.acceptance", rate=f"{best['acceptance_rate']:.0%}")
+            if best.get("acceptance_rate") is not None
+            else ""
+        )
+        + (t("bench.sum.predicted", x=f"{best['predicted_speedup']:.2f}") if best.get("predicted_speedup") else "")
+        + t("bench.sum.end")
+    )
+
+
+def _fastest_plain(rows: Sequence[dict[str, Any]]) -> str:
+    """The best speedup on runs that do not repeat themselves, against the repetitive ones."""
     plain = [r for r in rows if r["method"] == "speculative" and r.get("speedup_non_repetitive")]
-    if plain:
-        best = max(plain, key=lambda r: r["speedup_non_repetitive"])
-        rep = best.get("speedup_repetitive")
-        lines.append(
-            t(
-                "bench.sum.plain",
-                drafter=best["drafter"],
-                gamma=best["gamma"],
-                temperature=f"{best['temperature']:g}",
-                speedup=f"{best['speedup_non_repetitive']:.2f}",
-            )
-            + (t("bench.sum.against_rep", x=f"{rep:.2f}") if rep else "")
-            + t("bench.sum.rep_runs", k=best["repetitive_runs"], n=best["n_runs"])
+    if not plain:
+        return ""
+    best = max(plain, key=lambda r: r["speedup_non_repetitive"])
+    rep = best.get("speedup_repetitive")
+    return (
+        t(
+            "bench.sum.plain",
+            drafter=best["drafter"],
+            gamma=best["gamma"],
+            temperature=f"{best['temperature']:g}",
+            speedup=f"{best['speedup_non_repetitive']:.2f}",
         )
-    ar = [r for r in rows if r["method"] == "autoregressive" and r.get("speedup_vs_hf_generate")]
-    for r in ar:
-        lines.append(
-            t(
-                "bench.sum.ar",
-                x=f"{r['speedup_vs_hf_generate']:.2f}",
-                prompts=_prompts(r["prompts"]),
-                temperature=f"{r['temperature']:g}",
-            )
+        + (t("bench.sum.against_rep", x=f"{rep:.2f}") if rep else "")
+        + t("bench.sum.rep_runs", k=best["repetitive_runs"], n=best["n_runs"])
+    )
+
+
+def _ar_lines(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Our autoregressive loop against transformers' generate, per prompt set and temperature."""
+    return [
+        t(
+            "bench.sum.ar",
+            x=f"{r['speedup_vs_hf_generate']:.2f}",
+            prompts=_prompts(r["prompts"]),
+            temperature=f"{r['temperature']:g}",
         )
+        for r in rows
+        if r["method"] == "autoregressive" and r.get("speedup_vs_hf_generate")
+    ]
+
+
+def _costs(rows: Sequence[dict[str, Any]]) -> str:
+    """The measured cost v_γ of a chain's verify pass, per γ."""
     vs = sorted({(r["gamma"], r["v"]) for r in rows if r["method"] == "speculative" and r.get("v") and not _is_tree(r)})
-    if vs:
-        lines.append(t("bench.sum.v", values=", ".join(f"γ={g}: {v:.2f}" for g, v in vs)))
+    return t("bench.sum.v", values=", ".join(f"γ={g}: {v:.2f}" for g, v in vs)) if vs else ""
+
+
+def _trees(rows: Sequence[dict[str, Any]]) -> str:
+    """What the tree drafts verified per pass, and how they did against chains."""
     trees = sorted(
         (r for r in rows if r["method"] == "speculative" and _is_tree(r) and r.get("nodes_per_pass")),
         key=lambda r: (r["tree_nodes"], r["drafter"] or "", r["gamma"]),
     )
-    if trees:
-        items = "; ".join(
-            t(
-                "bench.sum.tree_item",
-                drafter=r["drafter"],
-                gamma=r["gamma"],
-                nodes=r["tree_nodes"],
-                per_pass=f"{r['nodes_per_pass']:.1f}",
-            )
-            + (f", v = {r['v']:.2f}" if r.get("v") else "")
-            + (t("bench.sum.tree_vs_chain", x=f"{r['speedup_vs_chain']:.2f}") if r.get("speedup_vs_chain") else "")
-            for r in trees
+    if not trees:
+        return ""
+    items = "; ".join(
+        t(
+            "bench.sum.tree_item",
+            drafter=r["drafter"],
+            gamma=r["gamma"],
+            nodes=r["tree_nodes"],
+            per_pass=f"{r['nodes_per_pass']:.1f}",
         )
-        lines.append(t("bench.sum.trees", items=items))
-    if meta and meta.get("machine"):
-        m = meta["machine"]
-        lines.append(
-            t(
-                "bench.sum.machine",
-                cpu=m.get("cpu"),
-                threads=m.get("threads"),
-                load=f"{m.get('load_avg_1m') or 0:.1f}",
-            )
-        )
-    return "\n\n".join(lines)
+        + (f", v = {r['v']:.2f}" if r.get("v") else "")
+        + (t("bench.sum.tree_vs_chain", x=f"{r['speedup_vs_chain']:.2f}") if r.get("speedup_vs_chain") else "")
+        for r in trees
+    )
+    return t("bench.sum.trees", items=items)
+
+
+def _machine(meta: dict[str, Any] | None) -> str:
+    """The machine the numbers come from."""
+    if not (meta and meta.get("machine")):
+        return ""
+    m = meta["machine"]
+    return t("bench.sum.machine", cpu=m.get("cpu"), threads=m.get("threads"), load=f"{m.get('load_avg_1m') or 0:.1f}")
