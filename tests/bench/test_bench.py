@@ -250,7 +250,7 @@ def test_bench_leaves_global_rng_alone(tiny_pair):
     preset = load_config().preset("tiny-random")
     pair = load_pair(preset)
     before = torch.random.get_rng_state()
-    bench._hf_run(pair, [5, 6, 7], 4, 1.0, 123, bench.Spec("hf_generate"))
+    bench._hf_run(pair, [5, 6, 7], 4, 1.0, 123, bench.Spec.of("hf_generate"))
     assert torch.equal(before, torch.random.get_rng_state())
 
 
@@ -443,7 +443,7 @@ def test_concurrent_sampled_hf_runs_give_their_sequential_answers(tiny_pair):
     from playground.models.loading import load_pair
 
     pair = load_pair(load_config().preset("tiny-random"))
-    spec = bench.Spec("hf_generate")
+    spec = bench.Spec.of("hf_generate")
     alone = {seed: bench._hf_run(pair, [5, 6, 7], 12, 1.0, seed, spec)[0] for seed in (1, 2)}
     assert alone[1] != alone[2]  # different seeds differ, or the test could not fail
     got: dict[int, list] = {1: [], 2: []}
@@ -528,13 +528,13 @@ def test_draft_stop_rows_sweep_only_drafters_that_stop():
 
     opts = bench.BenchOptions(gammas=(4,), tree_nodes=(1, 8), draft_stops=(0.0, 0.2), methods=("speculative",))
     specs = _specs(opts, ("mtp+lookup", "prompt-lookup"), hf_assistant=False, preset_stop=0.1)
-    got = sorted((s.drafter, s.tree_nodes, s.draft_stop) for s in specs)
+    got = sorted((s.run.drafter, s.run.tree_nodes, s.run.draft_stop) for s in specs)
     assert got == [
         ("mtp+lookup", 1, 0.0), ("mtp+lookup", 1, 0.2), ("mtp+lookup", 8, 0.0), ("mtp+lookup", 8, 0.2),
         ("prompt-lookup", 1, None), ("prompt-lookup", 8, None),
     ]  # fmt: skip
     plain = _specs(replace(opts, draft_stops=None, tree_nodes=(1,)), ("mtp",), False, preset_stop=0.1)
-    assert [s.draft_stop for s in plain] == [0.1] and "stop<0.1" in plain[0].label
+    assert [s.run.draft_stop for s in plain] == [0.1] and "stop<0.1" in plain[0].label
     rows = [{"method": "speculative", "drafter": "mtp", "tree_nodes": 1, "draft_stop": s} for s in (0.0, 0.2)]
     from tools.bench.report import table_columns
 

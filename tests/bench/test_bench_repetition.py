@@ -12,8 +12,8 @@ from tools.bench.aggregate import aggregate
 from tools.bench.options import Run, Spec
 from tools.bench.report import markdown_table
 
-AR = Spec("autoregressive")
-SPEC = Spec("speculative", drafter="prompt-lookup", gamma=4)
+AR = Spec.of("autoregressive")
+SPEC = Spec.of("speculative", drafter="prompt-lookup", gamma=4)
 LOOP = Repetition(tokens=10, repeated=8, share=0.8, distinct2=0.3)
 FRESH = Repetition(tokens=10, repeated=1, share=0.1, distinct2=1.0)
 

@@ -336,7 +336,7 @@ def test_bench_takes_lossless_and_block_side_by_side():
     )
     assert opts.rules == ("lossless", "block")
     specs = [s for s in _specs(opts, ("model",), False) if s.method == "speculative"]
-    assert {(s.rule, s.tree_nodes) for s in specs} == {("lossless", 1), ("lossless", 4), ("block", 1)}
+    assert {(s.run.rule, s.run.tree_nodes) for s in specs} == {("lossless", 1), ("lossless", 4), ("block", 1)}
 
     opts = bench.BenchOptions(
         preset="tiny-random", prompts=(bench.BenchPrompt("copy", "grounded", "abc abc abc abc"),), max_new_tokens=8,

@@ -457,10 +457,9 @@ def test_transformers_early_exit_drafts_gamma_tokens_per_step(gamma):
         return real(self, *exc)
 
     bench._CallCounter.__exit__ = keep
+    spec = bench.Spec.of("hf_assisted", drafter="early-exit", gamma=gamma)
     try:
-        new, _, calls, _ = bench._hf_run(
-            pair, tok.encode("Hello there"), 12, 0.0, 0, bench.Spec("hf_assisted", "early-exit", gamma), exit_layer=1
-        )
+        new, _, calls, _ = bench._hf_run(pair, tok.encode("Hello there"), 12, 0.0, 0, spec, exit_layer=1)
     finally:
         bench._CallCounter.__exit__ = real
     ((full, drafts),) = counted

@@ -387,7 +387,7 @@ def test_bench_offers_transformers_universal_assisted_generation_only_with_hf_to
 
     opts = bench.BenchOptions(gammas=(3,), methods=("speculative", "hf_assisted"))
     with_uag = bench._specs(opts, ("other-tokenizer",), hf_assistant=True, hf_uag=True)
-    assert bench.Spec("hf_assisted", "other-tokenizer", 3) in with_uag
+    assert bench.Spec.of("hf_assisted", drafter="other-tokenizer", gamma=3) in with_uag
     assert all(s.method == "speculative" for s in bench._specs(opts, ("other-tokenizer",), True, hf_uag=False))
     target, drafter, tok = tiny_pair
     pair = ModelPair(

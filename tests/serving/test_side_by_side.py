@@ -92,7 +92,11 @@ RUNS = [
     ("early-exit", dict(gamma=3, temperature=0.7, seed=5)),
     ("early-exit", dict(gamma=2, temperature=1.0, seed=9, rule="block")),
 ]
-HF_ROWS = [Spec("hf_generate", None, 0), Spec("hf_assisted", "early-exit", 3), Spec("hf_assisted", "prompt-lookup", 3)]
+HF_ROWS = [
+    Spec.of("hf_generate"),
+    Spec.of("hf_assisted", drafter="early-exit", gamma=3),
+    Spec.of("hf_assisted", drafter="prompt-lookup", gamma=3),
+]
 
 
 def _engine_job(m, i, kind, settings, scheduler):

@@ -53,7 +53,7 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
         row.update(repetition_columns(rs, ar_ms))
         rows.append(row)
         if spec.method == "autoregressive":
-            base[(dtype, kind, temperature, spec.trace)] = row
+            base[(dtype, kind, temperature, spec.run.trace)] = row
         if spec.method == "hf_generate":
             base[(dtype, kind, temperature, "hf")] = row
     chains = {
@@ -91,7 +91,7 @@ def _autoregressive_ms(runs: list[Run]) -> dict[tuple, float]:
     per: dict[tuple, list[float]] = {}
     for r in runs:
         if r.spec.method == "autoregressive":
-            per.setdefault((r.dtype, r.temperature, r.spec.trace, r.prompt_id), []).append(_ms_per_token(r))
+            per.setdefault((r.dtype, r.temperature, r.spec.run.trace, r.prompt_id), []).append(_ms_per_token(r))
     return {k: statistics.median(v) for k, v in per.items()}
 
 
@@ -113,7 +113,7 @@ def repetition_columns(rs: list[Run], ar_ms: dict[tuple, float]) -> dict[str, An
     }
     for name, cls in (("speedup_non_repetitive", False), ("speedup_repetitive", True)):
         pairs = [
-            (ar_ms.get((r.dtype, r.temperature, r.spec.trace, r.prompt_id))
+            (ar_ms.get((r.dtype, r.temperature, r.spec.run.trace, r.prompt_id))
              or ar_ms.get((r.dtype, r.temperature, False, r.prompt_id)), _ms_per_token(r))
             for r in measured
             if is_repetitive(r) is cls
@@ -178,18 +178,18 @@ def _group_row(
         drift = (sum(sums) / max(tokens, 1)) if all(s is not None for s in sums) else None
     return {
         "method": spec.method,
-        "drafter": spec.drafter,
+        "drafter": spec.run.drafter,
         "gamma": spec.gamma,
-        "tree_nodes": spec.tree_nodes,
-        "draft_stop": spec.draft_stop,
+        "tree_nodes": spec.run.tree_nodes,
+        "draft_stop": spec.run.draft_stop,
         "nodes_per_pass": (drafted / steps) if (steps and spec.method == "speculative") else None,
         "temperature": temperature,
         "prompts": kind,
         "n_prompts": len({r.prompt_id for r in rs}),
         "n_runs": len(rs),
         "dtype": dtype,
-        "trace": spec.trace,
-        "rule": spec.rule,
+        "trace": spec.run.trace,
+        "rule": spec.run.rule,
         "new_tokens": tokens / len(rs),
         "ms_per_token": ms,
         "tokens_per_s": (1000.0 / ms) if ms else None,

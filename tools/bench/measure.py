@@ -130,7 +130,7 @@ def hf_models(pair, spec: Spec):
     model's ``num_hidden_layers`` for its early-exit drafts, the assistant's draft settings in
     its ``generation_config``, our call counter's hook — no other run on the model sees."""
     assistant = None
-    if spec.method == "hf_assisted" and spec.drafter not in ("prompt-lookup", "early-exit"):
+    if spec.method == "hf_assisted" and spec.run.drafter not in ("prompt-lookup", "early-exit"):
         assistant = model_view(pair.drafter_model)
     return model_view(pair.target), assistant
 
@@ -146,9 +146,9 @@ def _hf_run(
         pad = pair.eos_token_ids[0]
     assisted: dict[str, Any] = {}
     kwargs: dict[str, Any] = {}
-    if spec.method == "hf_assisted" and spec.drafter == "prompt-lookup":
+    if spec.method == "hf_assisted" and spec.run.drafter == "prompt-lookup":
         assisted = {"prompt_lookup_num_tokens": spec.gamma}
-    elif spec.method == "hf_assisted" and spec.drafter == "early-exit":
+    elif spec.method == "hf_assisted" and spec.run.drafter == "early-exit":
         if exit_layer is None:
             raise BenchError("hf_assisted early-exit needs the early-exit drafter's layer")
         # transformers lowers the (view's) num_hidden_layers to k while it drafts
@@ -166,7 +166,7 @@ def _hf_run(
             "assistant_confidence_threshold": 0.0,
         }
         kwargs["assistant_model"] = assistant
-        if spec.drafter == "other-tokenizer":  # universal assisted generation: text through both tokenizers
+        if spec.run.drafter == "other-tokenizer":  # universal assisted generation: text through both tokenizers
             kwargs.update(tokenizer=pair.tokenizer, assistant_tokenizer=pair.drafter_tokenizer)
     if assistant is not None:
         # transformers' candidate generators read γ, its schedule and the confidence threshold

@@ -20,6 +20,7 @@ from tools.paths import DATA
 
 DEFAULT_PROMPTS = DATA / "bench_prompts.json"
 METHODS = ("hf_generate", "autoregressive", "speculative", "hf_assisted")
+DRAFTING = ("speculative", "hf_assisted")  # the methods whose runs draft (and have a γ)
 RULES = tuple(k for k, r in ALL_RULES.items() if r.category != "wrong")  # rules worth timing: not the mutants
 TRACE_MODES = ("off", "on", "both")
 BRANCHING = tuple(k.name for k in DRAFTER_KINDS.values() if k.capabilities.branches)  # drafters with propose_tree
@@ -115,47 +116,46 @@ class BenchOptions:
 
 @dataclass(frozen=True)
 class Spec:
-    """One benchmarked method configuration (a future row, per dtype/kind/temperature)."""
+    """One benchmarked method configuration (a future row, per dtype/kind/temperature): the method
+    and the ``RunSettings`` it runs with, less what each row sets (temperature, seed, length:
+    ``settings``).  The hf_* methods read their drafter and γ from ``run`` too."""
 
     method: str
-    drafter: str | None = None
-    gamma: int = 0
-    trace: bool = False
-    rule: str = "lossless"
-    tree_nodes: int = 1
-    draft_stop: float | None = None  # the drafter's stop threshold for this run (None: it has none)
+    run: RunSettings
+
+    @classmethod
+    def of(cls, method: str, **values: Any) -> Spec:
+        """``method`` with ``values`` (``RunSettings``' fields; trace off unless given); a method
+        that does not draft runs autoregressive."""
+        run = RunSettings(**{"trace": False, **values})
+        return cls(method, run if method in DRAFTING else run.autoregressive())
+
+    @property
+    def gamma(self) -> int:
+        """Drafts per step: 0 for a method that does not draft."""
+        return self.run.gamma if self.method in DRAFTING else 0
 
     @property
     def label(self) -> str:
+        r = self.run
         parts = [self.method]
-        if self.drafter:
-            parts.append(self.drafter)
+        if r.drafter:
+            parts.append(r.drafter)
         if self.gamma:
             parts.append(f"γ={self.gamma}")
-        if self.tree_nodes > 1:
-            parts.append(f"tree={self.tree_nodes}")
-        if self.draft_stop:
-            parts.append(f"stop<{self.draft_stop:g}")
-        if self.rule != DEFAULT_RULE:
-            parts.append(self.rule)
-        if self.trace:
+        if r.tree_nodes > 1:
+            parts.append(f"tree={r.tree_nodes}")
+        if r.draft_stop:
+            parts.append(f"stop<{r.draft_stop:g}")
+        if r.rule != DEFAULT_RULE:
+            parts.append(r.rule)
+        if r.trace:
             parts.append("trace")
         return " ".join(parts)
 
     def settings(self, temperature: float, seed: int, max_new_tokens: int) -> RunSettings:
-        """The run settings of our loop for this spec (the hf_* methods have none)."""
-        speculative = self.method == "speculative"
-        common = RunSettings(temperature=float(temperature), seed=seed, max_new_tokens=max_new_tokens, trace=self.trace)
-        if not speculative:
-            return common.autoregressive()
-        return replace(
-            common,
-            drafter=self.drafter,
-            gamma=self.gamma,
-            rule=self.rule,
-            tree_nodes=self.tree_nodes,
-            draft_stop=self.draft_stop,
-        )
+        """The run settings of our loop for this spec's row (the hf_* methods have none)."""
+        return replace(self.run, temperature=float(temperature), seed=seed, max_new_tokens=max_new_tokens)
 
 
 @dataclass

@@ -17,6 +17,7 @@ from playground.api import encode_prompt, make_drafter, resolve
 from playground.config import load_config
 from playground.models.loading import load_pair
 from playground.rules import RULES as ALL_RULES
+from playground.settings import check as check_settings
 from tools.bench.aggregate import aggregate, machine_info
 from tools.bench.measure import (
     _drift,
@@ -57,9 +58,9 @@ def _specs(
     out: list[Spec] = []
     for tr in traces:
         if "hf_generate" in opts.methods and not tr:
-            out.append(Spec("hf_generate"))
+            out.append(Spec.of("hf_generate"))
         if "autoregressive" in opts.methods:
-            out.append(Spec("autoregressive", trace=tr))
+            out.append(Spec.of("autoregressive", trace=tr))
         if "speculative" in opts.methods:
             for kind in drafters:
                 for g in opts.gammas:
@@ -68,19 +69,18 @@ def _specs(
                             if n > 1 and (kind not in BRANCHING or ALL_RULES[rule].chains_only):
                                 continue
                             for stop in _stops(opts, kind, preset_stop):
-                                out.append(
-                                    Spec("speculative", kind, g, trace=tr, rule=rule, tree_nodes=n, draft_stop=stop)
-                                )
+                                run = dict(drafter=kind, gamma=g, trace=tr, rule=rule, tree_nodes=n, draft_stop=stop)
+                                out.append(Spec.of("speculative", **run))
         if "hf_assisted" in opts.methods and not tr:
             for g in opts.gammas:
                 if "prompt-lookup" in drafters:
-                    out.append(Spec("hf_assisted", "prompt-lookup", g))
+                    out.append(Spec.of("hf_assisted", drafter="prompt-lookup", gamma=g))
                 if hf_assistant and "model" in drafters:
-                    out.append(Spec("hf_assisted", "model", g))
+                    out.append(Spec.of("hf_assisted", drafter="model", gamma=g))
                 if "early-exit" in drafters:
-                    out.append(Spec("hf_assisted", "early-exit", g))
+                    out.append(Spec.of("hf_assisted", drafter="early-exit", gamma=g))
                 if hf_uag and "other-tokenizer" in drafters:
-                    out.append(Spec("hf_assisted", "other-tokenizer", g))
+                    out.append(Spec.of("hf_assisted", drafter="other-tokenizer", gamma=g))
     return out
 
 
@@ -379,7 +379,7 @@ def _run_one(pair, drafters: dict, spec: Spec, ids: list[int], max_new: int, tem
             wall_ms=wall, prefill_ms=prefill, prefill_emits=1 if prefill is not None else 0,
             decode_calls=max(calls - 1, 0), peak_rss_mb=_peak_rss_mb(),
         )  # fmt: skip
-    drafter = drafters.get(spec.drafter) if spec.method == "speculative" else None
+    drafter = drafters.get(spec.run.drafter) if spec.method == "speculative" else None
     result, wall, prefill = _our_run(pair, drafter, ids, spec.settings(temperature, seed, max_new))
     s = result.stats
     judged_at = [0] * spec.gamma
