@@ -147,7 +147,6 @@ def _long_functions(tree: ast.AST, limit: int = 80) -> list[str]:
     ]
 
 
-@pytest.mark.xfail(strict=True, reason="being split")
 def test_no_function_over_80_lines():
     long = {
         str(f.relative_to(ROOT)): x

@@ -232,9 +232,14 @@ def sample_continuations(
             if budget.expired() and i > 0:
                 break
             count(i, draw(i))
-    stats = SampleStats(
+    return counts, _sample_stats(totals, time.perf_counter() - t0, target)
+
+
+def _sample_stats(totals: Counter, seconds: float, target) -> SampleStats:
+    """``sample_continuations``' totals as ``SampleStats`` (the memo tables' hits where ``target`` has them)."""
+    return SampleStats(
         n=totals["done"],
-        seconds=time.perf_counter() - t0,
+        seconds=seconds,
         judged=totals["judged"],
         accepted=totals["accepted"],
         drafted=totals["drafted"],
@@ -243,7 +248,6 @@ def sample_continuations(
         memo_hits=getattr(target, "hits", 0),
         memo_misses=getattr(target, "misses", 0),
     )
-    return counts, stats
 
 
 def draw_rows(ctx: LabContext) -> int:
