@@ -27,7 +27,7 @@ from playground.config import AppConfig
 from playground.decoding.records import GenerationResult, StepRecord
 from playground.models.device import on_zero_gpu
 from playground.models.loading import ModelUnavailable
-from playground.rules import APP_RULES
+from playground.rules import APP_RULES, RULES
 from playground.serving.trace_cache import TraceCache, Visitor, describe_replay
 from playground.settings import RunSettings
 from visual import charts, stats, tables
@@ -38,7 +38,8 @@ from visual.presets import PresetChoice
 from visual.visitor import visitor_of
 
 MODES = {"Speculative": "speculative", "Race": "race"}
-VERIFICATION = APP_RULES  # the Verification control's values; the page words each as pg.verification.<rule>
+# The Verification control's choices: engine rule -> label (the control's values are the rules)
+VERIFICATION = {k: RULES[k].app_label for k in APP_RULES}
 DTYPE_DEFAULT = "preset default"
 CALIBRATION_TOKENS = 8
 CHART_EVERY_S = 1.0  # throttle for live chart updates during generation
@@ -56,7 +57,7 @@ def _for_page(message: str) -> str:
     first = message.split(" ", 1)[0]
     if first not in _NAMES:
         message = message[:1].upper() + message[1:]
-    return message if message.endswith((".", "!", "?")) else message + "."
+    return message if message.endswith((".", "!", "?", "。")) else message + t("eng.full_stop")
 
 
 FORM_FIELDS = ("prompt", *(public_name(n) for n in offered(FORM)))  # the form's values, by control name
@@ -76,7 +77,7 @@ def form_settings(cfg: AppConfig, choices: list[PresetChoice], form: Mapping[str
         errors["prompt"] = exc
     chosen = next((c for c in choices if c.preset.name == preset), None)
     if chosen is not None and not chosen.available:
-        errors["preset"] = ValueError(f"preset {preset!r} is unavailable here: {chosen.reason}")
+        errors["preset"] = validate.Invalid("preset_unavailable", preset=repr(preset), reason=chosen.reason)
     values = {k: None if v in _BLANK else v for k, v in form.items() if k != "prompt"}
     try:
         settings = api.run_settings(cfg=cfg, **values)

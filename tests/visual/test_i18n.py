@@ -175,13 +175,18 @@ def test_localized_handlers_render_in_the_requests_language():
     assert out == CATALOGUE["zh"]["pg.starting"] and got is zh
 
 
-def test_engine_errors_are_translated_by_pattern_and_kept_in_english():
-    msg = "temperature must be 0 (greedy) or between 0.01 and 2, got 5"
-    assert engine_message(ValueError(msg)) == msg
+def test_engine_errors_are_rendered_by_code_and_kept_in_english():
+    from playground import validate
+
+    with pytest.raises(validate.Invalid) as err:
+        validate.temperature(5, 2.0)
+    msg = "temperature must be 0 (greedy) or between 0.01 and 2.0, got 5"
+    assert str(err.value) == engine_message(err.value) == msg  # English: the engine's own words
     with use_lang("zh"):
-        zh = engine_message(ValueError(msg))
+        zh = engine_message(err.value)
         assert "温度" in zh and "0.01" in zh and "5" in zh
-        assert engine_message("something new") == "something new"  # unknown: as the engine wrote it
+        assert engine_message(ValueError(msg)) == msg  # no code: as the engine wrote it, never parsed
+        assert engine_message("something new") == "something new"
         from playground.serving.trace_cache import describe_replay
 
         for live in (True, False):
@@ -190,27 +195,28 @@ def test_engine_errors_are_translated_by_pattern_and_kept_in_english():
 
 
 def test_the_labs_progress_lines_are_in_the_visitors_language():
-    """playground.lab reports its progress in English; the lab shows it in the visitor's language,
-    numbers kept (a line no pattern knows is shown as written)."""
+    """playground.lab reports its progress as Messages (English text with a code); the lab shows
+    them in the visitor's language, numbers kept (a plain line is shown as written)."""
+    from playground.errors import ENGLISH, Message
     from visual.lab_tabs.common import progress_adapter
 
     lines = [
-        "speculative: 1,234 / 2,000 continuations", "target only: 56 / 2,000 continuations", "statistics",
-        "the target's exact probabilities", "done", "target alone (greedy)", "speculative (greedy)",
-        "replaying both passes at the divergence", "warming up (first passes are slower)", "target alone",
-        "speculative",
-    ]  # fmt: skip
+        Message(code, done="1,234", n="2,000") if "{done}" in text else Message(code)
+        for code, text in ENGLISH.items()
+        if code.startswith("progress.")
+    ]
     seen: list[str] = []
     report = progress_adapter(lambda fraction, desc: seen.append(desc))
-    for line in lines:
+    for line in [*lines, "something new"]:
         report(0.5, line)
-    assert seen == lines  # English: as written
+    assert seen == [*lines, "something new"]  # English: as written
     seen.clear()
     with use_lang("zh"):
-        for line in lines:
+        for line in [*lines, "something new"]:
             report(0.5, line)
-    assert "1,234 / 2,000" in seen[0] and "56 / 2,000" in seen[1]
-    for line, said in zip(lines, seen):
+    assert seen.pop() == "something new"
+    assert sum("1,234 / 2,000" in said for said in seen) == 2
+    for line, said in zip(lines, seen, strict=True):
         assert said != line and not re.search(r"[A-Za-z]{3,}", said), (line, said)
 
 
@@ -582,28 +588,12 @@ def test_numbers_in_the_lab_and_bench_messages_match_the_code():
         assert str(bench_tab.MAX_LIVE_TREES) in CATALOGUE[lang]["bench.trees"]
 
 
-def test_the_catalogue_words_every_rule_of_the_engine_and_no_other():
-    """The engine names its verification rules by key only; the page's words for each (the lab's
-    selector label, what it does, what to expect; the Playground's label for the rules it
-    offers) are the catalogue's, in both languages, and the catalogue words no rule the engine lacks."""
-    from playground.rules import APP_RULES, RULES
+def test_the_rules_descriptions_in_the_catalogue_are_the_engines():
+    from playground.rules import RULES
 
-    for lang in ("en", "zh"):
-        for key in RULES:
-            for part in (f"lab.d.rule.{key}", f"vlab.rule.{key}.what", f"vlab.rule.{key}.expect"):
-                assert CATALOGUE[lang].get(part), (lang, part)
-        for key in APP_RULES:
-            assert CATALOGUE[lang].get(f"pg.verification.{key}"), (lang, key)
-        worded = {k.split(".")[2] for k in CATALOGUE[lang] if k.startswith("vlab.rule.")}
-        worded |= {
-            k.split(".", 3)[3] for k in CATALOGUE[lang] if k.startswith("lab.d.rule.") and k != "lab.d.rule.info"
-        }
-        worded |= {
-            k.split(".", 2)[2]
-            for k in CATALOGUE[lang]
-            if k.startswith("pg.verification.") and k != "pg.verification.info"
-        }
-        assert worded == set(RULES), lang
+    for key, rule in RULES.items():
+        assert CATALOGUE["en"][f"vlab.rule.{key}.what"] == rule.what, key
+        assert CATALOGUE["en"][f"vlab.rule.{key}.expect"] == rule.expect, key
 
 
 def test_the_benchmarks_quality_column_is_translated_by_pattern():

@@ -102,13 +102,6 @@ MESSAGES: dict[str, str] = {
     "stop.max_tokens": "token budget",
     "stop.length": "token budget",
     "stop.budget": "token budget",
-    # ---- the form's messages (engine messages are mapped to these and eng.* in visual/i18n/errors.py)
-    "err.prompt_empty": "The prompt is empty: type at least one word.",
-    "err.preset_unavailable": "Preset {preset} is unavailable here: {reason}",
-    "err.drafter_unknown": "Preset {preset} has no {drafter} drafter; choose one of: {choices}.",
-    "err.whole": "{name} must be a whole number, got {value}.",
-    "err.between": "{name} must be between {lo} and {hi}, got {value}.",
-    "err.top_p_range": "top_p must be in (0, 1], got {value}.",
     # ---- presets (visual/presets.py)
     "preset.unavailable": "unavailable",
     "preset.line": "target `{target}` · drafter `{drafter}` · {dtype} · γ = {gamma}",

@@ -62,18 +62,6 @@ MESSAGES.update(
             "(chi-square test, rare outcomes pooled). **p vs exact**: the speculative sample against the "
             "target's exact probabilities (computed from its logits). **Acceptance** = accepted ÷ judged drafts."
         ),
-        # progress lines of a running lab action (playground.lab reports them in English)
-        "prog.cont.speculative": "speculative: {done} / {n} continuations",
-        "prog.cont.target": "target only: {done} / {n} continuations",
-        "prog.statistics": "statistics",
-        "prog.exact": "the target's exact probabilities",
-        "prog.done": "done",
-        "prog.eq.target": "target alone (greedy)",
-        "prog.eq.spec": "speculative (greedy)",
-        "prog.eq.replay": "replaying both passes at the divergence",
-        "prog.warmup": "warming up (first passes are slower)",
-        "prog.target": "target alone",
-        "prog.spec": "speculative",
         "lab.d.stopped": "Stopped: nothing new was computed.",
         "lab.d.done": "Done in {seconds} s.",
         "lab.d.partial": (
@@ -514,7 +502,7 @@ MESSAGES.update(
     }
 )
 
-# ---- each rule's description, by the engine's key (playground.rules); a test checks every rule has one
+# ---- each rule's description, as playground.rules writes it (a test keeps them in step)
 MESSAGES.update(
     {
         "vlab.rule.lossless.what": "Accept d with probability min(1, p(d)/q(d)); after a rejection resample from norm(max(0, p − q)); after all drafts, a bonus token from p at position γ+1.",

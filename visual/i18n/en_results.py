@@ -1,6 +1,8 @@
 """English messages, part 2: the stats card, charts, the per-token table, engine messages,
 confidence, repetition and provenance (merged into ``visual.i18n.en.MESSAGES``)."""
 
+from playground.errors import ENGLISH
+
 MESSAGES: dict[str, str] = {
     # ---- the stats card (visual/stats.py)
     "st.t1_race": "the autoregressive run of this race ({n} single-token passes)",
@@ -164,22 +166,6 @@ MESSAGES: dict[str, str] = {
 }
 MESSAGES.update(
     {
-        # ---- engine messages (visual/i18n/errors.py maps playground's English ValueErrors to these)
-        "eng.temperature_finite": "temperature must be a finite number, got {value}",
-        "eng.temperature_range": "temperature must be 0 (greedy) or between {lo} and {hi}, got {value}",
-        "eng.verification": "verification must be one of {choices}, got {value}",
-        "eng.block_tree": (
-            "block verification judges a chain of drafts, not a tree: set the draft tree nodes to 1, or choose "
-            "token verification"
-        ),
-        "eng.draft_stop": "draft_stop must be a number in [0, 1) (0 = off), got {value}",
-        "eng.whole": "{name} must be a whole number",
-        "eng.tree_rule": "tree drafts are verified with the lossless rule only, not {rule}: set tree_nodes to 1",
-        "eng.one_of": "{name} must be one of {choices}, got {value}",
-        "eng.seed": "seed must be >= 0, got {value}",
-        "eng.top_p_finite": "top_p must be a finite number, got {value}",
-        "eng.bool": "{name} must be true or false, got {value}",
-        "eng.prompt_long_tokens": "the prompt is too long: {n} tokens (limit {limit})",
         "run.shared": (
             "\n\n**Shared passes:** {shared} of {steps} target passes also carried other visitors' runs: each served "
             "{mean} runs on average, so this run's verify times are its share of each pass (the pass's time / the "
@@ -190,21 +176,6 @@ MESSAGES.update(
             " Under that load {capped} step(s) decoded plainly, without drafts (the server turns speculation down "
             "when a pass is full): at temperature 0 that changes only the speed; when sampling, the output is "
             "still drawn from the target's distribution."
-        ),
-        "eng.number_like": "{name} must be a number like 0.7, got {value}",
-        "eng.number": "{name} must be a number, got {value}",
-        "eng.number_plain": "{name} must be a number",
-        "eng.prompt_text": "prompt must be text",
-        "eng.prompt_empty": "prompt is empty",
-        "eng.prompt_long": "prompt is too long: {n} characters (limit {limit})",
-        "eng.unknown_preset": "unknown preset {preset}; choose one of: {choices}",
-        "eng.shared_run": (
-            "Shared run: an identical request (same preset, prompt, settings and seed) started this run at {at}; "
-            "you watched it as it was computed. Timings are that run's."
-        ),
-        "eng.replay": (
-            "Replay of a recorded run: an identical request (same preset, prompt, settings and seed) was computed "
-            "at {at}; the trace is that run's, and so are its timings."
         ),
     }
 )
@@ -273,3 +244,7 @@ MESSAGES.update(
         "prov.bonus.desc": "all drafts accepted: one more token from the target's p",
     }
 )
+
+# ---- the engine's errors and notices (visual/i18n/errors.py): the engine's own English, one key per code
+MESSAGES.update({f"eng.{code}": text for code, text in ENGLISH.items()})
+MESSAGES.update({"eng.full_stop": "."})  # ends a message shown as a sentence

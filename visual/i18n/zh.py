@@ -93,13 +93,6 @@ MESSAGES: dict[str, str] = {
     "stop.max_tokens": "达到词元上限",
     "stop.length": "达到词元上限",
     "stop.budget": "达到词元上限",
-    # ---- the form's messages
-    "err.prompt_empty": "提示词为空：请至少输入一个词。",
-    "err.preset_unavailable": "预设 {preset} 在此不可用：{reason}",
-    "err.drafter_unknown": "预设 {preset} 没有草稿模型 {drafter}；可选：{choices}。",
-    "err.whole": "{name} 必须是整数，收到的是 {value}。",
-    "err.between": "{name} 必须在 {lo} 到 {hi} 之间，收到的是 {value}。",
-    "err.top_p_range": "top_p 必须在 (0, 1] 之内，收到的是 {value}。",
     # ---- presets
     "preset.unavailable": "不可用",
     "preset.line": "目标模型 `{target}` · 草稿模型 `{drafter}` · {dtype} · γ = {gamma}",

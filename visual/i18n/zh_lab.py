@@ -58,18 +58,6 @@ MESSAGES.update(
             "（卡方检验，罕见结果合并计算）。**与精确值比较的 p**：投机采样样本与目标模型精确概率（由其 logits 计算）的比较。"
             "**接受率** = 被接受的草稿数 ÷ 被评判的草稿数。"
         ),
-        # progress lines of a running lab action (playground.lab reports them in English)
-        "prog.cont.speculative": "投机采样：{done} / {n} 条续写",
-        "prog.cont.target": "只用目标模型：{done} / {n} 条续写",
-        "prog.statistics": "统计检验",
-        "prog.exact": "目标模型的精确概率",
-        "prog.done": "完成",
-        "prog.eq.target": "只用目标模型（贪心解码）",
-        "prog.eq.spec": "投机解码（贪心解码）",
-        "prog.eq.replay": "在分歧处重放两次前向传播",
-        "prog.warmup": "预热（最初几次前向传播较慢）",
-        "prog.target": "只用目标模型",
-        "prog.spec": "投机解码",
         "lab.d.stopped": "已停止：没有计算新的结果。",
         "lab.d.done": "完成，用时 {seconds} 秒。",
         "lab.d.partial": "到达时间上限，{seconds} 秒后停止：完成 {done} / {total} 条续写——这是部分结果，并已如此标注。",

@@ -138,19 +138,6 @@ MESSAGES: dict[str, str] = {
 }
 MESSAGES.update(
     {
-        # ---- engine messages
-        "eng.temperature_finite": "温度必须是有限数值，收到的是 {value}",
-        "eng.temperature_range": "温度必须为 0（贪心解码）或在 {lo} 到 {hi} 之间，收到的是 {value}",
-        "eng.verification": "验证方式必须是 {choices} 之一，收到的是 {value}",
-        "eng.block_tree": "块验证评判的是草稿链而不是草稿树：请把草稿树节点数设为 1，或选择逐词元验证",
-        "eng.draft_stop": "停止阈值 draft_stop 必须是 [0, 1) 内的数（0 = 关闭），收到的是 {value}",
-        "eng.whole": "{name} 必须是整数",
-        "eng.tree_rule": "草稿树只能用无损规则验证，不能用 {rule}：请把 tree_nodes 设为 1",
-        "eng.one_of": "{name} 必须是 {choices} 之一，收到的是 {value}",
-        "eng.seed": "随机种子必须 >= 0，收到的是 {value}",
-        "eng.top_p_finite": "top_p 必须是有限数值，收到的是 {value}",
-        "eng.bool": "{name} 必须是 true 或 false，收到的是 {value}",
-        "eng.prompt_long_tokens": "提示词过长：{n} 个词元（上限 {limit}）",
         "run.shared": (
             "\n\n**共享前向传播：** {steps} 次目标模型前向传播中有 {shared} 次同时承载了其他访客的运行：平均每次服务 {mean} 个运行，"
             "因此本次运行的验证时间是它在每次前向传播中的份额（该次前向传播的时间 / 它服务的运行数）。"
@@ -161,15 +148,6 @@ MESSAGES.update(
             " 在这样的负载下，有 {capped} 步不带草稿、按普通方式解码（前向传播已满时服务器会降低投机程度）："
             "温度为 0 时这只改变速度；采样时输出仍从目标模型的分布中抽取。"
         ),
-        "eng.number_like": "{name} 必须是类似 0.7 的数值，收到的是 {value}",
-        "eng.number": "{name} 必须是数值，收到的是 {value}",
-        "eng.number_plain": "{name} 必须是数值",
-        "eng.prompt_text": "提示词必须是文本",
-        "eng.prompt_empty": "提示词为空",
-        "eng.prompt_long": "提示词过长：{n} 个字符（上限 {limit}）",
-        "eng.unknown_preset": "未知预设 {preset}；可选：{choices}",
-        "eng.shared_run": "共享运行：一个完全相同的请求（相同的预设、提示词、设置和随机种子）于 {at} 启动了这次运行；你观看的是它的实时计算过程。计时数据来自那次运行。",
-        "eng.replay": "回放已记录的运行：一个完全相同的请求（相同的预设、提示词、设置和随机种子）于 {at} 计算完成；轨迹和计时数据都来自那次运行。",
     }
 )
 MESSAGES.update(
@@ -223,5 +201,54 @@ MESSAGES.update(
         "prov.target.desc": "目标模型自己的词元：拒绝后的重新采样，或本步没有草稿",
         "prov.bonus": "奖励词元",
         "prov.bonus.desc": "所有草稿都被接受：再从目标模型的 p 中取一个词元",
+    }
+)
+MESSAGES.update(
+    {
+        # ---- the engine's errors and notices (playground.errors.ENGLISH: one key per code)
+        "eng.temperature_finite": "温度必须是有限数值，收到的是 {value}",
+        "eng.temperature_range": "温度必须为 0（贪心解码）或在 {lo} 到 {hi} 之间，收到的是 {value}",
+        "eng.top_p_finite": "top_p 必须是有限数值，收到的是 {value}",
+        "eng.top_p_range": "top_p 必须在 (0, 1] 之内，收到的是 {value}",
+        "eng.seed_negative": "随机种子必须 >= 0，收到的是 {value}",
+        "eng.one_of": "{name} 必须是 {choices} 之一，收到的是 {value}",
+        "eng.verification": "验证方式必须是 {choices} 之一，收到的是 {value}",
+        "eng.block_tree": "块验证评判的是草稿链而不是草稿树：请把草稿树节点数设为 1，或选择逐词元验证",
+        "eng.tree_rule": "草稿树只能用无损规则验证，不能用 {rule}：请把 tree_nodes 设为 1",
+        "eng.draft_stop": "停止阈值 draft_stop 必须是 [0, 1) 内的数（0 = 关闭），收到的是 {value}",
+        "eng.bool": "{name} 必须是 true 或 false，收到的是 {value}",
+        "eng.prompt_text": "提示词必须是文本",
+        "eng.prompt_empty": "提示词为空：请至少输入一个词",
+        "eng.prompt_long": "提示词过长：{n} 个字符（上限 {limit}）",
+        "eng.number": "{name} 必须是数值，收到的是 {value}",
+        "eng.number_plain": "{name} 必须是数值",
+        "eng.number_like": "{name} 必须是类似 0.7 的数值，收到的是 {value}",
+        "eng.between": "{name} 必须在 {lo} 到 {hi} 之间，收到的是 {value}",
+        "eng.whole": "{name} 必须是整数，收到的是 {value}",
+        "eng.whole_plain": "{name} 必须是整数",
+        "eng.unknown_preset": "未知预设 {preset}；可选：{choices}",
+        "eng.no_drafter": "预设 {preset} 没有草稿模型 {drafter}；可选：{choices}",
+        "eng.prompt_long_tokens": "提示词过长：{n} 个词元（上限 {limit}）",
+        "eng.preset_unavailable": "预设 {preset} 在此不可用：{reason}",
+        "eng.progress.speculative_continuations": "投机采样：{done} / {n} 条续写",
+        "eng.progress.target_continuations": "只用目标模型：{done} / {n} 条续写",
+        "eng.progress.statistics": "统计检验",
+        "eng.progress.exact": "目标模型的精确概率",
+        "eng.progress.done": "完成",
+        "eng.progress.target_greedy": "只用目标模型（贪心解码）",
+        "eng.progress.speculative_greedy": "投机解码（贪心解码）",
+        "eng.progress.replay_divergence": "在分歧处重放两次前向传播",
+        "eng.progress.warmup": "预热（最初几次前向传播较慢）",
+        "eng.progress.target": "只用目标模型",
+        "eng.progress.speculative": "投机解码",
+        "eng.replay.shared": (
+            "共享运行：一个完全相同的请求（相同的预设、提示词、设置和随机种子）于 {at} 启动了这次运行；"
+            "你观看的是它的实时计算过程。计时数据来自那次运行。"
+        ),
+        "eng.replay.recorded": (
+            "回放已记录的运行：一个完全相同的请求（相同的预设、提示词、设置和随机种子）于 {at} 计算完成；"
+            "轨迹和计时数据都来自那次运行。"
+        ),
+        "eng.full_stop": "。",
     }
 )

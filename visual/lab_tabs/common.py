@@ -79,13 +79,13 @@ def pick(choices: list[Choice], preferred: str) -> str:
 
 def progress_adapter(progress):
     """gradio's ``gr.Progress`` as the ``(fraction, message)`` callback ``playground.lab`` reports to
-    (its English lines in the visitor's language)."""
+    (its lines, ``playground.errors.Message``\ s, in the visitor's language)."""
     if progress is None:
         return None
 
     def report(fraction: float, message: str) -> None:
         try:
-            progress(float(fraction), desc=engine_message(str(message)))
+            progress(float(fraction), desc=engine_message(message))
         except Exception:
             pass
 

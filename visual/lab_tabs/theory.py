@@ -20,6 +20,7 @@ from playground.lab.theory import MEASURE_TOKENS, measure_run, measured_point, t
 from playground.validate import MAX_GAMMA
 from visual import lab as vlab
 from visual.i18n import L, localized, t
+from visual.i18n.errors import engine_message
 from visual.lab_tabs.common import (
     LIGHT_EVENT,
     MODEL_EVENT,
@@ -36,7 +37,7 @@ def render_theory(alpha, gamma, c, v, point):
     try:
         curve = theory_curve(float(alpha), float(c), float(v))
     except (TypeError, ValueError) as exc:
-        raise gr.Error(str(exc)) from None
+        raise gr.Error(engine_message(exc)) from None
     return vlab.theory_figure(curve, point), vlab.theory_html(curve, as_int(gamma, "γ"), point)
 
 
