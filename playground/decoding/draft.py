@@ -1,8 +1,8 @@
 """The drafter protocol: the only thing the decoding loop knows about drafters.
 
 The loop defines it here (drafters implement it in ``playground.drafters``), so the decoding
-core imports no drafter.  What a drafter can do is *declared* (``Capabilities``; each kind's
-declaration lives in ``playground.drafters.registry``): the loop reads it, never probes the
+core imports no drafter.  What a drafter can do is *declared* (``Capabilities``; each kind
+declares it on its class, ``playground.drafters.base``): the loop reads it, never probes the
 object for methods.
 
 A drafter proposes up to γ tokens together with the *exact* distribution each
@@ -126,7 +126,7 @@ class TreeDraft:
 class Drafter(Protocol):
     name: str  # e.g. "model", "prompt-lookup", "mtp"
     needs_target_hidden: bool  # ask the target for output_hidden_states on every pass
-    capabilities: Capabilities  # what it can do (its kind's declaration in drafters.registry)
+    capabilities: Capabilities  # what it can do (its class's declaration, drafters.base)
 
     def start(self, state: TargetState) -> None:
         """Reset for a new run; state holds the prompt (and, if asked, the prefill hidden state)."""

@@ -42,7 +42,6 @@ unchanged target).  This module does not train adapters.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -54,7 +53,6 @@ from playground.decoding.tree import DraftTree
 from playground.decoding.tree_pass import tree_masks, tree_position_ids
 from playground.drafters.exit_adapter import AdaptedNorm, ExitAdapter
 from playground.drafters.model import ModelDrafter
-from playground.drafters.registry import KINDS
 from playground.models.view import decoder, model_view, num_layers
 
 NOTHING_REUSED = "nothing: the verify pass recomputes layers below the exit (no LayerSkip KV reuse)"
@@ -143,8 +141,8 @@ class EarlyExitDrafter(ModelDrafter):
     ``verify_logits`` (LayerSkip); trees never do."""
 
     name = "early-exit"
-    capabilities = KINDS["early-exit"].capabilities  # narrowed per drafter without KV reuse (__init__)
-    needs_target_hidden = False
+    shares_target_cache = True  # narrowed per drafter without KV reuse (__init__)
+    needs_drafter_model = False  # the target's own first layers
 
     def __init__(
         self,
@@ -161,7 +159,7 @@ class EarlyExitDrafter(ModelDrafter):
         self.total_layers = num_layers(target)
         self.reuse_kv = reuse_kv
         # chain drafts run in the target's own cache only with KV reuse (then verify_logits)
-        self.capabilities = replace(KINDS["early-exit"].capabilities, shares_target_cache=reuse_kv)
+        self.shares_target_cache = reuse_kv
         self.upper = upper_model(target, exit_layer) if reuse_kv else None
         self._exit: ExitRecorder = decoder(self.model).layers[-1]
         self._shared = None  # the target's cache while drafting chains in it

@@ -115,7 +115,7 @@ from playground.decoding.draft import Draft, TargetState, TreeDraft, token_id_se
 from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.decoding.tree import ROOT, DraftTree
 from playground.decoding.tree_grow import grow_level
-from playground.drafters.registry import KINDS
+from playground.drafters.base import BaseDrafter
 
 NAME = "gemma4-assistant"
 LAYER_TYPES = ("full_attention", "sliding_attention")
@@ -166,13 +166,14 @@ def context_kv(cache, layer: int, n_ctx: int, window: int | None):
     return k[..., start:end, :], v[..., start:end, :]
 
 
-class Gemma4AssistantDrafter:
+class Gemma4AssistantDrafter(BaseDrafter):
     """Drafter kind ``"gemma4-assistant"``: a transformers ``Gemma4AssistantForCausalLM``
     driven by the Gemma 4 target's last hidden state and shared K/V."""
 
     name = NAME
-    capabilities = KINDS[NAME].capabilities
     needs_target_hidden = True
+    branches = True
+    needs_drafter_model = True
 
     def __init__(self, target, assistant, eos_token_ids=(), argmax: bool = False) -> None:
         """target: a Gemma 4 causal LM (``Gemma4ForCausalLM`` or the multimodal
@@ -228,11 +229,7 @@ class Gemma4AssistantDrafter:
     def start(self, state: TargetState) -> None:
         self.last_ms_per_token = None
 
-    def accept(self, n_accepted: int, state: TargetState) -> None:
-        """Nothing to roll back: every propose rebuilds from the (cropped) target state."""
-
-    def cache_len(self) -> int | None:
-        return None
+    # accept, cache_len: BaseDrafter's (nothing to roll back: every propose rebuilds from the cropped target state)
 
     def shared_kv(self, cache, n_ctx: int) -> dict[str, tuple[torch.Tensor, torch.Tensor]] | None:
         """The assistant's ``shared_kv_states`` for a committed context of n_ctx target positions."""

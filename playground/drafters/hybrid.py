@@ -17,22 +17,27 @@ from __future__ import annotations
 
 import torch
 
-from playground.decoding.draft import Capabilities, Draft, TargetState, TreeDraft
+from playground.decoding.draft import Draft, TargetState, TreeDraft
 from playground.decoding.sampling import SamplingParams
-from playground.decoding.tree import DraftTree
+from playground.drafters.base import BaseDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
 
 
-class HybridDrafter:
-    """First drafter if it proposes anything, else the fallback (both see every step)."""
+class HybridDrafter(BaseDrafter):
+    """First drafter if it proposes anything, else the fallback (both see every step).
 
-    def __init__(self, fallback, first=None, name: str = "mtp+lookup") -> None:
+    Both are ``BaseDrafter``s: a fallback that cannot branch drafts its chain as a tree."""
+
+    name = "mtp+lookup"
+    branches = True  # a tree always (the fallback's chain as one when it cannot branch)
+    stops_early = True  # when its fallback does (the MTP head's): narrowed in __init__
+
+    def __init__(self, fallback: BaseDrafter, first: BaseDrafter | None = None, name: str = "mtp+lookup") -> None:
         self.first = first if first is not None else PromptLookupDrafter(max_ngram=3, min_ngram=2)
         self.fallback = fallback
         self.name = name
         self.needs_target_hidden = bool(fallback.needs_target_hidden or self.first.needs_target_hidden)
-        # a tree always (the fallback's chain as one when it cannot branch); stops when its fallback does
-        self.capabilities = Capabilities(branches=True, stops_early=fallback.capabilities.stops_early)
+        self.stops_early = fallback.capabilities.stops_early
 
     @property
     def stop_below(self) -> float | None:
@@ -75,11 +80,9 @@ class HybridDrafter:
             result = self.first.propose_tree(state, max_nodes, max_depth, params, generator)
         if result is None or len(result.tree) == 0:
             source = self.fallback
-            if self.fallback.capabilities.branches:
-                result = self.fallback.propose_tree(state, max_nodes, max_depth, params, generator)
-            else:
-                d = self.fallback.propose(state, max_depth, params, generator)
-                result = TreeDraft(DraftTree.chain(d.token_ids, d.draft_probs), d.info, d.forward_calls)
+            result = self.fallback.propose_tree(
+                state, max_nodes, max_depth, params, generator
+            )  # a chain if it cannot branch
         result.info = {**result.info, "source": source.name}
         return result
 

@@ -24,13 +24,13 @@ from playground.decoding.sampling import SamplingParams, draw_draft_token, logit
 from playground.decoding.tree import ROOT, DraftTree
 from playground.decoding.tree_grow import grow_level
 from playground.decoding.tree_pass import tree_forward
-from playground.drafters.registry import KINDS
+from playground.drafters.base import BaseDrafter
 
 
-class ModelDrafter:
+class ModelDrafter(BaseDrafter):
     name = "model"
-    capabilities = KINDS["model"].capabilities
-    needs_target_hidden = False
+    branches = True
+    needs_drafter_model = True
 
     def __init__(self, model, target_vocab_size: int, argmax: bool = False) -> None:
         """argmax=True drafts the drafter's argmax at every temperature (q is then

@@ -57,9 +57,9 @@ from playground.decoding.draft_stop import ChainStop, draft_confidence
 from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.decoding.tree import ROOT, DraftTree
 from playground.decoding.tree_grow import grow_level
+from playground.drafters.base import BaseDrafter
 from playground.drafters.mtp_head import MTPHead, cluster_members, text_model
 from playground.drafters.mtp_weights import DEFAULT_WEIGHTS, shared_head, weight_files
-from playground.drafters.registry import KINDS
 from playground.validate import draft_stop as check_stop_below
 
 
@@ -98,12 +98,13 @@ class _HeadInputs:
         return 0 if self.ctx_k is None else int(self.ctx_k.shape[-2])
 
 
-class MTPDrafter:
+class MTPDrafter(BaseDrafter):
     """Drafter kind ``"mtp"``: the MTP head driven by the target's hidden state and K/V."""
 
     name = "mtp"
-    capabilities = KINDS["mtp"].capabilities
     needs_target_hidden = True
+    branches = True
+    stops_early = True
 
     def __init__(
         self,
@@ -234,11 +235,7 @@ class MTPDrafter:
         self.last_ms_per_token = None
         self._reset_context()
 
-    def accept(self, n_accepted: int, state: TargetState) -> None:
-        """Nothing to roll back: the state is rebuilt from the target on every propose."""
-
-    def cache_len(self) -> int | None:
-        return None
+    # accept, cache_len: BaseDrafter's (nothing to roll back: the state is rebuilt from the target on every propose)
 
     @torch.no_grad()  # not inference_mode: the candidate tables it builds stay ordinary tensors
     def propose(

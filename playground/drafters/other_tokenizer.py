@@ -34,7 +34,7 @@ from transformers import DynamicCache
 from playground.decoding.draft import Draft, TargetState, token_id_set
 from playground.decoding.hf_calls import logits_to_keep_arg
 from playground.decoding.sampling import SamplingParams
-from playground.drafters.registry import KINDS
+from playground.drafters.base import BaseDrafter
 
 
 def encode(tokenizer, text: str, specials: bool) -> list[int]:
@@ -70,10 +70,9 @@ def target_tokens_for(
     return encode(target_tokenizer, new_text, specials=False), "alone"
 
 
-class OtherTokenizerDrafter:
+class OtherTokenizerDrafter(BaseDrafter):
     name = "other-tokenizer"
-    capabilities = KINDS["other-tokenizer"].capabilities
-    needs_target_hidden = False
+    needs_drafter_model = True
 
     def __init__(self, model, drafter_tokenizer, target_tokenizer, target_eos_ids=(), drafter_eos_ids=None) -> None:
         self.model = model

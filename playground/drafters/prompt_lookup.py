@@ -14,7 +14,7 @@ import torch
 from playground.decoding.draft import Draft, TargetState, TreeDraft
 from playground.decoding.sampling import SamplingParams
 from playground.decoding.tree import ROOT, DraftTree
-from playground.drafters.registry import KINDS
+from playground.drafters.base import BaseDrafter
 
 
 def find_continuation(ids: list[int], gamma: int, max_ngram: int = 3, min_ngram: int = 1) -> list[int]:
@@ -73,19 +73,15 @@ def continuation_tree(conts: list[list[int]], max_nodes: int) -> DraftTree:
     return DraftTree(tuple(tokens), tuple(parents))
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(BaseDrafter):
     name = "prompt-lookup"
-    capabilities = KINDS["prompt-lookup"].capabilities
-    needs_target_hidden = False
+    branches = True
 
     def __init__(self, max_ngram: int = 3, min_ngram: int = 1) -> None:
         if not 1 <= min_ngram <= max_ngram:
             raise ValueError("need 1 <= min_ngram <= max_ngram")
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
-
-    def start(self, state: TargetState) -> None:
-        pass
 
     def propose(
         self, state: TargetState, gamma: int, params: SamplingParams, generator: torch.Generator | None
@@ -105,9 +101,3 @@ class PromptLookupDrafter:
         conts = find_continuations(state.committed_ids, max_depth, self.max_ngram, self.min_ngram)
         tree = continuation_tree(conts, max_nodes)
         return TreeDraft(tree=tree, info={"matched": bool(conts), "branches": len(conts)})
-
-    def accept(self, n_accepted: int, state: TargetState) -> None:
-        pass
-
-    def cache_len(self) -> int | None:
-        return None

@@ -1,95 +1,90 @@
 """The drafter kinds: one table read by the config, the API, the CLI, the app, the lab, the bench
 and the tests.
 
-Each kind has its name (what presets, links and ``--drafter`` say), the words the app's
-narration uses for it, what it needs from a preset (a second model, weight files, its own
-tokenizer, the target's state), which presets offer it, what it can do (``Capabilities``:
-branch into trees, stop early, share the target's cache — the drafter classes declare the
-same object, and the loop reads it), and how to build it for a loaded pair.  Builders import
-their drafter module when called, so reading the table loads no model code (the config and
-``python -m playground presets`` read it without torch).  This module does not load models.
+Each kind has its name (what presets, links and ``--drafter`` say), its drafter class (which
+declares what it can do: branch into trees, stop early, share the target's cache, need a
+second model — ``playground.drafters.base``), the words the app's narration uses for it,
+what else it needs from a preset (weight files, its own tokenizer, the target's state),
+which presets offer it, and how to build it for a loaded pair.  This module does not load
+models; it imports the drafter classes, never the config or the loading code (which read
+this table).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any
 
 from playground.decoding.draft import Capabilities
+from playground.drafters import early_exit, exit_adapter, gemma4_assistant, mtp
+from playground.drafters.base import BaseDrafter
+from playground.drafters.early_exit import EarlyExitDrafter
+from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter
+from playground.drafters.hybrid import HybridDrafter
+from playground.drafters.model import ModelDrafter
+from playground.drafters.mtp import MTPDrafter
+from playground.drafters.other_tokenizer import OtherTokenizerDrafter
+from playground.drafters.prompt_lookup import PromptLookupDrafter
 
-if TYPE_CHECKING:  # pragma: no cover - types only
-    from playground.config import Preset
-    from playground.decoding.draft import Drafter
-    from playground.models.loading import ModelPair
-
-# Each builder imports its drafter module when called (drafter modules bring the models' code):
-# reading the table loads none of it.
+# A builder takes a loaded pair (``playground.models.loading.ModelPair``), its preset
+# (``playground.config.Preset``) and whether to draft the argmax at any temperature.
 
 
 def _prompt_lookup(pair, preset, argmax):
-    from playground.drafters.prompt_lookup import PromptLookupDrafter  # when built (see above)
-
     return PromptLookupDrafter()
 
 
 def _model(pair, preset, argmax):
-    from playground.drafters.model import ModelDrafter  # when built (see above)
-
     return ModelDrafter(pair.drafter_model, pair.target.config.get_text_config().vocab_size, argmax=argmax)
 
 
 def _mtp(pair, preset, argmax):
-    from playground.drafters.mtp import load_mtp_drafter  # when built (see above)
-
-    return load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids)
+    return mtp.load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids)
 
 
 def _mtp_lookup(pair, preset, argmax):
-    from playground.drafters.hybrid import HybridDrafter  # when built (see above)
-
     return HybridDrafter(_mtp(pair, preset, argmax))
 
 
 def _gemma4_assistant(pair, preset, argmax):
-    from playground.drafters import gemma4_assistant  # when built (see above)
-
     return gemma4_assistant.load_gemma4_assistant_drafter(
         pair.target, pair.drafter_model, argmax=argmax, eos_token_ids=pair.eos_token_ids
     )
 
 
 def _early_exit(pair, preset, argmax):
-    from playground.drafters import early_exit, exit_adapter  # when built (see above)
-
     layer = preset.exit_layer if preset.exit_layer is not None else early_exit.default_exit_layer(pair.target)
     adapter = exit_adapter.preset_adapter(preset, pair.target, layer)  # None (the untrained exit) where it has none
-    return early_exit.EarlyExitDrafter(
-        pair.target, layer, argmax=argmax, reuse_kv=preset.exit_kv_reuse, adapter=adapter
-    )
+    return EarlyExitDrafter(pair.target, layer, argmax=argmax, reuse_kv=preset.exit_kv_reuse, adapter=adapter)
 
 
 def _other_tokenizer(pair, preset, argmax):
-    from playground.drafters import other_tokenizer  # when built (see above)
-
     if pair.drafter_model is None or pair.drafter_tokenizer is None:
         raise ValueError(f"preset {preset.name!r} has no drafter model with its own tokenizer")
-    return other_tokenizer.OtherTokenizerDrafter(
-        pair.drafter_model, pair.drafter_tokenizer, pair.tokenizer, pair.eos_token_ids
-    )
+    return OtherTokenizerDrafter(pair.drafter_model, pair.drafter_tokenizer, pair.tokenizer, pair.eos_token_ids)
 
 
 @dataclass(frozen=True)
 class DrafterKind:
     name: str
+    drafter: type[BaseDrafter]  # its class: what it can do is declared there
     label: str  # the narration's words: "Step 3: <label> proposes 4 tokens"
-    build: Callable[[ModelPair, Preset, bool], Drafter]
-    capabilities: Capabilities = Capabilities()
-    needs_drafter_model: bool = False  # a second model (preset.drafter_model)
+    build: Callable[[Any, Any, bool], BaseDrafter]  # (pair, preset, argmax) -> the drafter
     reads_weights: bool = False  # trained weight files (preset.drafter_weights)
     own_tokenizer: bool = False  # drafts in its own tokenization (the pair keeps the drafter's tokenizer)
     reads_target_state: bool = False  # reads the target's hidden states / KV: cannot draft on its own
-    offered: Callable[[Preset], bool] = lambda p: False  # does a preset of another kind offer it too?
+    offered: Callable[[Any], bool] = lambda p: False  # does a preset of another kind offer it too?
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What every drafter of this kind can do (its class's declaration)."""
+        return self.drafter.declared()
+
+    @property
+    def needs_drafter_model(self) -> bool:
+        """A second model (preset.drafter_model)."""
+        return self.drafter.needs_drafter_model
 
     @property
     def memoisable(self) -> bool:
@@ -98,44 +93,40 @@ class DrafterKind:
         return not (self.reads_target_state or self.own_tokenizer)
 
 
-def _plain_second_model(p: Preset) -> bool:
+def _plain_second_model(p) -> bool:
     """The preset's second model drafts over the target's vocabulary by itself (not an assistant
     that reads the target's state, nor a model with another tokenizer)."""
     own = KINDS[p.drafter]
     return bool(p.drafter_model) and not (own.reads_target_state or own.own_tokenizer)
 
 
-_BRANCHES = Capabilities(branches=True)
-_MTP = Capabilities(branches=True, stops_early=True)
 KINDS: dict[str, DrafterKind] = {
     k.name: k
     for k in (
-        DrafterKind("model", "the drafter model", _model, _BRANCHES, needs_drafter_model=True,
-                    offered=_plain_second_model),
-        DrafterKind("mtp", "the MTP head", _mtp, _MTP, reads_weights=True, reads_target_state=True,
+        DrafterKind("model", ModelDrafter, "the drafter model", _model, offered=_plain_second_model),
+        DrafterKind("mtp", MTPDrafter, "the MTP head", _mtp, reads_weights=True, reads_target_state=True,
                     offered=lambda p: bool(p.drafter_weights)),
-        DrafterKind("mtp+lookup", "the MTP head or prompt lookup", _mtp_lookup, _MTP, reads_weights=True,
+        DrafterKind("mtp+lookup", HybridDrafter, "the MTP head or prompt lookup", _mtp_lookup, reads_weights=True,
                     reads_target_state=True, offered=lambda p: bool(p.drafter_weights)),
-        DrafterKind("prompt-lookup", "prompt lookup", _prompt_lookup, _BRANCHES, offered=lambda p: True),
-        DrafterKind("gemma4-assistant", "the Gemma 4 MTP assistant", _gemma4_assistant, _BRANCHES,
-                    needs_drafter_model=True, reads_target_state=True),
+        DrafterKind("prompt-lookup", PromptLookupDrafter, "prompt lookup", _prompt_lookup, offered=lambda p: True),
+        DrafterKind("gemma4-assistant", Gemma4AssistantDrafter, "the Gemma 4 MTP assistant", _gemma4_assistant,
+                    reads_target_state=True),
         # the target's own first layers: not Gemma 4's multimodal target (no plain .model.layers)
-        DrafterKind("early-exit", "the target's first layers (early exit)", _early_exit,
-                    Capabilities(branches=True, shares_target_cache=True), reads_target_state=True,
-                    offered=lambda p: p.drafter != "gemma4-assistant"),
-        DrafterKind("other-tokenizer", "the drafter with another tokenizer", _other_tokenizer, Capabilities(),
-                    needs_drafter_model=True, own_tokenizer=True),
+        DrafterKind("early-exit", EarlyExitDrafter, "the target's first layers (early exit)", _early_exit,
+                    reads_target_state=True, offered=lambda p: p.drafter != "gemma4-assistant"),
+        DrafterKind("other-tokenizer", OtherTokenizerDrafter, "the drafter with another tokenizer", _other_tokenizer,
+                    own_tokenizer=True),
     )
 }  # fmt: skip
 NAMES = tuple(KINDS)
 
 
-def offered(preset: Preset) -> tuple[str, ...]:
+def offered(preset) -> tuple[str, ...]:
     """The kinds a preset can run: its own first, then every kind its resources allow."""
     return tuple(dict.fromkeys([preset.drafter, *(k.name for k in KINDS.values() if k.offered(preset))]))
 
 
-def build_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = False) -> Drafter:
+def build_drafter(kind: str, pair, preset, argmax: bool = False) -> BaseDrafter:
     """The drafter of ``kind`` for a loaded pair (``argmax``: draft the argmax at any temperature)."""
     if kind not in KINDS:
         raise ValueError(f"unknown drafter {kind!r}; choose one of: {', '.join(NAMES)}")

@@ -232,9 +232,11 @@ def test_kept_residuals_are_the_residual_each_rejection_left_and_change_nothing(
 
 
 def test_the_registry_says_which_drafters_branch():
-    """Every kind the registry marks as branching has propose_tree, and the others do not."""
+    """Every kind the registry marks as branching has a propose_tree of its own, and the others
+    only the base class's (their chain as a one-branch tree); each kind's class is the one named."""
     import importlib
 
+    from playground.drafters.base import BaseDrafter
     from playground.drafters.registry import KINDS
 
     classes = {
@@ -250,4 +252,5 @@ def test_the_registry_says_which_drafters_branch():
     for name, path in classes.items():
         module, cls = path.rsplit(".", 1)
         drafter = getattr(importlib.import_module(f"playground.drafters.{module}"), cls)
-        assert hasattr(drafter, "propose_tree") == KINDS[name].capabilities.branches, name
+        assert KINDS[name].drafter is drafter and drafter.name == name, name
+        assert (drafter.propose_tree is not BaseDrafter.propose_tree) == KINDS[name].capabilities.branches, name

@@ -7,9 +7,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from playground.decoding.draft import Capabilities, Draft, TargetState
+from playground.decoding.draft import Draft, TargetState
 from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs, sample
+from playground.drafters.base import BaseDrafter
 from playground.drafters.hybrid import HybridDrafter
 from playground.settings import RunSettings
 from tests.contract import assert_greedy_equals_target, first_pair_counts, hf_greedy, seeded
@@ -20,24 +21,14 @@ from tests.stats import PARAMS, assert_does_not_follow, assert_follows, table_pa
 PROMPT = [0, 1, 2, 0, 1]  # the bigram (0, 1) repeats: prompt lookup proposes [2, 0, 1, ...]
 
 
-class TableDrafter:
-    """Stateless bigram drafter: q = logits_to_probs(table[last token]), exactly what it samples."""
+class TableDrafter(BaseDrafter):
+    """Stateless bigram drafter: q = logits_to_probs(table[last token]), exactly what it samples.
+    Chains only (BaseDrafter's declaration); no state to reset or roll back."""
 
     name = "table"
-    needs_target_hidden = False
-    capabilities = Capabilities()  # chains only
 
     def __init__(self, table: torch.Tensor) -> None:
         self.table = table  # [V, V]
-
-    def start(self, state: TargetState) -> None:
-        pass
-
-    def accept(self, n_accepted: int, state: TargetState) -> None:
-        pass
-
-    def cache_len(self):
-        return None
 
     def propose(self, state, gamma, params, generator) -> Draft:
         last, tokens, rows = state.committed_ids[-1], [], []
@@ -134,3 +125,18 @@ def test_greedy_equality_with_mtp_fallback():
         res = assert_greedy_equals_target(model, tok, prompt, cfg, drafter, eos_token_ids=[], expected=ref, msg=gamma)
         used = {s.drafter_info.get("source") for s in res.steps}
         assert "prompt-lookup" in used and "mtp" in used, used
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_a_fallback_that_cannot_branch_drafts_its_chain_as_the_tree(temperature):
+    """Asked for a tree where prompt lookup finds no match, the hybrid gives the fallback's
+    chain (``BaseDrafter.propose_tree``): the same tokens and q rows as its ``propose``."""
+    table = disagreeing_tables()[1]
+    state, params = _state([3, 4]), SamplingParams(temperature=temperature)  # no earlier match: no lookup
+    tree = HybridDrafter(TableDrafter(table)).propose_tree(state, 8, 3, params, seeded(0))
+    chain = TableDrafter(table).propose(state, 3, params, seeded(0))
+    assert list(tree.tree.tokens) == chain.token_ids and tree.tree.parents == (-1, 0, 1)
+    assert (tree.tree.draft_probs is None) == (chain.draft_probs is None)
+    if chain.draft_probs is not None:
+        assert torch.equal(tree.tree.draft_probs, chain.draft_probs)
+    assert tree.info["source"] == "table"
