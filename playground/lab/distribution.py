@@ -291,13 +291,15 @@ class DistributionSettings:
     ) -> DistributionSettings:
         """``values`` (``RunSettings``' fields) over the lab's defaults — tiny-random, temperature
         1, chain drafts, argmax drafts for rule "softmax-q" (that bug needs them) — resolved
-        once by ``api.run_settings`` (the preset's γ, drafter and dtype where not given)."""
+        once by ``api.run_settings`` (the preset's γ, drafter and dtype where not given).  The
+        rule is set after the app's checks: the lab checks rules the app does not offer."""
         n_tokens = whole_number("tokens per continuation", n_tokens, 1, MAX_CONT_TOKENS)
         values = {"preset": "tiny-random", "temperature": 1.0, "tree_nodes": 1, **values}
+        rule = values.pop("rule", None) or DEFAULT_RULE
         if values.get("draft_argmax") is None:
-            values["draft_argmax"] = getattr(RULES.get(values.get("rule", DEFAULT_RULE)), "argmax_drafts", False)
+            values["draft_argmax"] = getattr(RULES.get(rule), "argmax_drafts", False)
         run = run_settings(**{**values, "mode": "speculative", "max_new_tokens": n_tokens, "trace": False})
-        return cls(prompt, run, n_samples, exact, memo)
+        return cls(prompt, replace(run, rule=rule), n_samples, exact, memo)
 
 
 @dataclass(frozen=True)
