@@ -18,6 +18,7 @@ import plotly.graph_objects as go
 
 from playground.repetition import HIGH_SHARE
 from tools.bench import build_figures, table_columns
+from tools.bench.aggregate import Quality
 from visual.charts import style
 from visual.i18n import t
 from visual.i18n.en import MESSAGES as EN
@@ -119,23 +120,11 @@ def bench_table(rows: Sequence[dict[str, Any]], columns: Sequence[tuple[str, str
     return pd.DataFrame(data, columns=heads)
 
 
-_QUALITY_KEYS = ("reference", "reference_sampled", "identical", "identical_ar", "differs_ar", "differs_ar_bf16",
-                 "not_compared", "differs_bf16", "differs_hf", "lossless", "lossy_drift", "lossy")  # fmt: skip
-_QUALITY = [  # the engine's English (a catalogue template) as a pattern -> its key
-    (re.compile("^" + re.escape(EN[f"bench.q.{k}"]).replace(r"\{fd\}", r"(?P<fd>\d+)").replace(r"\{tv\}", r"(?P<tv>[\d.]+)") + "$"),
-     f"bench.q.{k}")
-    for k in _QUALITY_KEYS
-]  # fmt: skip
-
-
 def quality_text(value: Any) -> Any:
-    """The quality column's text in the current language (anything unknown as the engine wrote it)."""
-    if not isinstance(value, str):
-        return value
-    for pattern, key in _QUALITY:
-        m = pattern.match(value)
-        if m:
-            return t(key, **m.groupdict()) if m.groupdict() else t(key)
+    """The quality column's note (``tools.bench.aggregate.Quality``: a code) in the current language;
+    anything else as it is."""
+    if isinstance(value, Quality):
+        return t(f"bench.q.{value.code}", **value.params)
     return value
 
 

@@ -596,17 +596,23 @@ def test_the_rules_descriptions_in_the_catalogue_are_the_engines():
         assert CATALOGUE["en"][f"vlab.rule.{key}.expect"] == rule.expect, key
 
 
-def test_the_benchmarks_quality_column_is_translated_by_pattern():
+def test_the_benchmarks_quality_column_is_rendered_by_code():
+    from tools.bench.aggregate import QUALITY, Quality
     from visual.bench import quality_text
 
-    samples = ["reference", "identical to target", "differs from token 7 (bfloat16 rounding of the multi-token pass; "
-               "exact in float32)", "lossy: drift 0.012 TV/token", "lossy", "differs from hf_generate from token 3"]  # fmt: skip
-    assert [quality_text(x) for x in samples] == samples  # English: as the engine wrote it
+    for code, text in QUALITY.items():  # the catalogue's English is the bench's own, with the same placeholders
+        assert CATALOGUE["en"][f"bench.q.{code}"] == text, code
+        assert placeholders(CATALOGUE["zh"][f"bench.q.{code}"]) == placeholders(text), code
+    samples = [Quality("reference"), Quality("identical"), Quality("differs_bf16", fd=7),
+               Quality("lossy_drift", tv="0.012"), Quality("lossy"), Quality("differs_hf", fd=3)]  # fmt: skip
+    assert samples[2] == "differs from token 7 (bfloat16 rounding of the multi-token pass; exact in float32)"
+    assert [quality_text(x) for x in samples] == samples  # English: as the bench wrote it
     with use_lang("zh"):
         said = [quality_text(x) for x in samples]
         assert "7" in said[2] and "0.012" in said[3] and "3" in said[5]
         assert not {w for x in said for w in english_words(x)} - {"bfloat16", "float32", "TV", "HF", "generate"}
         assert quality_text("something new") == "something new"
+        assert quality_text("identical to target") == "identical to target"  # plain text is never parsed
 
 
 def test_the_playground_re_renders_every_server_html_panel_in_the_visitors_language():

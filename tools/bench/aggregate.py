@@ -25,6 +25,7 @@ import torch
 import transformers
 
 from playground.decoding.sampling import predicted_speedup
+from playground.errors import Message
 from playground.repetition import HIGH_SHARE
 from playground.rules import LOSSLESS_RULES, RULES
 from tools.bench.options import METHODS, ROW_FIELDS, Costs, Run, Spec
@@ -336,32 +337,53 @@ def _first_divergence(a: tuple[int, ...], b: tuple[int, ...] | None):
     return None if len(a) == len(b) else min(len(a), len(b))
 
 
-def _quality(row: dict[str, Any]) -> str:
+# The quality column: code -> its English (the app words each code as ``bench.q.<code>``)
+QUALITY = {
+    "reference": "reference",
+    "reference_sampled": "reference (sampled)",
+    "identical": "identical to target",
+    "identical_ar": "identical to our autoregressive",
+    "differs_ar": "differs from our autoregressive",
+    "differs_ar_bf16": "differs from our autoregressive (bfloat16 rounding)",
+    "not_compared": "not compared",
+    "differs_bf16": "differs from token {fd} (bfloat16 rounding of the multi-token pass; exact in float32)",
+    "differs_hf": "differs from hf_generate from token {fd}",
+    "lossless": "lossless (exact sampling)",
+    "lossy_drift": "lossy: drift {tv} TV/token",
+    "lossy": "lossy",
+}
+
+
+class Quality(Message):
+    """A row's quality note: the English text (JSON, the markdown table) that keeps its code."""
+
+    TEMPLATES = QUALITY
+
+
+def _quality(row: dict[str, Any]) -> Quality:
     lossless = row["rule"] in LOSSLESS_RULES
     if row["method"] == "hf_generate":
-        return "reference" if row["temperature"] == 0 else "reference (sampled)"
+        return Quality("reference" if row["temperature"] == 0 else "reference_sampled")
     if row["temperature"] == 0:
         if row["identical_to_hf"]:
-            return "identical to target"
+            return Quality("identical")
         if row["identical_to_hf"] is None:
             if row.get("identical_to_autoregressive"):
-                return "identical to our autoregressive"
+                return Quality("identical_ar")
             if row.get("identical_to_autoregressive") is False:
-                return "differs from our autoregressive" + (
-                    " (bfloat16 rounding)" if row["dtype"] == "bfloat16" else ""
-                )
-            return "not compared"
+                return Quality("differs_ar_bf16" if row["dtype"] == "bfloat16" else "differs_ar")
+            return Quality("not_compared")
         fd = row["first_divergence"]
         if row["dtype"] == "bfloat16":
             # A (γ+1)-token pass rounds differently from 1-token passes in bfloat16, which can
             # flip a near-tie argmax (docs/concepts/numerics.md); transformers' assisted generation does too.
-            return f"differs from token {fd} (bfloat16 rounding of the multi-token pass; exact in float32)"
-        return f"differs from hf_generate from token {fd}"
+            return Quality("differs_bf16", fd=fd)
+        return Quality("differs_hf", fd=fd)
     if lossless:
-        return "lossless (exact sampling)"
+        return Quality("lossless")
     if row.get("drift_tv") is not None:
-        return f"lossy: drift {row['drift_tv']:.3f} TV/token"
-    return "lossy"
+        return Quality("lossy_drift", tv=f"{row['drift_tv']:.3f}")
+    return Quality("lossy")
 
 
 def _clean(v):
