@@ -16,8 +16,8 @@
 The language of the request is kept in a ``contextvars.ContextVar`` (context-local: each
 handler call and each step of a generator handler sees its own visitor's language; nothing
 per-user lives at module level).  This package does not render anything and does not know
-the engine: ``playground`` stays free of UI text (its ValueError messages are mapped in
-``visual.i18n.errors``).
+the engine: ``playground`` stays free of UI text (its errors and notices carry a code that
+``visual.i18n.errors`` renders).
 """
 
 from __future__ import annotations

@@ -493,7 +493,7 @@ MESSAGES.update(
     }
 )
 
-# ---- the Benchmark's quality column (tools.bench.aggregate._quality, matched by pattern)
+# ---- the Benchmark's quality column (tools.bench.aggregate.QUALITY: one key per code)
 MESSAGES.update(
     {
         "bench.q.reference": "参考",
