@@ -27,7 +27,7 @@ from playground.config import AppConfig
 from playground.decoding.records import GenerationResult, StepRecord
 from playground.models.device import on_zero_gpu
 from playground.models.loading import ModelUnavailable
-from playground.rules import APP_RULES, RULES
+from playground.rules import APP_RULES
 from playground.serving.trace_cache import TraceCache, Visitor, describe_replay
 from playground.settings import RunSettings
 from visual import charts, stats, tables
@@ -38,8 +38,7 @@ from visual.presets import PresetChoice
 from visual.visitor import visitor_of
 
 MODES = {"Speculative": "speculative", "Race": "race"}
-# The Verification control's choices: engine rule -> label (the control's values are the rules)
-VERIFICATION = {k: RULES[k].app_label for k in APP_RULES}
+VERIFICATION = APP_RULES  # the Verification control's values; the page words each as pg.verification.<rule>
 DTYPE_DEFAULT = "preset default"
 CALIBRATION_TOKENS = 8
 CHART_EVERY_S = 1.0  # throttle for live chart updates during generation

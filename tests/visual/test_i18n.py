@@ -588,12 +588,28 @@ def test_numbers_in_the_lab_and_bench_messages_match_the_code():
         assert str(bench_tab.MAX_LIVE_TREES) in CATALOGUE[lang]["bench.trees"]
 
 
-def test_the_rules_descriptions_in_the_catalogue_are_the_engines():
-    from playground.rules import RULES
+def test_the_catalogue_words_every_rule_of_the_engine_and_no_other():
+    """The engine names its verification rules by key only; the page's words for each (the lab's
+    selector label, what it does, what to expect; the Playground's label for the rules it
+    offers) are the catalogue's, in both languages, and the catalogue words no rule the engine lacks."""
+    from playground.rules import APP_RULES, RULES
 
-    for key, rule in RULES.items():
-        assert CATALOGUE["en"][f"vlab.rule.{key}.what"] == rule.what, key
-        assert CATALOGUE["en"][f"vlab.rule.{key}.expect"] == rule.expect, key
+    for lang in ("en", "zh"):
+        for key in RULES:
+            for part in (f"lab.d.rule.{key}", f"vlab.rule.{key}.what", f"vlab.rule.{key}.expect"):
+                assert CATALOGUE[lang].get(part), (lang, part)
+        for key in APP_RULES:
+            assert CATALOGUE[lang].get(f"pg.verification.{key}"), (lang, key)
+        worded = {k.split(".")[2] for k in CATALOGUE[lang] if k.startswith("vlab.rule.")}
+        worded |= {
+            k.split(".", 3)[3] for k in CATALOGUE[lang] if k.startswith("lab.d.rule.") and k != "lab.d.rule.info"
+        }
+        worded |= {
+            k.split(".", 2)[2]
+            for k in CATALOGUE[lang]
+            if k.startswith("pg.verification.") and k != "pg.verification.info"
+        }
+        assert worded == set(RULES), lang
 
 
 def test_the_benchmarks_quality_column_is_rendered_by_code():

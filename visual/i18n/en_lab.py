@@ -502,7 +502,7 @@ MESSAGES.update(
     }
 )
 
-# ---- each rule's description, as playground.rules writes it (a test keeps them in step)
+# ---- each rule's description, by the engine's key (playground.rules); a test checks every rule has one
 MESSAGES.update(
     {
         "vlab.rule.lossless.what": "Accept d with probability min(1, p(d)/q(d)); after a rejection resample from norm(max(0, p − q)); after all drafts, a bonus token from p at position γ+1.",
