@@ -165,18 +165,18 @@ def check(values: Mapping[str, Any], limits=None) -> dict[str, Any]:
 
 
 def check_public(values: Mapping[str, Any], limits=None) -> dict[str, Any]:
-    """Values by their public names (``verification`` for ``rule``), as fields, checked; the
-    narrower public checks first (``verification``: the rules the app offers).  Errors are
-    keyed by the public names."""
+    """Values by their public names (``verification`` for ``rule``) or their field names, as
+    fields, checked; a public name's narrower check first (``verification``: the rules the app
+    offers; ``rule``: every rule, the lab's wrong ones too).  Errors are keyed by the names given."""
     errors: dict[str, Any] = {}
     fields_: dict[str, Any] = {}
     for pub, value in values.items():
-        name = PUBLIC.get(pub)
+        name = PUBLIC.get(pub, pub if pub in SPECS else None)  # a field's own name takes the engine's check
         if name is None:
             errors[pub] = ValueError(f"{pub} is not a run setting")
             continue
         spec = SPECS[name]
-        if spec.public_check is not None and value is not None:
+        if pub != name and spec.public_check is not None and value is not None:
             try:
                 value = spec.public_check(value)
             except ValueError as exc:
@@ -186,7 +186,8 @@ def check_public(values: Mapping[str, Any], limits=None) -> dict[str, Any]:
     try:
         clean = check(fields_, limits)
     except validate.SettingsError as exc:
-        errors.update({public_name(k): m for k, m in exc.errors.items() if public_name(k) not in errors})
+        given = {PUBLIC.get(pub, pub): pub for pub in values}  # field -> the name it was given under
+        errors.update({given.get(k, k): m for k, m in exc.errors.items() if given.get(k, k) not in errors})
         clean = {}
     if errors:
         raise validate.SettingsError(errors)

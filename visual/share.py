@@ -149,7 +149,7 @@ def share_query(values: Mapping[str, Any]) -> str:
     link carries (``LINK_SETTINGS``), leaving out blanks and settings at their defaults (the lab
     tabs' own values, ``PREFILL_KEYS``, always stay)."""
     q = {}
-    for key in ("prompt", *LINK_SETTINGS):
+    for key in dict.fromkeys(("preset", "prompt", *LINK_SETTINGS)):
         v = values.get(key)
         default = DEFAULTS.get(PUBLIC.get(key, key))
         if v is None or v == "" or (key not in PREFILL_KEYS and v == default):

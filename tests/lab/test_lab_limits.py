@@ -375,8 +375,8 @@ def test_a_shared_link_never_renders_as_link_or_markup():
     from visual.share import prefill_from_query
 
     pf = prefill_from_query(SimpleNamespace(query_params=HOSTILE_QUERY))
-    assert pf.prompt == HOSTILE_QUERY["prompt"]  # a valid prompt: it goes into the prompt box as text
-    assert pf.preset is None and pf.gamma is None and pf.classroom is None and len(pf.errors) == 4
+    assert pf.get("prompt") == HOSTILE_QUERY["prompt"]  # a valid prompt: it goes into the prompt box as text
+    assert pf.get("preset") is None and pf.get("gamma") is None and pf.classroom is None and len(pf.errors) == 4
     for e in pf.errors:  # at most a short excerpt of anything the link said
         assert "x" * 30 not in e and "onerror=alert(1)" not in e and "<script>" not in e
     html = vlab.prefill_note_html(pf)
