@@ -154,7 +154,8 @@ def test_the_english_is_the_template_filled_with_the_params():
 def test_every_error_code_is_raised_by_a_case_above():
     raised = {code for _, (code, _) in CASES.values()}
     notices = {c for c in ENGLISH if c.startswith(("progress.", "replay."))}
-    assert set(ENGLISH) - notices - raised == {"tree_rule", "preset_unavailable"}  # need a lab rule / a missing package
+    # tree_rule needs a chains-only lab rule; preset_unavailable: the form's test below
+    assert set(ENGLISH) - notices - raised == {"tree_rule", "preset_unavailable"}
 
 
 # ---------------------------------------------------------------------------- the types
@@ -194,6 +195,8 @@ def test_engine_message_renders_by_code_and_falls_back_to_the_text():
         assert engine_message(Message("progress.done")) == "完成"
         assert engine_message(ValueError("gamma must be between 1 and 16, got 17")) == str(exc)  # no code: as is
         assert engine_message(RuntimeError("boom")) == "boom"
+        both = validate.SettingsError({"gamma": exc, "seed": Invalid("seed_negative", value=-1)})
+        assert engine_message(both) == "gamma 必须在 1 到 16 之间，收到的是 17; 随机种子必须 >= 0，收到的是 -1"
 
 
 def test_the_form_speaks_chinese_to_a_chinese_visitor():

@@ -12,11 +12,15 @@ it.  This module does not raise or validate anything itself.
 from __future__ import annotations
 
 from playground.errors import ENGLISH, message_of
+from playground.validate import SettingsError
 from visual.i18n import CATALOGUE, t
 
 
 def engine_message(x: object) -> str:
-    """An engine error or notice (an exception, a ``Message``, any text) in the current language."""
+    """An engine error or notice (an exception, a ``Message``, any text) in the current language;
+    a ``SettingsError`` as each of its errors."""
+    if isinstance(x, SettingsError):
+        return "; ".join(engine_message(m) for m in x.errors.values())
     msg = message_of(x)
     if msg is None or msg.TEMPLATES is not ENGLISH:
         return str(x)
