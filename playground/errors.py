@@ -41,6 +41,8 @@ ENGLISH: dict[str, str] = {
     "between": "{name} must be between {lo} and {hi}, got {value}",
     "whole": "{name} must be a whole number, got {value}",
     "whole_plain": "{name} must be a whole number",
+    "not_a_setting": "{name} is not a run setting",
+    "name": "{name} must be a name, got {value}",
     # ---- presets, drafters, prompts in tokens (playground.api, playground.models.loading)
     "unknown_preset": "unknown preset {preset}; choose one of: {choices}",
     "no_drafter": "preset {preset} has no {drafter} drafter; choose one of: {choices}",

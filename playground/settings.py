@@ -22,8 +22,9 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any
 
 from playground import validate
+from playground.errors import Invalid
 from playground.rules import APP_RULES, RULES
-from playground.validate import Bounds
+from playground.validate import Bounds, excerpt
 
 FORM, ENDPOINT, CLI, LINK = "form", "endpoint", "cli", "link"  # the ways in that offer a setting
 EVERYWHERE = frozenset({FORM, ENDPOINT, CLI, LINK})
@@ -50,11 +51,15 @@ def _optional(check: Callable[[Any, Bounds], Any]) -> Callable[[Any, Bounds], An
     return lambda v, b: None if v is None else check(v, b)
 
 
-def _name(v: Any, b: Bounds) -> str:
+def _name(field_name: str) -> Callable[[Any, Bounds], str]:
     """A preset or drafter name: resolved against the config by ``api.run_settings``."""
-    if not isinstance(v, str):
-        raise ValueError(f"must be a name, got {type(v).__name__}")
-    return v
+
+    def check(v: Any, b: Bounds) -> str:
+        if not isinstance(v, str):
+            raise Invalid("name", name=field_name, value=type(v).__name__)
+        return v
+
+    return check
 
 
 @dataclass(frozen=True)
@@ -68,8 +73,10 @@ class RunSettings:
     mode: str = _setting("speculative", lambda v, b: validate.one_of("mode", v, validate.MODES),
                          "speculative (a drafter proposes, the target verifies) or autoregressive",
                          offered=frozenset({CLI}))  # fmt: skip
-    preset: str | None = _setting(None, _optional(_name), "a preset of spaces_config.yaml (default: the app's)")
-    drafter: str | None = _setting(None, _optional(_name), "a drafter of the preset (default: its own)",
+    preset: str | None = _setting(
+        None, _optional(_name("preset")), "a preset of spaces_config.yaml (default: the app's)"
+    )
+    drafter: str | None = _setting(None, _optional(_name("drafter")), "a drafter of the preset (default: its own)",
                                    offered=frozenset({FORM, ENDPOINT, CLI}))  # fmt: skip
     gamma: int = _setting(4, lambda v, b: validate.whole_number("gamma", v, 1, b.max_gamma),
                           "drafts per step, a tree's depth (default: the preset's)", kind=int, preset=True)  # fmt: skip
@@ -148,7 +155,7 @@ def check(values: Mapping[str, Any], limits=None) -> dict[str, Any]:
     errors: dict[str, Any] = {}
     for name, value in values.items():
         if name not in SPECS:
-            errors[name] = ValueError(f"{name} is not a run setting")
+            errors[name] = Invalid("not_a_setting", name=name)
             continue
         try:
             clean[name] = SPECS[name].check(value, b)
@@ -173,7 +180,7 @@ def check_public(values: Mapping[str, Any], limits=None) -> dict[str, Any]:
     for pub, value in values.items():
         name = PUBLIC.get(pub, pub if pub in SPECS else None)  # a field's own name takes the engine's check
         if name is None:
-            errors[pub] = ValueError(f"{pub} is not a run setting")
+            errors[pub] = Invalid("not_a_setting", name=excerpt(pub))
             continue
         spec = SPECS[name]
         if pub != name and spec.public_check is not None and value is not None:

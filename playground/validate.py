@@ -178,55 +178,6 @@ def whole_number(name: str, value, lo: int, hi: int) -> int:
     return value
 
 
-# --------------------------------------------------------------------------- one run's settings
-
-# field -> its check, given the bounds in force; None values of the optional fields mean
-# "the preset's own" and are resolved before a RunSettings is made (``playground.api``).
-_CHECKS: dict[str, Callable[[Any, Bounds], Any]] = {
-    "mode": lambda v, b: one_of("mode", v, MODES),
-    "gamma": lambda v, b: whole_number("gamma", v, 1, b.max_gamma),
-    "temperature": lambda v, b: temperature(v, b.max_temperature),
-    "top_k": lambda v, b: whole_number("top_k", v, 0, b.max_top_k),
-    "top_p": lambda v, b: top_p(v),
-    "seed": lambda v, b: seed(v),
-    "max_new_tokens": lambda v, b: whole_number("max_new_tokens", v, 1, b.max_new_tokens),
-    "tree_nodes": lambda v, b: whole_number("tree_nodes", v, 1, MAX_TREE_NODES),
-    "rule": lambda v, b: one_of("rule", v, tuple(RULES)),
-    "draft_stop": lambda v, b: None if v is None else draft_stop(v),
-    "dtype": lambda v, b: None if v is None else one_of("dtype", v, DTYPES),
-    "draft_argmax": lambda v, b: flag("draft_argmax", v),
-    "trace": lambda v, b: flag("trace", v),
-    "top_n": lambda v, b: whole_number("top_n", v, 1, MAX_TOP_N),
-}
-
-
-def run_settings(values: Mapping[str, Any], limits=None) -> dict[str, Any]:
-    """The cleaned values of one run's settings (``RunSettings``' fields), or a ``SettingsError``
-    with every mistake.  ``limits``: the app's (``config.Limits``); None: the engine's own."""
-    b = bounds(limits)
-    clean: dict[str, Any] = dict(values)
-    errors: dict[str, str] = {}
-    for name, check in _CHECKS.items():
-        if name in values:
-            try:
-                clean[name] = check(values[name], b)
-            except ValueError as exc:
-                errors[name] = str(exc)
-    if (
-        clean.get("mode") != "autoregressive"
-        and "rule" not in errors
-        and "tree_nodes" not in errors
-        and "tree_nodes" in clean
-    ):
-        try:
-            tree_rule(clean.get("rule", "lossless"), clean["tree_nodes"])
-        except ValueError as exc:
-            errors["rule"] = str(exc)
-    if errors:
-        raise SettingsError(errors)
-    return clean
-
-
 # --------------------------------------------------------------------------- text from others
 # Values typed into a shared link or a config file arrive as text someone else chose.  The
 # messages about them quote at most a short excerpt (a link's message is shown to whoever

@@ -141,7 +141,9 @@ def test_nan_over_raw_http_gets_a_clear_message(server, position, name):
     """gradio_client refuses to send NaN; a raw HTTP caller can (JSON's NaN extension), and is told why it fails."""
     import httpx
 
-    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4", "null", '"lossless"', "null"]
+    # /speculate's parameters in order: prompt, preset, drafter, gamma, temperature, top_k, top_p, seed,
+    # max_new_tokens, tree_nodes, verification, draft_stop, min_p, dtype
+    data = ["hi", "tiny-random", "null", "null", "0.0", "0", "1.0", "0", "4", "null", '"lossless"', "null", "0.0", "null"]  # fmt: skip
     data[position] = "NaN"
     base = server + "/gradio_api/call/speculate"
     r = httpx.post(

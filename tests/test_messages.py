@@ -15,6 +15,7 @@ import pytest
 from playground import api, validate
 from playground.config import load_config
 from playground.errors import ENGLISH, Invalid, Message, ModelUnavailable, message_of
+from playground.settings import check as check_settings
 from visual.i18n import CATALOGUE, placeholders, use_lang
 from visual.i18n.errors import engine_message
 
@@ -47,7 +48,22 @@ def _raised(fn):
 
 _FAKE_TOKENIZER = lambda text: {"input_ids": list(range(len(text)))}
 
+
+def _only_error(fn, values):
+    """The one error of the ``SettingsError`` that ``fn(values)`` raises."""
+    try:
+        fn(values)
+    except validate.SettingsError as exc:
+        (err,) = exc.errors.values()
+        raise err from None
+
+
 CASES = {
+    "not a setting": (lambda: _only_error(check_settings, {"colour": 1}), ("not_a_setting", {"name": "colour"})),
+    "preset not a name": (
+        lambda: _only_error(check_settings, {"preset": 3}),
+        ("name", {"name": "preset", "value": "int"}),
+    ),
     "temperature nan": (lambda: validate.temperature(math.nan, 2.0), ("temperature_finite", {"value": "nan"})),
     "temperature text": (lambda: validate.temperature("hot", 2.0), ("temperature_finite", {"value": "'hot'"})),
     "temperature 1e-40": (

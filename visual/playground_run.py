@@ -29,7 +29,7 @@ from playground.models.device import on_zero_gpu
 from playground.models.loading import ModelUnavailable
 from playground.rules import APP_RULES
 from playground.serving.trace_cache import TraceCache, Visitor, describe_replay
-from playground.settings import RunSettings
+from playground.settings import FORM, RunSettings, offered, public_name
 from visual import charts, stats, tables
 from visual.fmt import esc
 from visual.i18n import t

@@ -500,7 +500,7 @@ def _lab_and_bench_renders():
 # Lab/bench words that are names in both languages: presets, drafters, the CLI, libraries, units.
 LAB_ALLOWED = {
     "lookup", "prompt", "python", "CLI", "HF", "generate", "x86_64", "AR", "TV", "JSON", "ICLR", "Medusa", "SGLang",
-    "TGI", "vLLM", "torch", "bench", "lab_wall_s", "limits", "chi", "f_spec", "f_target", "logits", "p50", "p95", "ms",
+    "TGI", "vLLM", "torch", "bench", "tools", "lab_wall_s", "limits", "chi", "f_spec", "f_target", "logits", "p50", "p95", "ms",
     "tiny", "random", "v_", "MB", "u", "q", "p", "gemma3", "exp", "AVX", "AVX2", "AMX", "BF16",
 }  # fmt: skip
 

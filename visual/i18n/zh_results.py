@@ -226,6 +226,8 @@ MESSAGES.update(
         "eng.between": "{name} 必须在 {lo} 到 {hi} 之间，收到的是 {value}",
         "eng.whole": "{name} 必须是整数，收到的是 {value}",
         "eng.whole_plain": "{name} 必须是整数",
+        "eng.not_a_setting": "{name} 不是运行设置",
+        "eng.name": "{name} 必须是名称，收到 {value}",
         "eng.unknown_preset": "未知预设 {preset}；可选：{choices}",
         "eng.no_drafter": "预设 {preset} 没有草稿模型 {drafter}；可选：{choices}",
         "eng.prompt_long_tokens": "提示词过长：{n} 个词元（上限 {limit}）",
