@@ -34,6 +34,7 @@ from playground.serving.trace_cache import TraceCache
 from playground.validate import MAX_TREE_NODES
 from visual import charts, page_js, provenance, replay, stats, tables, tokens
 from visual.i18n import L, example_text, localized, t
+from visual.i18n.errors import engine_message
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
     CALIBRATION_TOKENS,
     DTYPE_DEFAULT,
@@ -74,7 +75,7 @@ def render_view(trace: dict, view: dict, speed_s: float = 1.0) -> str:
     message = None
     if frame.phase == replay.START:
         if trace.get("error"):
-            message = t("pg.view.stopped", error=trace["error"])
+            message = t("pg.view.stopped", error=engine_message(trace["error"]))
         elif not trace.get("done"):
             message = t("pg.view.generating")
     spec = trace.get("spec")
