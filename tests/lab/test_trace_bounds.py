@@ -30,7 +30,7 @@ import torch
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from playground import trace_io
+from playground import trace_io, trace_prescan
 from playground.config import load_config
 from playground.trace_io import TraceImportError, load_trace_file, parse_trace, trace_to_json
 
@@ -189,7 +189,7 @@ def test_a_real_trace_comes_back_bit_for_bit(traces, which):
     assert _exported(res) == text  # every value, every string, in order
     assert _exported(parse_trace(_exported(res))) == text
     if which == "wide text":  # its few astral characters are escaped for the parse: the same strs come out
-        source, _ = trace_io._prescan(text.encode(), LIMIT, len(text.encode()))
+        source, _ = trace_prescan.prescan(text.encode(), LIMIT, len(text.encode()))
         assert source.isascii() is False and source.count(b"\\ud83d\\ude00") == 2 and "😀".encode() not in source
         assert res.prompt == trace["prompt"] and res.steps[0].drafted[0].target_top[0].text == '😀"\\'
 
@@ -197,13 +197,13 @@ def test_a_real_trace_comes_back_bit_for_bit(traces, which):
 @pytest.mark.parametrize("separators", [(", ", ": "), (",", ":")], ids=["as exported", "without spaces"])
 def test_a_real_trace_at_the_size_limit_passes_the_prescan(traces, separators):
     data = _grown(traces["tree"], LIMIT, separators)
-    _, parse_bytes = trace_io._prescan(data, LIMIT, len(data))
-    assert parse_bytes <= trace_io.PARSE_BYTES_PER_BYTE * LIMIT
+    _, parse_bytes = trace_prescan.prescan(data, LIMIT, len(data))
+    assert parse_bytes <= trace_prescan.PARSE_BYTES_PER_BYTE * LIMIT
 
 
 def _parse_peak(data: bytes) -> tuple[int, int, object]:
     """(the estimate, the real peak of the parse with the file's bytes, the result)."""
-    _, estimate = trace_io._prescan(data, LIMIT, len(data))
+    _, estimate = trace_prescan.prescan(data, LIMIT, len(data))
     peak, out = _peak(lambda: trace_io._parse(data, LIMIT))
     return estimate, peak + len(data), out
 
@@ -343,9 +343,9 @@ def _true_counts(value) -> dict:
 @example({"a\\": ['"', {"\\\\": '\\"'}]}, (", ", ": "))
 def test_the_byte_scanner_counts_what_json_builds(value, separators):
     body = json.dumps(value, separators=separators, ensure_ascii=False).encode("utf-8", "surrogatepass")
-    flat = trace_io._unescaped(body)
-    compact, strings, _, longest = trace_io._outside_strings(flat)
-    steps = trace_io._steps(compact)
+    flat = trace_prescan._unescaped(body)
+    compact, strings, _, longest = trace_prescan._outside_strings(flat)
+    steps = trace_prescan._steps(compact)
     true = _true_counts(value)
     containers = compact.count(b"{") + compact.count(b"[")
     colons, commas = compact.count(b":"), compact.count(b",")
@@ -353,9 +353,9 @@ def test_the_byte_scanner_counts_what_json_builds(value, separators):
     assert containers == true["containers"]
     assert commas - colons + containers - empty + colons + 1 == true["values"]
     assert strings == true["strings"]
-    assert trace_io._deepest(steps) == true["depth"]
-    assert trace_io._keys_per_object(compact, steps).tolist() == true["keys"]
-    assert len({m.group(1) for m in trace_io._KEY.finditer(flat)}) == len(true["names"])
+    assert trace_prescan._deepest(steps) == true["depth"]
+    assert trace_prescan._keys_per_object(compact, steps).tolist() == true["keys"]
+    assert len({m.group(1) for m in trace_prescan._KEY.finditer(flat)}) == len(true["names"])
     assert longest <= max(
         (len(json.dumps(x, ensure_ascii=False).encode("utf-8", "surrogatepass")) for x in _all_strings(value)),
         default=0,
