@@ -210,6 +210,9 @@ def test_cli_json_output_parses(tmp_path):
         ["--max-new-tokens", "0"],
         ["--dtype", "float16"],
         ["--bogus"],
+        ["--set", "min_p=2"],  # out of range
+        ["--set", "gamma=4"],  # swept by its own option
+        ["--set", "colour=red"],  # not a run setting
     ],
 )
 def test_bad_args_exit_2_with_one_line(args, capsys):
@@ -547,3 +550,17 @@ def test_bad_draft_stop_exits_2(value, capsys):
     code = bench.main(["--preset", "tiny-random", "--draft-stop", value, "--out", ""])
     err = capsys.readouterr().err.strip()
     assert code == 2 and err and "\n" not in err
+
+
+def test_set_gives_every_row_a_run_setting_and_generate_the_same_filters():
+    """--set name=value: every row, ours and transformers', runs with it (checked as the setting)."""
+    from tools.bench.cli import build_parser, options_from_args
+    from tools.bench.measure import _hf_generation_config
+    from tools.bench.run import _specs
+
+    args = build_parser().parse_args(["--preset", "tiny-random", "--set", "min_p=0.1", "--set", "top-p=0.9"])
+    opts = replace(options_from_args(args), methods=("hf_generate", "autoregressive", "speculative"), gammas=(2,))
+    specs = _specs(opts, ("model",), hf_assistant=False)
+    assert [(s.run.min_p, s.run.top_p) for s in specs] == [(0.1, 0.9)] * 3
+    gc = _hf_generation_config(None, 8, 1.0, (), 0, {}, specs[0].run)
+    assert (gc.min_p, gc.top_p, gc.top_k) == (0.1, 0.9, 0)

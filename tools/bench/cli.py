@@ -14,6 +14,9 @@ from typing import Any
 from tqdm import tqdm
 
 from playground.models.loading import ModelUnavailable
+from playground.settings import CLI, SPECS, offered
+from playground.settings import check as check_settings
+from playground.validate import SettingsError
 from tools.bench.options import METHODS, TRACE_MODES, BenchError, BenchOptions, Progress, load_prompts
 from tools.bench.report import markdown_table, write_outputs
 from tools.bench.run import _validate, iter_bench
@@ -109,6 +112,13 @@ def build_parser() -> argparse.ArgumentParser:
         action="store_true",
         help="early exit: ignore the preset's trained exit adapter (compare untrained vs trained exits)",
     )
+    p.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a run setting every row runs with, e.g. --set top_p=0.9 (RunSettings' fields; repeatable)",
+    )
     p.add_argument("--json", action="store_true", help='print {"rows": [...], "meta": {...}} on stdout')
     p.add_argument("--out", default="bench_results", help="directory for bench.{json,csv,md,html} ('' to skip)")
     p.add_argument("--no-progress", action="store_true")
@@ -149,7 +159,42 @@ def options_from_args(args) -> BenchOptions:
         exit_layer=args.exit_layer,
         exit_kv_reuse=not args.no_kv_reuse,
         exit_trained=not args.untrained_exit,
+        fixed=tuple(_fixed(args.set).items()),
     )
+
+
+_SWEPT = (
+    "mode",
+    "preset",
+    "gamma",
+    "temperature",
+    "tree_nodes",
+    "draft_stop",
+    "rule",
+    "drafter",
+    "dtype",
+    "seed",
+    "max_new_tokens",
+)
+
+
+def _fixed(items: list[str]) -> dict[str, Any]:
+    """``--set name=value`` pairs as checked ``RunSettings`` values (parsed by the field's type)."""
+    out: dict[str, Any] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or name not in SPECS or name in _SWEPT or not SPECS[name].offered:
+            raise BenchError(
+                f"--set {item!r}: name=value, name one of {', '.join(n for n in offered(CLI) if n not in _SWEPT)}"
+            )
+        kind = SPECS[name].kind
+        try:
+            value = raw.strip().lower() in ("1", "true", "yes") if kind is bool else kind(raw.strip())
+            out |= check_settings({name: value})
+        except (ValueError, SettingsError) as exc:
+            raise BenchError(f"--set {item!r}: {exc}") from None
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:

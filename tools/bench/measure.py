@@ -106,7 +106,11 @@ def measure_costs(model, ids: list[int], sizes: Iterable[int], reps: int = 5, hi
     return Costs(cache_len=cache_len, ms_by_tokens={n: statistics.median(t) for n, t in times.items()})
 
 
-def _hf_generation_config(model, max_new_tokens: int, temperature: float, eos: tuple[int, ...], pad, assisted: dict):
+def _hf_generation_config(
+    model, max_new_tokens: int, temperature: float, eos: tuple[int, ...], pad, assisted: dict, run=None
+):
+    """generate()'s config: our row's length, temperature and sampling filters (``run``: its
+    ``RunSettings``, whose top-k, top-p and min-p generate() applies as ours does)."""
 
     kw: dict[str, Any] = dict(
         max_new_tokens=max_new_tokens,
@@ -117,6 +121,8 @@ def _hf_generation_config(model, max_new_tokens: int, temperature: float, eos: t
     )
     if temperature > 0:
         kw.update(temperature=float(temperature), top_k=0, top_p=1.0)
+        if run is not None:
+            kw.update(top_k=run.top_k, top_p=run.top_p, min_p=run.min_p or None)
     base = getattr(model, "generation_config", None)
     impl = getattr(base, "cache_implementation", None) if base is not None else None
     if impl:
@@ -174,7 +180,7 @@ def _hf_run(
         for k in ASSISTANT_KEYS:
             if k in assisted:
                 setattr(assistant.generation_config, k, assisted[k])
-    gc = _hf_generation_config(model, max_new_tokens, temperature, pair.eos_token_ids, pad, assisted)
+    gc = _hf_generation_config(model, max_new_tokens, temperature, pair.eos_token_ids, pad, assisted, spec.run)
     input_ids = torch.tensor([ids], device=model.device)
     mask = torch.ones_like(input_ids)
     # generate() samples from torch's global generator (it takes no generator argument)

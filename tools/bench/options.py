@@ -112,6 +112,7 @@ class BenchOptions:
     exit_layer: int | None = None  # early exit: the layer it exits after (None: the preset's)
     exit_kv_reuse: bool = True  # early exit: reuse the draft passes' KV in the verify pass (LayerSkip)
     exit_trained: bool = True  # early exit: use the preset's trained exit adapter where it has one
+    fixed: tuple[tuple[str, Any], ...] = ()  # RunSettings values every row runs with (--set name=value)
 
 
 @dataclass(frozen=True)

@@ -55,12 +55,13 @@ def _specs(
     """hf_uag: transformers' universal assisted generation can run (both tokenizers are HF tokenizers);
     preset_stop: the preset's draft_stop, what a stopping drafter's chains use unless opts.draft_stops says."""
     traces = {"off": (False,), "on": (True,), "both": (False, True)}[opts.trace]
+    fixed = dict(opts.fixed)  # --set: what every row runs with
     out: list[Spec] = []
     for tr in traces:
         if "hf_generate" in opts.methods and not tr:
-            out.append(Spec.of("hf_generate"))
+            out.append(Spec.of("hf_generate", **fixed))
         if "autoregressive" in opts.methods:
-            out.append(Spec.of("autoregressive", trace=tr))
+            out.append(Spec.of("autoregressive", **fixed, trace=tr))
         if "speculative" in opts.methods:
             for kind in drafters:
                 for g in opts.gammas:
@@ -70,17 +71,17 @@ def _specs(
                                 continue
                             for stop in _stops(opts, kind, preset_stop):
                                 run = dict(drafter=kind, gamma=g, trace=tr, rule=rule, tree_nodes=n, draft_stop=stop)
-                                out.append(Spec.of("speculative", **run))
+                                out.append(Spec.of("speculative", **fixed, **run))
         if "hf_assisted" in opts.methods and not tr:
             for g in opts.gammas:
                 if "prompt-lookup" in drafters:
-                    out.append(Spec.of("hf_assisted", drafter="prompt-lookup", gamma=g))
+                    out.append(Spec.of("hf_assisted", **fixed, drafter="prompt-lookup", gamma=g))
                 if hf_assistant and "model" in drafters:
-                    out.append(Spec.of("hf_assisted", drafter="model", gamma=g))
+                    out.append(Spec.of("hf_assisted", **fixed, drafter="model", gamma=g))
                 if "early-exit" in drafters:
-                    out.append(Spec.of("hf_assisted", drafter="early-exit", gamma=g))
+                    out.append(Spec.of("hf_assisted", **fixed, drafter="early-exit", gamma=g))
                 if hf_uag and "other-tokenizer" in drafters:
-                    out.append(Spec.of("hf_assisted", drafter="other-tokenizer", gamma=g))
+                    out.append(Spec.of("hf_assisted", **fixed, drafter="other-tokenizer", gamma=g))
     return out
 
 
