@@ -16,7 +16,6 @@ keywords for users and do both.  This module does not implement the loop
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import torch
@@ -71,7 +70,8 @@ def resolve(preset: str | None, drafter: str | None) -> tuple[Preset, str]:
 
 
 def make_drafter(kind: str, pair: ModelPair, preset: Preset, argmax: bool = False) -> Drafter:
-    return build_drafter(kind, pair, preset, argmax)
+    """A drafter of ``kind`` with the preset's own stop threshold (``argmax``: draft the argmax)."""
+    return build_drafter(kind, pair, preset, RunSettings(draft_argmax=argmax))
 
 
 def encode_prompt(prompt: str, tokenizer, max_chars: int, max_tokens: int) -> list[int]:
@@ -168,9 +168,8 @@ def _run(prompt, settings: RunSettings, progress, batch: bool, draft_caps) -> It
     pair = load_pair(p, settings.dtype, progress=progress)
     ids = encode_prompt(prompt, pair.tokenizer, lim.max_prompt_chars, lim.max_prompt_tokens)
     d = None
-    if settings.speculative:  # the drafter reads the run's stop threshold from its preset
-        stop = p.draft_stop if settings.draft_stop is None else settings.draft_stop
-        d = make_drafter(settings.drafter, pair, replace(p, draft_stop=stop), settings.draft_argmax)
+    if settings.speculative:  # the drafter reads its own settings (argmax, stop threshold) from the run's
+        d = build_drafter(settings.drafter, pair, p, settings)
     gen = torch.Generator().manual_seed(settings.seed)
     scheduler = scheduler_for(pair.target, lim.max_batch, lim.kv_budget_mb) if batch else None
     if draft_caps is not None:

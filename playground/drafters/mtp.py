@@ -413,17 +413,16 @@ class MTPDrafter(BaseDrafter):
 
 
 def load_mtp_drafter(
-    target, preset=None, argmax: bool = False, eos_token_ids=None, stop_below: float | None = None
+    target, preset=None, argmax: bool = False, eos_token_ids=None, stop_below: float = 0.0
 ) -> MTPDrafter:
     """The shipped MTP drafter for ``target``.
 
     preset: a ``playground.config.Preset`` (its ``drafter_weights`` is a directory relative
     to the repository root), a path to a weights directory, or None for the default
-    ``playground/weights/gemma3-270m-mtp``.
+    ``playground/weights/gemma3-270m-mtp``.  stop_below: the run's early-stop threshold
+    (``playground.drafters.registry`` resolves it from the run's settings and the preset).
     """
     path = DEFAULT_WEIGHTS
-    if stop_below is None:
-        stop_below = float(getattr(preset, "draft_stop", 0.0) or 0.0)
     if isinstance(preset, (str, Path)):
         path = Path(preset)
     elif preset is not None and getattr(preset, "drafter_weights", None):

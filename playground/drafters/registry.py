@@ -26,40 +26,50 @@ from playground.drafters.model import ModelDrafter
 from playground.drafters.mtp import MTPDrafter
 from playground.drafters.other_tokenizer import OtherTokenizerDrafter
 from playground.drafters.prompt_lookup import PromptLookupDrafter
+from playground.settings import RunSettings
 
 # A builder takes a loaded pair (``playground.models.loading.ModelPair``), its preset
-# (``playground.config.Preset``) and whether to draft the argmax at any temperature.
+# (``playground.config.Preset``: weights, exit layer) and the run's ``RunSettings``, from which
+# a drafter reads its own settings (``draft_argmax``; ``draft_stop``, already resolved against
+# the preset by ``playground.api.run_settings``, or None: the preset's).
 
 
-def _prompt_lookup(pair, preset, argmax):
+def _stop(preset, s) -> float:
+    """The run's early-stop threshold: its own, or the preset's."""
+    return float((preset.draft_stop if s.draft_stop is None else s.draft_stop) or 0.0)
+
+
+def _prompt_lookup(pair, preset, s):
     return PromptLookupDrafter()
 
 
-def _model(pair, preset, argmax):
-    return ModelDrafter(pair.drafter_model, pair.target.config.get_text_config().vocab_size, argmax=argmax)
+def _model(pair, preset, s):
+    return ModelDrafter(pair.drafter_model, pair.target.config.get_text_config().vocab_size, argmax=s.draft_argmax)
 
 
-def _mtp(pair, preset, argmax):
-    return mtp.load_mtp_drafter(pair.target, preset, argmax=argmax, eos_token_ids=pair.eos_token_ids)
-
-
-def _mtp_lookup(pair, preset, argmax):
-    return HybridDrafter(_mtp(pair, preset, argmax))
-
-
-def _gemma4_assistant(pair, preset, argmax):
-    return gemma4_assistant.load_gemma4_assistant_drafter(
-        pair.target, pair.drafter_model, argmax=argmax, eos_token_ids=pair.eos_token_ids
+def _mtp(pair, preset, s):
+    return mtp.load_mtp_drafter(
+        pair.target, preset, argmax=s.draft_argmax, eos_token_ids=pair.eos_token_ids, stop_below=_stop(preset, s)
     )
 
 
-def _early_exit(pair, preset, argmax):
+def _mtp_lookup(pair, preset, s):
+    return HybridDrafter(_mtp(pair, preset, s))
+
+
+def _gemma4_assistant(pair, preset, s):
+    return gemma4_assistant.load_gemma4_assistant_drafter(
+        pair.target, pair.drafter_model, argmax=s.draft_argmax, eos_token_ids=pair.eos_token_ids
+    )
+
+
+def _early_exit(pair, preset, s):
     layer = preset.exit_layer if preset.exit_layer is not None else early_exit.default_exit_layer(pair.target)
     adapter = exit_adapter.preset_adapter(preset, pair.target, layer)  # None (the untrained exit) where it has none
-    return EarlyExitDrafter(pair.target, layer, argmax=argmax, reuse_kv=preset.exit_kv_reuse, adapter=adapter)
+    return EarlyExitDrafter(pair.target, layer, argmax=s.draft_argmax, reuse_kv=preset.exit_kv_reuse, adapter=adapter)
 
 
-def _other_tokenizer(pair, preset, argmax):
+def _other_tokenizer(pair, preset, s):
     if pair.drafter_model is None or pair.drafter_tokenizer is None:
         raise ValueError(f"preset {preset.name!r} has no drafter model with its own tokenizer")
     return OtherTokenizerDrafter(pair.drafter_model, pair.drafter_tokenizer, pair.tokenizer, pair.eos_token_ids)
@@ -70,7 +80,7 @@ class DrafterKind:
     name: str
     drafter: type[BaseDrafter]  # its class: what it can do is declared there
     label: str  # the narration's words: "Step 3: <label> proposes 4 tokens"
-    build: Callable[[Any, Any, bool], BaseDrafter]  # (pair, preset, argmax) -> the drafter
+    build: Callable[[Any, Any, RunSettings], BaseDrafter]  # (pair, preset, the run's settings) -> the drafter
     reads_weights: bool = False  # trained weight files (preset.drafter_weights)
     own_tokenizer: bool = False  # drafts in its own tokenization (the pair keeps the drafter's tokenizer)
     reads_target_state: bool = False  # reads the target's hidden states / KV: cannot draft on its own
@@ -126,8 +136,9 @@ def offered(preset) -> tuple[str, ...]:
     return tuple(dict.fromkeys([preset.drafter, *(k.name for k in KINDS.values() if k.offered(preset))]))
 
 
-def build_drafter(kind: str, pair, preset, argmax: bool = False) -> BaseDrafter:
-    """The drafter of ``kind`` for a loaded pair (``argmax``: draft the argmax at any temperature)."""
+def build_drafter(kind: str, pair, preset, settings: RunSettings | None = None) -> BaseDrafter:
+    """The drafter of ``kind`` for a loaded pair, with the run's own drafter settings
+    (``draft_argmax``, ``draft_stop``; None: the defaults, and the preset's stop threshold)."""
     if kind not in KINDS:
         raise ValueError(f"unknown drafter {kind!r}; choose one of: {', '.join(NAMES)}")
-    return KINDS[kind].build(pair, preset, argmax)
+    return KINDS[kind].build(pair, preset, settings or RunSettings())

@@ -163,7 +163,7 @@ def test_gemma_greedy_with_draft_trees_equals_transformers(gemma, all_threads, k
         if kind == "prompt-lookup":
             drafter = PromptLookupDrafter()
         else:
-            mtp = load_mtp_drafter(model, preset, eos_token_ids=eos)
+            mtp = load_mtp_drafter(model, preset, eos_token_ids=eos, stop_below=preset.draft_stop)
             drafter = mtp if kind == "mtp" else HybridDrafter(mtp)
         r = run(
             model,
