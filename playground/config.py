@@ -15,11 +15,11 @@ from typing import Any
 import yaml
 
 from playground.drafters.registry import KINDS, NAMES, offered
+from playground.validate import DTYPES
 from playground.validate import draft_stop as check_stop_below
 
 CONFIG_PATH = Path(__file__).resolve().parent.parent / "spaces_config.yaml"
 SOURCES = ("packaged", "builtin", "hub")
-DTYPES = ("float32", "bfloat16")
 
 
 @dataclass(frozen=True)

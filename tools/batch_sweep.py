@@ -35,6 +35,7 @@ from playground.models.loading import load_pair
 from playground.serving.pass_cost import DATA, PassCost, costs_json, pass_costs
 from playground.serving.policy import KNEE_TOKENS
 from playground.serving.pool import scheduler_for
+from playground.validate import DTYPES
 
 
 @dataclass(frozen=True)
@@ -158,7 +159,7 @@ SHAPES = [(1, 1), (1, 9), (4, 1), (4, 9), (8, 1), (8, 3), (8, 9), (16, 1), (16, 
 def build_parser():
     p = argparse.ArgumentParser(prog="python -m tools batch-sweep", description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default=None)
-    p.add_argument("--dtype", default=None, choices=["float32", "bfloat16"])
+    p.add_argument("--dtype", default=None, choices=list(DTYPES))
     p.add_argument("--batches", default="1,2,4,8,16,32", help="class sizes, comma-separated")
     p.add_argument("--tokens", type=int, default=32, help="new tokens per run")
     p.add_argument("--temperature", type=float, default=0.7)

@@ -37,10 +37,11 @@ from playground.models.tiny import build_tiny_pair
 from playground.models.tiny_bytes import ByteTokenizer, build_byte_drafter
 from playground.progress import Progress as _Progress
 from playground.threads import configure_threads, release_team
+from playground.validate import DTYPES
 
 Progress = _Progress | None  # playground.progress: progress(fraction, message)
 
-_DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16}
+_DTYPES = {name: getattr(torch, name) for name in DTYPES}  # validate.DTYPES: the names a run may ask for
 _BYTES = {"float32": 4, "bfloat16": 2}
 _hub_lock = threading.Lock()
 _hub_status: dict[str, Any] = {}
