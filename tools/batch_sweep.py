@@ -9,7 +9,11 @@ Two measurements, one table each (markdown, plus a plotly chart as HTML):
 2. **A class at once** — B concurrent runs, each its own prompt and seed, through one
    ``PassScheduler``: speculative with the preset's γ and no cap, speculative with the
    load-capped γ (the app's policy), and plain autoregressive decoding.  Throughput of
-   the class (new tokens / wall time) and per-run latency p50 / p95.
+   the class (new tokens / wall time) and per-run latency p50 / p95.  Beside each class
+   figure, the machine's ceiling measured just before that class size's runs: plain decoding
+   through passes of B rows alone (B rows of 1 token, each row with a ``ctx``-token cache),
+   B × 1000 / ms of that pass, and the class's throughput as a share of it, so every claim
+   is a ratio on one machine.
 
 This module does not serve requests (``playground.serving.scheduler``) or decide the
 policy (``playground.serving.policy``); it measures both.
@@ -24,7 +28,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -48,10 +52,16 @@ class ClassRun:
     tokens: int
     latencies_s: tuple[float, ...]
     mean_shared_rows: float
+    ceiling_tokens_per_s: float | None = None  # plain decoding through passes of ``runs`` rows alone
 
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.wall_s if self.wall_s else 0.0
+
+    @property
+    def of_ceiling(self) -> float | None:
+        """The class's throughput ÷ the ceiling (above 1: better than plain decoding's best case here)."""
+        return self.tokens_per_s / self.ceiling_tokens_per_s if self.ceiling_tokens_per_s else None
 
     def percentile(self, q: float) -> float:
         xs = sorted(self.latencies_s)
@@ -99,15 +109,23 @@ def cost_table(costs: list[PassCost]) -> str:
 
 def class_table(runs: list[ClassRun]) -> str:
     lines = [
-        "| runs | variant | class tokens/s | p50 s | p95 s | mean runs per pass |",
-        "|---:|---|---:|---:|---:|---:|",
+        "| runs | variant | class tokens/s | ceiling tokens/s | of ceiling | p50 s | p95 s | mean runs per pass |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|",
     ]
     for r in runs:
+        ceiling = "–" if r.ceiling_tokens_per_s is None else f"{r.ceiling_tokens_per_s:.1f}"
+        share = "–" if r.of_ceiling is None else f"{r.of_ceiling:.2f}×"
         lines.append(
-            f"| {r.runs} | {r.variant} | {r.tokens_per_s:.1f} | {r.percentile(0.5):.2f} | "
+            f"| {r.runs} | {r.variant} | {r.tokens_per_s:.1f} | {ceiling} | {share} | {r.percentile(0.5):.2f} | "
             f"{r.percentile(0.95):.2f} | {r.mean_shared_rows:.1f} |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines + [CEILING_NOTE])
+
+
+CEILING_NOTE = (
+    "\nceiling = plain decoding through passes of B rows alone, measured in this run just before the class "
+    "of B: B × 1000 / ms of one pass of B rows of 1 token; of ceiling = class tokens/s ÷ ceiling."
+)
 
 
 VARIANTS = ("speculative, capped", "speculative", "autoregressive")
@@ -121,9 +139,10 @@ def class_prompts(n: int) -> list[str]:
     return [flat[i % len(flat)] for i in range(n)]
 
 
-def class_sweep(batches: list[int], settings_for, variants=VARIANTS) -> list[ClassRun]:
+def class_sweep(batches: list[int], settings_for, variants=VARIANTS, ctx: int = 64) -> list[ClassRun]:
     """For each class size B and variant: B runs at once (run i: prompt i, seed i) through the
-    model's scheduler; ``settings_for(i, mode)`` gives run i's RunSettings."""
+    model's scheduler; ``settings_for(i, mode)`` gives run i's RunSettings.  Each class size's
+    ceiling (one pass of B rows of 1 token, ``ctx``-token caches) is measured just before its runs."""
 
     out = []
     prompts = class_prompts(max(batches))
@@ -131,10 +150,12 @@ def class_sweep(batches: list[int], settings_for, variants=VARIANTS) -> list[Cla
     pair = load_pair(load_config().preset(first.preset), first.dtype)
     scheduler = scheduler_for(pair.target, load_config().limits.max_batch)
     for b in batches:
+        ceiling = pass_costs(pair.target, [(b, 1)], ctx=ctx)[0].row_tokens_per_s
         for variant in variants:
             scheduler.knee_tokens = None if variant == "speculative" else KNEE_TOKENS
             mode = "autoregressive" if variant == "autoregressive" else "speculative"
-            out.append(run_class(lambda i, m=mode: api.run(prompts[i], settings_for(i, m), batch=True), b, variant))
+            run = run_class(lambda i, m=mode: api.run(prompts[i], settings_for(i, m), batch=True), b, variant)
+            out.append(replace(run, ceiling_tokens_per_s=ceiling))
     scheduler.knee_tokens = KNEE_TOKENS
     return out
 
@@ -147,7 +168,8 @@ def to_json(costs: list[PassCost], runs: list[ClassRun], about: dict) -> dict:
         **costs_json(costs, about),
         "class": [
             {"runs": r.runs, "variant": r.variant, "tokens_per_s": r.tokens_per_s, "p50_s": r.percentile(0.5),
-             "p95_s": r.percentile(0.95), "mean_shared_rows": r.mean_shared_rows}
+             "p95_s": r.percentile(0.95), "mean_shared_rows": r.mean_shared_rows,
+             "ceiling_tokens_per_s": r.ceiling_tokens_per_s, "of_ceiling": r.of_ceiling}
             for r in runs
         ],
     }  # fmt: skip
@@ -163,7 +185,7 @@ def build_parser():
     p.add_argument("--batches", default="1,2,4,8,16,32", help="class sizes, comma-separated")
     p.add_argument("--tokens", type=int, default=32, help="new tokens per run")
     p.add_argument("--temperature", type=float, default=0.7)
-    p.add_argument("--ctx", type=int, default=64, help="cached tokens per row in the pass-cost table")
+    p.add_argument("--ctx", type=int, default=64, help="cached tokens per row in the pass-cost table and the ceiling")
     p.add_argument("--no-class", action="store_true", help="only the pass-cost table")
     p.add_argument("--out", default="batch_sweep", help="folder for batch_sweep.md / .json")
     return p
@@ -183,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     first = settings_for(0, "speculative")
     pair = load_pair(load_config().preset(first.preset), first.dtype)
     costs = pass_costs(pair.target, SHAPES, ctx=args.ctx)
-    runs = [] if args.no_class else class_sweep(batches, settings_for)
+    runs = [] if args.no_class else class_sweep(batches, settings_for, ctx=args.ctx)
     about = {
         "command": "python -m tools batch-sweep " + " ".join(argv or []),
         "preset": first.preset, "dtype": first.dtype, "drafter": first.drafter, "gamma": first.gamma,

@@ -99,6 +99,17 @@ def test_markdown_csv_and_charts(report, tmp_path):
     assert json.loads(Path(paths["json"]).read_text())["rows"] == report.rows
 
 
+def test_every_row_has_the_machines_ceiling_beside_its_throughput(report):
+    """Plain decoding through passes of one row (measured in the same benchmark) and the row's share of it."""
+    ceilings = {dt: c["ceiling_ms"] for dt, c in report.meta["costs"].items()}
+    assert ceilings and all(ms is not None and ms > 0 for ms in ceilings.values())
+    for r in report.rows:
+        assert r["ceiling_tokens_per_s"] == pytest.approx(1000.0 / ceilings[r["dtype"]], rel=1e-4)
+        assert r["of_ceiling"] == pytest.approx(r["tokens_per_s"] / r["ceiling_tokens_per_s"], rel=1e-4)
+    md = bench.markdown_table(report.rows, report.meta)
+    assert "| throughput (tokens/s) | ceiling (tokens/s) | of ceiling |" in md and "of ceiling = throughput" in md
+
+
 def test_visual_builders(report):
     from visual.bench import bench_figures, bench_table
 

@@ -77,6 +77,25 @@ def test_the_batch_sweep_command_writes_its_tables(tmp_path, capsys):
     assert "batch-sweep --preset tiny-random" in data["about"]["command"]
 
 
+def test_the_batch_sweep_prints_and_stores_the_ceiling_beside_each_class(tmp_path, capsys):
+    """Each class figure has the machine's ceiling (plain decoding through passes of B rows alone,
+    measured in the same run) and the class's share of it."""
+    import json
+
+    from tools import cli
+
+    code = cli.main(["batch-sweep", "--preset", "tiny-random", "--batches", "1,2", "--tokens", "3",
+                     "--ctx", "8", "--out", str(tmp_path)])  # fmt: skip
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "| class tokens/s | ceiling tokens/s | of ceiling |" in out and "of ceiling = class tokens/s" in out
+    data = json.loads((tmp_path / "batch_sweep.json").read_text())
+    for r in data["class"]:
+        assert r["ceiling_tokens_per_s"] > 0
+        assert r["of_ceiling"] == pytest.approx(r["tokens_per_s"] / r["ceiling_tokens_per_s"])
+        assert f"| {r['runs']} | {r['variant']} | {r['tokens_per_s']:.1f} | {r['ceiling_tokens_per_s']:.1f} |" in out
+
+
 def test_the_status_says_how_many_runs_shared_the_passes():
     from types import SimpleNamespace as Step
 

@@ -74,6 +74,7 @@ def aggregate(runs: list[Run], costs: dict[str, Costs]) -> list[dict[str, Any]]:
     for row in rows:
         ar = _add_speedups(row, base, chains)
         _add_predictions(row, ar, costs.get(row["dtype"]))
+        _add_ceiling(row, costs.get(row["dtype"]))
         row["loop_overhead"] = row.pop("_loop")
         row["quality"] = _quality(row)
     for row in rows:
@@ -304,6 +305,15 @@ def _add_predictions(row: dict[str, Any], ar: dict[str, Any] | None, cst: Costs 
     row["predicted_speedup_steps"] = pred_steps
     row["measured_over_predicted"] = _ratio(row["decode_speedup_vs_autoregressive"], pred)
     row["measured_over_predicted_steps"] = _ratio(row["decode_speedup_vs_autoregressive"], pred_steps)
+
+
+def _add_ceiling(row: dict[str, Any], cst: Costs | None) -> None:
+    """The machine's ceiling beside the row's throughput: plain decoding, one run at a time, through
+    passes of one row of one token measured in the same benchmark (``Costs.ceiling_ms``), and the
+    row's tokens/s as a share of it (above 1: the method beats plain decoding's best case here)."""
+    ceiling = (1000.0 / cst.ceiling_ms) if (cst and cst.ceiling_ms) else None
+    row["ceiling_tokens_per_s"] = ceiling
+    row["of_ceiling"] = _ratio(row["tokens_per_s"], ceiling)
 
 
 _METHOD_ORDER = {m: i for i, m in enumerate(METHODS)}

@@ -43,6 +43,8 @@ ROW_FIELDS = (
     "new_tokens",
     "ms_per_token",
     "tokens_per_s",
+    "ceiling_tokens_per_s",
+    "of_ceiling",
     "decode_ms_per_token",
     "speedup_vs_autoregressive",
     "speedup_vs_hf_generate",
@@ -198,6 +200,9 @@ class Costs:
 
     cache_len: int
     ms_by_tokens: dict[int, float]  # n new tokens -> median ms
+    # one pass of one row of one token through the shared-pass path (``pass_cost.pass_costs``), same
+    # cache length: 1000 / ceiling_ms is plain decoding's ceiling on this machine, one run at a time
+    ceiling_ms: float | None = None
 
     def v(self, n_tokens: int) -> float | None:
         """v for a pass over n_tokens (linear interpolation between measured sizes)."""

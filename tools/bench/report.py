@@ -23,6 +23,8 @@ TABLE_COLUMNS = (
     ("nodes_per_pass", "nodes / pass"),
     ("ms_per_token", "latency (ms/token)"),
     ("tokens_per_s", "throughput (tokens/s)"),
+    ("ceiling_tokens_per_s", "ceiling (tokens/s)"),
+    ("of_ceiling", "of ceiling"),
     ("speedup_vs_autoregressive", "speedup vs ours AR"),
     ("speedup_vs_hf_generate", "speedup vs HF generate"),
     ("speedup_vs_chain", "speedup vs chain"),
@@ -67,8 +69,10 @@ def _fmt(v, key: str) -> str:
             return f"{v:.1f}"
         if key == "draft_stop":
             return f"{v:g}"
-        if key in ("tokens_per_s",):
+        if key in ("tokens_per_s", "ceiling_tokens_per_s"):
             return f"{v:.2f}"
+        if key == "of_ceiling":
+            return f"{v:.2f}×"
         if (
             key.startswith("speedup")
             or key.startswith("predicted")
@@ -119,6 +123,9 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
         out.append("")
     out.append(
         "latency = wall time per new token, prefill included; acceptance rate = accepted / judged drafts; "
+        "ceiling = this machine's plain decoding at its best, measured in the same benchmark: 1000 / ms of one "
+        "pass of one row of one token (the shared-pass path, same cache length), and of ceiling = throughput / "
+        "ceiling, so every throughput reads as a ratio on one machine; "
         "c = draft ms per drafted token / one single-token target pass; v_γ = target pass over γ+1 tokens / "
         "over 1 token (same cache length; for a tree, over 1 + nodes per pass tokens); "
         "predicted = E(α,γ)/(γc+v_γ) from the measured α (token-verified chains only); predicted (step mix) = tokens per target "

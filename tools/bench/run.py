@@ -17,6 +17,7 @@ from playground.api import encode_prompt, make_drafter, resolve
 from playground.config import load_config
 from playground.models.loading import load_pair
 from playground.rules import RULES as ALL_RULES
+from playground.serving.pass_cost import pass_costs
 from playground.settings import check as check_settings
 from tools.bench.aggregate import aggregate, machine_info
 from tools.bench.measure import (
@@ -244,7 +245,7 @@ def _setup(opts: BenchOptions, load_progress) -> _Setup:
 
 
 def _measure_all_costs(opts: BenchOptions, setup: _Setup, total: int) -> Generator[Progress, None, dict[str, Costs]]:
-    """v_gamma directly, at the same cache length, for every dtype."""
+    """v_gamma directly, at the same cache length, and the ceiling (``Costs.ceiling_ms``), for every dtype."""
     needs_hidden = any(
         getattr(d, "needs_target_hidden", False) for dt in setup.dtypes for d in setup.drafters[dt].values()
     )
@@ -258,6 +259,9 @@ def _measure_all_costs(opts: BenchOptions, setup: _Setup, total: int) -> Generat
         want = lens[len(lens) // 2] + opts.max_new_tokens // 2 + max(sizes)
         ids = (base * (want // len(base) + 1))[:want]
         costs[dt] = measure_costs(setup.pairs[dt].target, ids, sizes, reps=opts.cost_reps, hidden=needs_hidden)
+        yield Progress(0, total, f"measuring the ceiling: plain decoding, one row per pass ({dt})")
+        ceiling = pass_costs(setup.pairs[dt].target, [(1, 1)], ctx=costs[dt].cache_len, repeats=opts.cost_reps)
+        costs[dt].ceiling_ms = ceiling[0].ms
     return costs
 
 
@@ -341,7 +345,11 @@ def _meta(opts: BenchOptions, setup: _Setup, costs: dict[str, Costs], partial: s
             {"id": p.id, "kind": p.kind, "tokens": len(setup.encoded[(dtypes[0], p.id)])} for p in setup.prompts
         ],
         "costs": {
-            dt: {"cache_len": c.cache_len, "ms_by_tokens": {str(k): v for k, v in c.ms_by_tokens.items()}}
+            dt: {
+                "cache_len": c.cache_len,
+                "ms_by_tokens": {str(k): v for k, v in c.ms_by_tokens.items()},
+                "ceiling_ms": c.ceiling_ms,
+            }
             for dt, c in costs.items()
         },
         "machine": machine_info(setup.threads),

@@ -273,6 +273,8 @@ MESSAGES.update(
         "bench.col.tree_nodes": "tree nodes",
         "bench.col.ms_per_token": "latency (ms/token)",
         "bench.col.tokens_per_s": "throughput (tokens/s)",
+        "bench.col.ceiling_tokens_per_s": "ceiling (tokens/s)",
+        "bench.col.of_ceiling": "of ceiling",
         "bench.col.speedup_vs_autoregressive": "speedup vs ours AR",
         "bench.col.speedup_vs_hf_generate": "speedup vs HF generate",
         "bench.col.acceptance_rate": "acceptance rate",

@@ -252,6 +252,8 @@ MESSAGES.update(
         "bench.col.tree_nodes": "草稿树节点数",
         "bench.col.ms_per_token": "延迟（毫秒/词元）",
         "bench.col.tokens_per_s": "吞吐量（词元/秒）",
+        "bench.col.ceiling_tokens_per_s": "上限（词元/秒）",
+        "bench.col.of_ceiling": "占上限之比",
         "bench.col.speedup_vs_autoregressive": "相对我们的自回归的加速比",
         "bench.col.speedup_vs_hf_generate": "相对 HF generate() 的加速比",
         "bench.col.acceptance_rate": "接受率",
