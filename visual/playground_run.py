@@ -4,9 +4,10 @@
 values into one ``RunSettings`` (``form_settings``, through ``api.run_settings``: the form
 re-implements no check; ``check_params`` is the same for the form's validator), streams the
 engine's StepRecords for those settings into a ``RunState`` and yields
-the tab's outputs (a ``RunOutputs``) as they change, throttled so a fast model does not flood
-the page.  The trace it stores in ``gr.State`` is ``RunState.to_trace()``, a plain dict the
-replay handlers read.
+the tab's outputs (a ``RunOutputs``): while a run computes only the trace and the status line,
+throttled so a fast model does not flood the page; the figures, stats, table and exports once,
+at the end, so the page's drawing is not in the times it shows.  The trace it stores in
+``gr.State`` is ``RunState.to_trace()``, a plain dict the replay handlers read.
 
 This module does not lay out the tab, wire its events or replay frames (``playground_tab``),
 and does not run models itself: generation goes through ``playground.api``.
@@ -34,15 +35,13 @@ from visual import charts, stats, tables
 from visual.fmt import esc
 from visual.i18n import t
 from visual.i18n.errors import engine_message, stop_reason
-from visual.presets import PresetChoice
+from visual.presets import DTYPE_DEFAULT, PresetChoice
 from visual.visitor import visitor_of
 
 MODES = {"Speculative": "speculative", "Race": "race"}
 VERIFICATION = APP_RULES  # the Verification control's values; the page words each as pg.verification.<rule>
-DTYPE_DEFAULT = "preset default"
 CALIBRATION_TOKENS = 8
-CHART_EVERY_S = 1.0  # throttle for live chart updates during generation
-YIELD_EVERY_S = 0.3  # throttle for streaming the trace: fast models would otherwise flood the page
+YIELD_EVERY_S = 1.0  # the trace and status while a run computes: each message costs the server and the page work
 
 
 # --------------------------------------------------------------------------- the form's settings
@@ -293,7 +292,12 @@ class _Generation:
     """One Run as it happens: streams into ``state`` and yields the outputs tuple Gradio needs.
 
     ``settings`` are the speculative run's; the race's baseline and the calibration run are its
-    ``autoregressive()`` twin (``race`` and ``calibrate`` are the page's, not the engine's)."""
+    ``autoregressive()`` twin (``race`` and ``calibrate`` are the page's, not the engine's).
+
+    While a run computes, a yield carries only the trace (the step view's own timer draws its
+    steps from it) and the status line: the figures, the stats card, the table and the exports
+    are drawn once, after the last run, so drawing them never shares the machine with the passes
+    whose times they show (and both sides of a race, and the calibration, are timed alike)."""
 
     prompt: str
     settings: RunSettings
@@ -303,16 +307,23 @@ class _Generation:
     shared: TraceCache | None
     report: Callable[[float, str], None]
     visitor: Visitor | None = None  # who pressed Run (their runs count against their caps)
-    charts: _Clock = field(default_factory=lambda: _Clock(CHART_EVERY_S), init=False)
     yields: _Clock = field(default_factory=lambda: _Clock(YIELD_EVERY_S), init=False)
 
-    def outputs(self, final: bool = False, charts_now: bool = False) -> tuple:
-        """The outputs of one yield, as the plain tuple Gradio takes (the one place it is made)."""
+    def outputs(self, final: bool = False) -> tuple:
+        """The outputs of one yield, as the plain tuple Gradio takes (the one place it is made):
+        the trace and the status line, and once ``final`` everything else."""
         trace = self.state.to_trace()
-        figs = _figures(trace) if self.charts.due(force=final or charts_now) else (gr.skip(),) * 5
-        table, json_dl, csv_dl, text = _finished(self.state) if final else (gr.skip(),) * 4
-        out = RunOutputs(trace, _status(trace), *figs, _stats_html(trace), table, json_dl, csv_dl, text)
+        if not final:
+            return tuple(RunOutputs(trace, _status(trace), *(gr.skip(),) * (len(RunOutputs._fields) - 2)))
+        table, json_dl, csv_dl, text = _finished(self.state)
+        out = RunOutputs(trace, _status(trace), *_figures(trace), _stats_html(trace), table, json_dl, csv_dl, text)
         return tuple(out)
+
+    def cleared(self) -> tuple:
+        """The first yield, before anything computes: the last run's figures and card give way
+        (empty plots, a card that says when its numbers come), so no stale numbers show."""
+        trace = self.state.to_trace()
+        return tuple(RunOutputs(trace, _status(trace), *(None,) * 5, stats.pending_card(), *(gr.skip(),) * 4))
 
     def run(self, warmup) -> Iterator[tuple]:
         state = self.state
@@ -320,8 +331,7 @@ class _Generation:
             if warmup is not None:
                 for msg, frac in warmup.wait(self.settings.preset):
                     self.report(frac, msg)
-            self.charts.last = time.perf_counter()  # first steps go out fast; charts follow within CHART_EVERY_S
-            yield self.outputs()
+            yield self.cleared()
             yield from self._speculative()
             if self.race:
                 yield from self._autoregressive()
@@ -360,7 +370,7 @@ class _Generation:
         """The race's second run: our loop without a drafter, same prompt and models."""
         state = self.state
         state.phase = "autoregressive"
-        yield self.outputs(charts_now=True)
+        yield self.outputs()
         steps: list[StepRecord] = []
         for item in api.stream_run(
             self.prompt, self.settings.autoregressive(), shared=self.shared, visitor=self.visitor

@@ -49,7 +49,7 @@ from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use 
     make_shared,
     new_run_id,
 )
-from visual.presets import PresetChoice, default_preset, preset_choices, preset_info  # noqa: F401  (tests use them from here)
+from visual.presets import PresetChoice, default_preset, dtype_choices, preset_choices, preset_info  # noqa: F401  (tests use them from here)
 from visual.share import LINK_SETTINGS, Prefill, prefill_updates
 from visual.speculate import make_speculate
 from visual.warmup import wire_status
@@ -351,7 +351,7 @@ def _controls(cfg: AppConfig, choices: list[PresetChoice], start: PresetChoice, 
         1, lim.max_new_tokens, value=min(48, lim.max_new_tokens), step=1, label=L("pg.max_new_tokens")
     )
     c["dtype"] = gr.Dropdown(
-        [(L("pg.dtype.default"), DTYPE_DEFAULT), ("float32", "float32"), ("bfloat16", "bfloat16")],
+        dtype_choices(),
         value=DTYPE_DEFAULT,
         label=L("pg.dtype"),
     )

@@ -10,7 +10,15 @@ from dataclasses import dataclass
 
 from playground.config import AppConfig, Preset
 from playground.models.loading import availability
-from visual.i18n import preset_key, preset_text, t
+from playground.validate import DTYPES
+from visual.i18n import L, preset_key, preset_text, t
+
+DTYPE_DEFAULT = "preset default"  # a dtype control's value for "the preset's own"
+
+
+def dtype_choices() -> list[tuple]:
+    """A dtype control's choices: the preset's own, then every dtype a run may ask for."""
+    return [(L("pg.dtype.default"), DTYPE_DEFAULT), *((d, d) for d in DTYPES)]
 
 
 @dataclass(frozen=True)

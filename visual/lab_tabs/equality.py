@@ -24,8 +24,7 @@ from visual.lab_tabs.common import (
     run_errors,
 )
 from visual.lab_tabs.stop import press_stop_quietly, session_budget
-
-DTYPE_DEFAULT = "preset default"
+from visual.presets import DTYPE_DEFAULT, dtype_choices
 
 
 def run_equality(prompt, preset, gamma, max_new_tokens, dtype, request: gr.Request = None, progress=gr.Progress()):
@@ -56,7 +55,7 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
         with gr.Row():
             c["eq_preset"] = gr.Dropdown(s.preset_opts, value=s.start, label=L("lab.preset"))
             c["eq_dtype"] = gr.Dropdown(
-                [(L("pg.dtype.default"), DTYPE_DEFAULT), ("float32", "float32"), ("bfloat16", "bfloat16")],
+                dtype_choices(),
                 value=DTYPE_DEFAULT,
                 label="dtype",
             )
