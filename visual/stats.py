@@ -17,6 +17,7 @@ calibration run.  Without it the prediction is not shown.
 from __future__ import annotations
 
 import math
+import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -76,6 +77,9 @@ def compute_metrics(
     n_drafted = sum(len(s.drafted) for s in drafting)
     draft_ms_per_token = (sum(s.draft_ms for s in drafting) / n_drafted) if n_drafted else None
     verify_ms = (sum(s.verify_ms for s in full) / len(full)) if full else None
+    # every pass's own time, as /speculate returns it (steps[].verify_ms): the figure to compare with the API's
+    passes = [s.verify_ms for s in steps]
+    m["verify_passes"], m["verify_median_ms"] = len(passes), (statistics.median(passes) if passes else None)
     m["draft_ms_per_token"], m["verify_ms_per_pass"] = draft_ms_per_token, verify_ms
     m["c"] = draft_ms_per_token / t1 if (t1 and draft_ms_per_token is not None) else None
     m["v"] = verify_ms / t1 if (t1 and verify_ms is not None) else None
@@ -255,8 +259,22 @@ def stats_card(
     loop = _repetition_note(rep, m.get("drafter")) if rep is not None else ""
     return (
         f'<div class="stats"><h3>{esc(t("st.title"))}{state}</h3><div class="tiles">{"".join(tiles)}</div>'
-        f"{loop}{block}{pred}{same}</div>"
+        f"{loop}{block}{pred}{same}{_verify_note(m)}</div>"
     )
+
+
+def pending_card() -> str:
+    """The card while a run computes: its numbers come once the run has finished."""
+    return f'<div class="stats stats--empty">{esc(t("st.pending"))}</div>'
+
+
+def _verify_note(m: dict[str, Any]) -> str:
+    """The median of the run's own verify-pass times, the figure to compare with an API run's."""
+    if not m.get("verify_passes"):
+        return ""
+    text = esc(t("st.verify_median", ms=ms(m["verify_median_ms"]), n=m["verify_passes"], field="{f}", api="{a}"))
+    text = text.replace("{f}", "<code>steps[].verify_ms</code>").replace("{a}", "<code>/speculate</code>")
+    return f'<p class="pred__note stats__passes">{text}</p>'
 
 
 LOOKUP_DRAFTERS = ("prompt-lookup", "mtp+lookup")

@@ -36,6 +36,8 @@ MESSAGES: dict[str, str] = {
     "st.tps": "speculative throughput",
     "st.tps_def": "{n} tokens in {ms} of wall time, prefill included",
     "st.live": "live…",
+    "st.pending": "The numbers appear once the run has finished: drawing them while it computes would slow the run they measure.",
+    "st.verify_median": "Target passes of this run: median {ms} over {n} passes, from the per-pass times the API returns as {field}; compare it with a {api} run of the same request.",
     "st.title": "Run statistics",
     "st.block_note": (
         "Block verification (Sun et al. 2025): the target judges the γ drafts together and keeps the longest prefix "

@@ -1,0 +1,60 @@
+"""What the Run handler draws while a run computes: the trace and the status line only; the
+figures, the stats card, the table and the exports once, after the last run (tiny-random)."""
+
+from __future__ import annotations
+
+import gradio as gr
+import plotly.graph_objects as go
+
+from playground import api
+from tests import synthetic as syn
+from visual import stats
+from visual.playground_run import RunOutputs, RunState, _Generation
+
+HEAVY = ("race_plot", "tpc_plot", "acc_plot", "len_plot", "time_plot", "stats", "table", "json_dl", "csv_dl", "text")
+PLOTS = HEAVY[:5]
+
+
+def _outputs(race: bool = False, calibrate: bool = True) -> list[RunOutputs]:
+    settings = api.run_settings(preset="tiny-random", gamma=4, temperature=0.0, seed=5, max_new_tokens=12)
+    state = RunState(run_id="r1", prompt="The capital of France is", gamma=settings.gamma,
+                     mode="race" if race else "speculative", done=False, phase="loading")  # fmt: skip
+    run = _Generation("The capital of France is", settings, race, calibrate, state, None, lambda f, m: None)
+    return [RunOutputs(*o) for o in run.run(None)]
+
+
+def _skipped(value) -> bool:
+    return isinstance(value, dict) and value == gr.skip()
+
+
+def test_the_first_yield_clears_the_last_runs_figures_and_card(tiny_default):
+    first = _outputs()[0]
+    assert all(getattr(first, k) is None for k in PLOTS)
+    assert first.stats == stats.pending_card() and "once the run has finished" in first.stats
+    assert all(_skipped(getattr(first, k)) for k in ("table", "json_dl", "csv_dl", "text"))
+
+
+def test_nothing_heavy_is_drawn_until_the_run_has_finished(tiny_default):
+    for race, calibrate in ((False, True), (True, False)):
+        outs = _outputs(race=race, calibrate=calibrate)
+        during = [o for o in outs[1:-1] if not _skipped(o.trace) and o.trace is not None]
+        assert during, "the trace streams while the run computes"
+        assert any(o.trace["spec_steps"] for o in during)
+        for o in outs[1:-1]:
+            assert all(_skipped(getattr(o, k)) for k in HEAVY), [k for k in HEAVY if not _skipped(getattr(o, k))]
+        last = outs[-1]
+        assert last.trace["done"] and all(isinstance(getattr(last, k), go.Figure) for k in PLOTS)
+        assert "Run statistics" in last.stats and "median" in last.stats
+        assert not _skipped(last.table) and last.text
+        if race:  # the race's figure has both runs, drawn once both are timed
+            assert last.trace["ar"] is not None and len(last.race_plot.data) >= 2
+
+
+def test_the_card_shows_the_median_verify_pass_of_the_run():
+    steps = syn.spec_steps()
+    m = stats.compute_metrics(steps, 3)
+    ordered = sorted(s.verify_ms for s in steps)
+    assert m["verify_passes"] == len(steps) and m["verify_median_ms"] == ordered[len(ordered) // 2]
+    card = stats.stats_card(m)
+    assert "median" in card and "<code>steps[].verify_ms</code>" in card and "<code>/speculate</code>" in card
+    assert "verify_median" not in card  # the catalogue's text, not its key
