@@ -1,8 +1,9 @@
-"""Load a preset's models in the background at start-up, with progress others can follow.
+"""Load a preset's models and warm their kernels in the background at start-up, with progress others can follow.
 
 ``app.py`` starts one ``Warmup`` for the default preset before launching, so
-the page comes up at once and the first Run finds the models ready (or shows
-the loading progress while it waits).  One instance per process, created by
+the page comes up at once and the first Run finds the models ready and every kernel shape a
+default run uses already built (``playground.serving.warm``), or shows the progress while it
+waits: the status says ready only then, so no visitor's run is timed on cold kernels.  One instance per process, created by
 ``app.py`` and handed to the tab builder: no module-level state here.  ``wire_status``
 shows the loading in the Playground's status line until it is done.
 """
@@ -17,6 +18,7 @@ import gradio as gr
 
 from playground.config import load_config
 from playground.models.loading import load_pair
+from playground.serving.warm import warm_preset
 from visual.fmt import esc
 from visual.i18n import localized, t
 
@@ -43,7 +45,8 @@ class Warmup:
         t0 = time.perf_counter()
         try:
             self._progress(0.0, f"loading preset {self.preset}")
-            load_pair(load_config().preset(self.preset), self.dtype, progress=self._progress)
+            load_pair(load_config().preset(self.preset), self.dtype, progress=lambda f, m: self._progress(0.8 * f, m))
+            warm_preset(self.preset, self.dtype, progress=lambda f, m: self._progress(0.8 + 0.2 * f, m))
             self._progress(1.0, "models ready")
         except Exception as exc:  # reported to users when they press Run
             self.error = f"{type(exc).__name__}: {exc}"
