@@ -2,9 +2,12 @@
 
 Tiny models run fastest on one thread (and the CI machine has two cores), so
 tests default to one torch thread; tests on the real packaged models raise it
-with the ``all_threads`` fixture.  ``server`` and ``tiny_default`` (the app
-launched in-process on tiny-random, module-scoped) come from ``tests/app_server.py``;
-``gemma_fp32`` is the packaged Gemma 3 270M in float32, loaded once for every real-model test.
+with the ``all_threads`` fixture (to this worker's share of the cores: pytest.ini runs the
+suite on every core with pytest-xdist), tests of the thread settings with ``every_core``.
+``server`` and ``tiny_default`` (the app launched in-process on tiny-random, module-scoped)
+come from ``tests/app_server.py``; ``gemma_fp32`` is the packaged Gemma 3 270M in float32,
+loaded once for every real-model test on a worker (pytest.ini: ``--dist loadfile`` keeps a
+module's tests, and so its module-scoped fixtures, on one worker).
 
 Test modules never import from one another: what several of them use lives in a helper
 module named for what it holds — ``contract`` (the checks every drafter's tests make),
@@ -31,16 +34,34 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 from tests.app_server import server, tiny_default  # noqa: E402, F401  (fixtures for every test module)
 
 
-@pytest.fixture
-def all_threads():
-    before = torch.get_num_threads()
+def _cores() -> int:
     try:
-        n = len(os.sched_getaffinity(0))
+        return len(os.sched_getaffinity(0))
     except AttributeError:  # pragma: no cover
-        n = os.cpu_count() or 1
+        return os.cpu_count() or 1
+
+
+def _threads(n: int):
+    before = torch.get_num_threads()
     torch.set_num_threads(n)
     yield n
     torch.set_num_threads(before)
+
+
+@pytest.fixture
+def all_threads():
+    """This process's share of the cores: all of them, or, while pytest-xdist runs the suite on
+    several workers at once, the cores divided among them (more threads than cores would make
+    every worker wait on threads that are not running)."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    yield from _threads(max(1, _cores() // workers))
+
+
+@pytest.fixture
+def every_core():
+    """Every core this process may run on, however many workers share them (tests of how
+    threads are spread, not of speed)."""
+    yield from _threads(_cores())
 
 
 @pytest.fixture(scope="session")

@@ -49,10 +49,10 @@ def _parallel_kernel() -> None:
 
 
 @pytest.fixture
-def cores(all_threads):
-    if all_threads < 2:
+def cores(every_core):
+    if every_core < 2:
         pytest.skip("needs two cores")
-    return all_threads
+    return every_core
 
 
 def test_one_core_changes_only_the_calling_thread(cores):
