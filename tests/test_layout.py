@@ -15,8 +15,6 @@ import ast
 from dataclasses import fields
 from pathlib import Path
 
-import pytest
-
 from playground.settings import RunSettings, public_name
 
 ROOT = Path(__file__).resolve().parents[1]
