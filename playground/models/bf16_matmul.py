@@ -11,20 +11,24 @@ costs 5× a plain step, which defeats speculative decoding, and a class's shared
 slower than its rows run one by one.
 
 So on such a CPU every ``nn.Linear`` of a bfloat16 model computes a product of several rows
-(``MIN_ROWS_*``) in float32, through oneDNN, and rounds the result to bfloat16:
+(``MIN_ROWS_KEPT`` or more) in float32, through oneDNN, and rounds the result to bfloat16:
 
     y = bf16( float32(x) @ float32(W)ᵀ )
 
 A product of two bfloat16 numbers is exact in float32 and bfloat16 kernels accumulate in
 float32, so this is the same sum a native kernel computes, in another order (a near tie
 may round the other way, as between any two kernels in bfloat16).  One row (a plain
-decoding step) keeps torch's own bfloat16 kernel.  The output embedding (the LM head,
-vocab × hidden: 262k × 640 for Gemma 3, as many weights as the rest of the model) keeps a
-float32 copy, held as a non-persistent buffer so that ``model_bytes`` and the memory
-budget count it (671 MB for Gemma 3 270M); converting it at every pass would cost more
-than the product.  The other layers' weights are small and are converted at each call.
-Same passes after the change: 1 × 9 tokens 175–203 ms, 30 × 1 299–381 ms (the design:
-docs/concepts/numerics.md, "CPUs without bfloat16 instructions").
+decoding step) keeps torch's own bfloat16 kernel.
+
+Every such layer keeps its float32 weights, ``packed`` once in oneDNN's blocked layout for
+products of a few rows, as a non-persistent buffer, so that ``model_bytes`` and the memory
+budget count it (1,072 MB for Gemma 3 270M, two thirds of it the LM head: vocab × hidden,
+262k × 640).  Converting at every call, or keeping the plain layout (which oneDNN re-blocks
+at every product), costs more than the product.  Passes of Gemma 3 270M on the machine above
+(``pass_costs``, 64-token caches, median of 5), converting the layers at each call and keeping
+a plain copy of the head → every layer packed: 1 × 1 token 46 → 47 ms, 1 × 2 77 → 62,
+1 × 3 87 → 67, 1 × 5 (a γ = 4 chain) 102 → 75, 1 × 9 126 → 88, 8 × 1 150 → 93, 30 × 1
+233 → 204 (the design: docs/concepts/numerics.md, "CPUs without bfloat16 instructions").
 
 ``SPECPLAY_BF16_MATMUL`` overrides the choice: ``float32`` (always upcast), ``native``
 (never), ``auto`` or unset (upcast where torch reports no native bfloat16 support).
@@ -39,13 +43,11 @@ import os
 import torch
 import torch.nn.functional as F
 
-_COPY = "weight_float32"  # the output embedding's float32 copy (a non-persistent buffer)
-# Fewest rows a product runs in float32 (fewer: torch's bfloat16 kernel, which costs about one
-# matrix-vector product per row).  Measured per layer shape (Gemma 3 270M's, AVX2): a layer
-# converted at each call breaks even at 3 rows and gains from 4 (4 rows: 0.36 vs 0.53 ms for
-# 1024 x 640); the LM head, whose float32 copy is kept, gains from 2 (52 vs 65 ms).
-MIN_ROWS_CONVERTED = 4
+_COPY = "weight_float32"  # a layer's packed float32 copy (a non-persistent buffer)
+# Fewest rows a product runs in float32; one row keeps torch's bfloat16 kernel, a matrix-vector
+# product that reads half the bytes (the LM head: 22 ms either way, 2 rows 39 vs 24 ms packed).
 MIN_ROWS_KEPT = 2
+PACKED_FOR_ROWS = 8  # the row count oneDNN blocks the copies for; 2-17 rows all gain from it
 
 
 def native_bf16() -> bool:
@@ -64,9 +66,25 @@ def wanted() -> bool:
     return choice == "float32" or (choice == "auto" and not native_bf16())
 
 
+def packed(w: torch.Tensor) -> torch.Tensor:
+    """``w`` [out, in] float32 in oneDNN's own blocked layout for products of a few rows, or
+    ``w`` itself where torch has no such layout.  For the LM head this is most of a verification
+    pass: the plain layout is re-blocked at every product (2-9 rows: 40-57 ms on the machine in
+    the module docstring), the packed one is not (24-37 ms; one row 22 ms either way).  The
+    layout only moves the weights: oneDNN's products with either are bit-identical."""
+    if torch.backends.mkldnn.is_available():
+        try:
+            return torch.ops.mkldnn._reorder_linear_weight(w, PACKED_FOR_ROWS)
+        except (AttributeError, RuntimeError):  # pragma: no cover - a torch without the op
+            pass
+    return w
+
+
 def _matmul_float32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # [N, in] x [out, in] -> [N, out]
     """x @ wᵀ in float32: oneDNN where torch has it (about twice MKL's speed for a few rows
-    on an AMD CPU), else torch's own product."""
+    on an AMD CPU), else torch's own product.  ``w`` may be ``packed``."""
+    if w.layout == torch._mkldnn:  # packed: only oneDNN reads it
+        return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
     if torch.backends.mkldnn.is_available():
         try:
             return torch.ops.mkldnn._linear_pointwise(x, w, None, "none", [], "")
@@ -77,37 +95,42 @@ def _matmul_float32(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:  # [N, in
 
 class Float32RowsLinear(torch.nn.Linear):
     """An ``nn.Linear`` with bfloat16 weights whose products of more than one row run in
-    float32 (``install`` gives an existing layer this class; its weights do not move)."""
+    float32 on its kept copy (``install`` gives an existing layer this class and the copy;
+    its weights do not move)."""
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         rows = x.numel() // max(1, x.shape[-1])
-        copy = getattr(self, _COPY, None)
         grad = torch.is_grad_enabled() and (x.requires_grad or self.weight.requires_grad)
-        few = rows < (MIN_ROWS_KEPT if copy is not None else MIN_ROWS_CONVERTED)
-        if few or grad or x.device.type != "cpu" or self.weight.dtype != torch.bfloat16:
+        if rows < MIN_ROWS_KEPT or grad or x.device.type != "cpu" or self.weight.dtype != torch.bfloat16:
             return super().forward(x)  # torch's bfloat16 kernel: about one matrix-vector product per row
-        w = self.weight.float() if copy is None else copy  # [out, in] float32
+        w = getattr(self, _COPY)  # [out, in] float32, packed
         y = _matmul_float32(x.reshape(rows, x.shape[-1]).float(), w)  # [rows, out]
         if self.bias is not None:
             y = y + self.bias.float()
-        return y.to(x.dtype).reshape(*x.shape[:-1], w.shape[0])
+        return y.to(x.dtype).reshape(*x.shape[:-1], self.out_features)
+
+
+def tensor_bytes(t: torch.Tensor) -> int:
+    """Bytes a tensor holds: its storage's, or for a ``packed`` (opaque) one, its elements'."""
+    if t.layout == torch._mkldnn:
+        return t.numel() * t.element_size()
+    return t.untyped_storage().nbytes()
 
 
 def install(model, force: bool | None = None) -> int:
-    """Make ``model``'s bfloat16 linear layers compute multi-row products in float32 (see the
-    module docstring); ``force`` overrides ``wanted()``.  Returns the bytes of the float32
+    """Make ``model``'s bfloat16 linear layers compute multi-row products in float32 on a
+    packed copy of their weights (see the module docstring); ``force`` overrides ``wanted()``.  Returns the bytes of the float32
     copies it added (0 when nothing changed).  Installing twice changes nothing more."""
     if not (wanted() if force is None else force):
         return 0
-    head = model.get_output_embeddings() if hasattr(model, "get_output_embeddings") else None
     added = 0
     for module in model.modules():
         if type(module) is not torch.nn.Linear or module.weight.dtype != torch.bfloat16:
             continue  # another kind of layer, float32, or already installed
         if module.weight.device.type != "cpu":
             continue
-        if module is head:
-            module.register_buffer(_COPY, module.weight.detach().float(), persistent=False)
-            added += getattr(module, _COPY).untyped_storage().nbytes()
+        copy = packed(module.weight.detach().float())
+        module.register_buffer(_COPY, copy, persistent=False)
+        added += tensor_bytes(copy)
         module.__class__ = Float32RowsLinear
     return added

@@ -205,11 +205,11 @@ def model_bytes(*models) -> int:
         if m is None:
             continue
         for t in list(m.parameters()) + list(m.buffers()):
-            ptr = t.untyped_storage().data_ptr()
+            ptr = id(t) if t.layout == torch._mkldnn else t.untyped_storage().data_ptr()  # packed: no storage
             if ptr in seen:
                 continue
             seen.add(ptr)
-            total += t.untyped_storage().nbytes()
+            total += bf16_matmul.tensor_bytes(t)
     return total
 
 

@@ -1,8 +1,8 @@
 """bfloat16 linear layers whose multi-row products run in float32 (playground.models.bf16_matmul).
 
 Checked on any CPU (``install(force=True)``): which rows take which kernel, that the float32
-path is the same sum as a bfloat16 kernel up to one rounding, the LM head's float32 copy and
-its bytes, and that float32 models, gradients and one-token steps are left alone."""
+path is the same sum as a bfloat16 kernel up to one rounding, the packed float32 copies and
+their bytes, and that float32 models, gradients and one-token steps are left alone."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from transformers import DynamicCache
 
 from playground.decoding.batch_pass import RowPass, batched_forward
 from playground.models import bf16_matmul
-from playground.models.bf16_matmul import MIN_ROWS_CONVERTED, MIN_ROWS_KEPT, Float32RowsLinear, install
+from playground.models.bf16_matmul import MIN_ROWS_KEPT, Float32RowsLinear, install
 from playground.models.loading import model_bytes
 from tests.tiny_models import sliding_pair
 
@@ -79,23 +79,25 @@ def test_every_layer_stays_within_one_rounding_of_the_exact_sum(rows):
             assert _ulps(theirs(h), exact) <= 1.0  # torch's own bfloat16 kernel, for scale
 
 
-@pytest.mark.parametrize("rows", [1, MIN_ROWS_CONVERTED - 1])
-def test_a_layer_with_few_rows_keeps_torchs_kernel_bit_for_bit(rows, spy):
+def _dense(w: torch.Tensor) -> torch.Tensor:
+    """A kept copy in the plain layout (a packed one is opaque)."""
+    return w.to_dense() if w.layout == torch._mkldnn else w
+
+
+def test_one_row_keeps_torchs_kernel_bit_for_bit(spy):
     plain, fast = _twin()
-    x = torch.randn(1, rows, 48).to(torch.bfloat16)  # [B, K, in]: rows counts every token row
+    x = torch.randn(1, 1, 48).to(torch.bfloat16)  # [B, K, in]: rows counts every token row
     with torch.inference_mode():
         assert torch.equal(fast.layer(x), plain.layer(x))
-        logits = fast.head(plain.layer(x))
-        if rows < MIN_ROWS_KEPT:
-            assert torch.equal(logits, plain.head(plain.layer(x)))
-    assert len(spy) == (0 if rows < MIN_ROWS_KEPT else 1)  # only the head, from MIN_ROWS_KEPT rows
+        assert torch.equal(fast.head(plain.layer(x)), plain.head(plain.layer(x)))
+    assert spy == []  # no float32 product
 
 
-@pytest.mark.parametrize("shape", [(MIN_ROWS_CONVERTED, 48), (2, 3, 48), (30, 1, 48)])
+@pytest.mark.parametrize("shape", [(MIN_ROWS_KEPT, 48), (2, 3, 48), (30, 1, 48)])
 def test_many_rows_run_in_float32_rounded_once(shape, spy):
-    """The float32 path is what runs: bit-equal to the float32 product of the upcast inputs,
-    rounded once.  Mutants: a forgotten bias, a transposed weight, a product left in
-    bfloat16 (torch's kernel) all fail here."""
+    """The float32 path is what runs: bit-equal to the float32 product of the upcast inputs
+    in the plain layout, rounded once.  Mutants: a forgotten bias, a transposed weight, a
+    product left in bfloat16 (torch's kernel) all fail here."""
     plain, fast = _twin()
     x = torch.randn(*shape).to(torch.bfloat16)
     with torch.inference_mode():
@@ -103,21 +105,21 @@ def test_many_rows_run_in_float32_rounded_once(shape, spy):
         expected = (bf16_matmul._matmul_float32(x.reshape(-1, 48).float(), w) + b).to(torch.bfloat16)
         spy.clear()
         got = fast.layer(x)
-        assert len(spy) == 1 and torch.equal(spy[0], w)  # the layer's own weights, upcast
+        assert len(spy) == 1 and spy[0] is getattr(fast.layer, bf16_matmul._COPY)  # its kept copy
         fast.head(got)
-    assert len(spy) == 2 and spy[1] is getattr(fast.head, bf16_matmul._COPY)  # the head reads its kept copy
+    assert len(spy) == 2 and spy[1] is getattr(fast.head, bf16_matmul._COPY)
     assert got.shape == (*shape[:-1], 40) and got.dtype == torch.bfloat16
-    assert torch.equal(got.reshape(-1, 40), expected)
+    assert torch.equal(got.reshape(-1, 40), expected)  # packed or plain layout: the same sums
 
 
-def test_only_the_lm_head_keeps_a_float32_copy_and_it_is_counted():
+def test_every_layer_keeps_a_float32_copy_and_it_is_counted():
     plain, fast = _twin(bias=False)
-    copy = getattr(fast.head, bf16_matmul._COPY)
-    assert copy.dtype == torch.float32 and torch.equal(copy, plain.head.weight.float())
-    assert not hasattr(fast.layer, bf16_matmul._COPY)
-    assert model_bytes(fast) == model_bytes(plain) + 300 * 40 * 4  # the budget sees it
+    for ours, theirs in ((fast.layer, plain.layer), (fast.head, plain.head)):
+        copy = getattr(ours, bf16_matmul._COPY)
+        assert copy.dtype == torch.float32 and torch.equal(_dense(copy), theirs.weight.float())
+        assert isinstance(ours, Float32RowsLinear)
+    assert model_bytes(fast) == model_bytes(plain) + (48 * 40 + 40 * 300) * 4  # the budget sees them
     assert bf16_matmul._COPY not in fast.state_dict()  # never saved with the weights
-    assert isinstance(fast.layer, Float32RowsLinear) and isinstance(fast.head, torch.nn.Linear)
 
 
 def test_installing_twice_or_not_at_all_changes_nothing_more():
