@@ -39,6 +39,7 @@ from playground.models.loading import load_pair
 from playground.serving.pass_cost import DATA, PassCost, costs_json, pass_costs
 from playground.serving.policy import KNEE_TOKENS
 from playground.serving.pool import scheduler_for
+from playground.serving.scheduler import PassLedger
 from playground.validate import DTYPES
 
 
@@ -53,6 +54,7 @@ class ClassRun:
     latencies_s: tuple[float, ...]
     mean_shared_rows: float
     ceiling_tokens_per_s: float | None = None  # plain decoding through passes of ``runs`` rows alone
+    per_pass: dict[str, float] | None = None  # the scheduler's ``PassLedger.per_pass()`` over the class's shared passes
 
     @property
     def tokens_per_s(self) -> float:
@@ -109,22 +111,36 @@ def cost_table(costs: list[PassCost]) -> str:
 
 def class_table(runs: list[ClassRun]) -> str:
     lines = [
-        "| runs | variant | class tokens/s | ceiling tokens/s | of ceiling | p50 s | p95 s | mean runs per pass |",
-        "|---:|---|---:|---:|---:|---:|---:|---:|",
+        "| runs | variant | class tokens/s | ceiling tokens/s | of ceiling | p50 s | p95 s | mean runs per pass "
+        "| shared pass ms: model · gather · write · read · wait |",
+        "|---:|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in runs:
         ceiling = "–" if r.ceiling_tokens_per_s is None else f"{r.ceiling_tokens_per_s:.1f}"
         share = "–" if r.of_ceiling is None else f"{r.of_ceiling:.2f}×"
         lines.append(
             f"| {r.runs} | {r.variant} | {r.tokens_per_s:.1f} | {ceiling} | {share} | {r.percentile(0.5):.2f} | "
-            f"{r.percentile(0.95):.2f} | {r.mean_shared_rows:.1f} |"
+            f"{r.percentile(0.95):.2f} | {r.mean_shared_rows:.1f} | {pass_split(r.per_pass)} |"
         )
     return "\n".join(lines + [CEILING_NOTE])
 
 
+SPLIT = ("model_ms", "gather_ms", "write_ms", "read_ms", "wait_ms")
+
+
+def pass_split(per_pass: dict[str, float] | None) -> str:
+    """Mean ms per shared pass, model first, then the scheduler's own work ("–": no shared pass)."""
+    if not per_pass:
+        return "–"
+    return " · ".join(f"{per_pass[k]:.0f}" for k in SPLIT)
+
+
 CEILING_NOTE = (
     "\nceiling = plain decoding through passes of B rows alone, measured in this run just before the class "
-    "of B: B × 1000 / ms of one pass of B rows of 1 token; of ceiling = class tokens/s ÷ ceiling."
+    "of B: B × 1000 / ms of one pass of B rows of 1 token; of ceiling = class tokens/s ÷ ceiling. "
+    "Shared pass ms (means over the class's shared passes): the model (decoder and LM head), then the "
+    "scheduler's own work: gathering the rows' caches into one batch, writing each row's new keys back, "
+    "reading every run's logits, and waiting for stragglers before the pass."
 )
 
 
@@ -154,8 +170,9 @@ def class_sweep(batches: list[int], settings_for, variants=VARIANTS, ctx: int = 
         for variant in variants:
             scheduler.knee_tokens = None if variant == "speculative" else KNEE_TOKENS
             mode = "autoregressive" if variant == "autoregressive" else "speculative"
+            scheduler.ledger = PassLedger()
             run = run_class(lambda i, m=mode: api.run(prompts[i], settings_for(i, m), batch=True), b, variant)
-            out.append(replace(run, ceiling_tokens_per_s=ceiling))
+            out.append(replace(run, ceiling_tokens_per_s=ceiling, per_pass=scheduler.ledger.per_pass() or None))
     scheduler.knee_tokens = KNEE_TOKENS
     return out
 
@@ -169,7 +186,7 @@ def to_json(costs: list[PassCost], runs: list[ClassRun], about: dict) -> dict:
         "class": [
             {"runs": r.runs, "variant": r.variant, "tokens_per_s": r.tokens_per_s, "p50_s": r.percentile(0.5),
              "p95_s": r.percentile(0.95), "mean_shared_rows": r.mean_shared_rows,
-             "ceiling_tokens_per_s": r.ceiling_tokens_per_s, "of_ceiling": r.of_ceiling}
+             "ceiling_tokens_per_s": r.ceiling_tokens_per_s, "of_ceiling": r.of_ceiling, "per_pass": r.per_pass}
             for r in runs
         ],
     }  # fmt: skip

@@ -3,7 +3,9 @@ curves measured by ``python -m tools batch-sweep`` (``playground/data/batch_swee
 or live on this server.
 
 Figures: the class's throughput by runs at once for speculative (capped / uncapped) and
-plain decoding, and the cost of one shared pass by the row-tokens it carries.  This
+plain decoding, beside the machine's ceiling measured in the same run (plain decoding
+through passes of that many rows alone), and the cost of one shared pass by the row-tokens
+it carries.  This
 module renders a measurement; it does not measure (``tools.batch_sweep``).
 """
 
@@ -34,6 +36,16 @@ def throughput_figure(data: dict) -> go.Figure:
                 line=dict(color=color, width=3 if "capped" in variant else 2),
                 hovertemplate=t("sv.hover.class") + "<extra>" + _variant(variant) + "</extra>",
             )
+    ceiling = _ceilings(data)
+    if ceiling:
+        fig.add_scatter(
+            x=list(ceiling),
+            y=list(ceiling.values()),
+            mode="lines+markers",
+            name=t("sv.ceiling"),
+            line=dict(color=GRID_COLOR, dash="dash", width=2),
+            hovertemplate=t("sv.hover.ceiling") + "<extra></extra>",
+        )
     fig.update_xaxes(title=t("sv.runs"), type="log", gridcolor=GRID_COLOR, tickvals=[1, 2, 4, 8, 16, 32])
     fig.update_yaxes(title=t("sv.class_tps"), gridcolor=GRID_COLOR, rangemode="tozero")
     return style(fig, t("sv.throughput.title"), height=340)
@@ -77,16 +89,40 @@ def _variant(name: str) -> str:
     return t(f"sv.variant.{name}") if f"sv.variant.{name}" in EN else name
 
 
+def _ceilings(data: dict) -> dict[int, float]:
+    """Class size -> the ceiling measured for it (tokens/s), where the measurement has one."""
+    rows = sorted(data.get("class", []), key=lambda r: r["runs"])
+    return {r["runs"]: r["ceiling_tokens_per_s"] for r in rows if r.get("ceiling_tokens_per_s")}
+
+
 def class_rows(data: dict) -> list[list]:
-    """The class table: runs, variant, tokens/s, p50, p95, runs per pass."""
+    """The class table: runs, variant, tokens/s, its share of the ceiling, p50, p95, runs per pass,
+    and where a shared pass's time went."""
     return [
-        [r["runs"], _variant(r["variant"]), round(r["tokens_per_s"], 1), round(r["p50_s"], 2), round(r["p95_s"], 2),
-         round(r["mean_shared_rows"], 1)]
+        [r["runs"], _variant(r["variant"]), round(r["tokens_per_s"], 1), _share(r), round(r["p50_s"], 2),
+         round(r["p95_s"], 2), round(r["mean_shared_rows"], 1), _split(r.get("per_pass"))]
         for r in sorted(data.get("class", []), key=lambda r: (r["runs"], r["variant"]))
     ]  # fmt: skip
 
 
-CLASS_COLUMNS = ("runs", "variant", "tps", "p50", "p95", "per_pass")
+def _split(per_pass: dict | None) -> str:
+    """Mean ms per shared pass: the model, the scheduler's own work (gathering and writing back
+    the caches, reading the logits) and its wait for stragglers; "–" without shared passes."""
+    if not per_pass:
+        return "–"
+    own = per_pass["gather_ms"] + per_pass["write_ms"] + per_pass["read_ms"]
+    return t("sv.split", model=f"{per_pass['model_ms']:.0f}", own=f"{own:.0f}", wait=f"{per_pass['wait_ms']:.0f}")
+
+
+def _share(row: dict) -> str:
+    """The class's throughput as a share of the ceiling ("0.62 of 240"), or "–" when not measured."""
+    ceiling = row.get("ceiling_tokens_per_s")
+    if not ceiling:
+        return "–"
+    return t("sv.share", share=f"{row['tokens_per_s'] / ceiling:.2f}", ceiling=f"{ceiling:.0f}")
+
+
+CLASS_COLUMNS = ("runs", "variant", "tps", "of_ceiling", "p50", "p95", "per_pass", "split")
 CLASS_HEADERS = [EN[f"sv.col.{k}"] for k in CLASS_COLUMNS]  # in English
 
 

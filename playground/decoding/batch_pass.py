@@ -28,6 +28,7 @@ does not verify or sample, and does not know what a draft is.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -50,6 +51,17 @@ class RowPass:
 class RowOut:
     logits: torch.Tensor  # [keep, V]
     hidden: torch.Tensor | None  # [keep, H]
+
+
+@dataclass(frozen=True)
+class PassTimes:
+    """Where one batched pass's wall time went, in ms: stacking the rows' ids, positions,
+    masks and caches into one batch, the model itself (decoder and LM head), and appending
+    each row's new keys and values to its own cache."""
+
+    gather_ms: float
+    model_ms: float
+    write_ms: float
 
 
 def _text_config(model):
@@ -138,8 +150,10 @@ def _own_slots(width: int, slots: int, k: int) -> slice:
 
 
 @torch.inference_mode()
-def batched_forward(model, rows: list[RowPass], pad_id: int = 0) -> list[RowOut]:
-    """One forward pass over every row's new tokens; each row's cache grows by its own tokens."""
+def batched_forward(model, rows: list[RowPass], pad_id: int = 0, timed: list | None = None) -> list[RowOut]:
+    """One forward pass over every row's new tokens; each row's cache grows by its own tokens.
+    ``timed``: a list the pass appends its ``PassTimes`` to."""
+    t0 = time.perf_counter()
     if not rows or any(len(r.ids) < 1 or not 1 <= r.keep <= len(r.ids) for r in rows):
         raise ValueError("every row needs at least one new token and 1 <= keep <= its tokens")
     config = _text_config(model)
@@ -172,16 +186,20 @@ def batched_forward(model, rows: list[RowPass], pad_id: int = 0) -> list[RowOut]
             )
     batch_cache = DynamicCache(ddp_cache_data=data)
     attention_mask = masks if len(masks) > 1 else next(iter(masks.values()))
+    t1 = time.perf_counter()
     hidden = _final_states(model, ids.to(device), attention_mask, positions.to(device), batch_cache)  # [B, K, H]
     # The LM head only where a row needs it: sum(keep) rows, not B x max(keep).
     wanted = torch.cat([hidden[b, slots - r.keep :] for b, r in enumerate(rows)])  # [sum keep, H]
     logits = _lm_head(model, config, wanted).split([r.keep for r in rows])  # [keep_b, V] each
+    t2 = time.perf_counter()
     # Rows' caches change last: a pass that fails before here leaves every row as it was, so
     # the scheduler may run each row again alone.
     for i, layer in enumerate(batch_cache.layers):  # each row keeps its own new keys
         for b, r in enumerate(rows):
             new = _own_slots(widths[i], slots, len(r.ids))
             r.cache.layers[i].update(layer.keys[b : b + 1, :, new], layer.values[b : b + 1, :, new])
+    if timed is not None:
+        timed.append(PassTimes(*((b - a) * 1000.0 for a, b in ((t0, t1), (t1, t2), (t2, time.perf_counter())))))
     return [
         RowOut(logits=logits[b], hidden=hidden[b, slots - r.keep :] if r.hidden else None) for b, r in enumerate(rows)
     ]

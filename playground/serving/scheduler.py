@@ -43,7 +43,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from playground.decoding.batch_pass import RowOut, RowPass, batched_forward, layer_types
+from playground.decoding.batch_pass import PassTimes, RowOut, RowPass, batched_forward, layer_types
 from playground.decoding.batch_probs import ReadSpec, RowReads, read_rows
 from playground.errors import Busy
 from playground.serving.policy import KNEE_TOKENS, NO_CAP
@@ -61,6 +61,42 @@ class _Ticket:
     rows: int = 1  # how many rows its pass carried
     pass_ms: float = 0.0
     reads: RowReads | None = None
+    submitted: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class PassLedger:
+    """Totals over the shared passes a scheduler ran (since it started or ``reset``), in ms:
+    what the worker spends per pass besides the model, for the lesson and the batch sweep.
+
+    wait: the first submission of a pass until the pass starts (the worker holding for
+    stragglers); gather / model / write: ``batch_pass.PassTimes``; read: reading every run's
+    logits after the pass (``batch_probs.read_rows``: each run's p rows, confidence, top-n)."""
+
+    passes: int = 0
+    rows: int = 0
+    wait_ms: float = 0.0
+    gather_ms: float = 0.0
+    model_ms: float = 0.0
+    write_ms: float = 0.0
+    read_ms: float = 0.0
+
+    def add(self, rows: int, wait_ms: float, times: PassTimes | None, read_ms: float) -> None:
+        self.passes += 1
+        self.rows += rows
+        self.wait_ms += wait_ms
+        self.read_ms += read_ms
+        if times is not None:
+            self.gather_ms += times.gather_ms
+            self.model_ms += times.model_ms
+            self.write_ms += times.write_ms
+
+    def per_pass(self) -> dict[str, float]:
+        """Mean rows and ms per pass (empty before the first pass)."""
+        if not self.passes:
+            return {}
+        names = ("rows", "wait_ms", "gather_ms", "model_ms", "write_ms", "read_ms")
+        return {name: getattr(self, name) / self.passes for name in names}
 
 
 @dataclass(frozen=True)
@@ -107,6 +143,7 @@ class PassScheduler:
         self.read_chunk = self.READ_CHUNK
         self.passes = 0  # batched passes run (for the status line and the tests)
         self.max_rows_seen = 0
+        self.ledger = PassLedger()  # where the worker's time goes (written by the worker only)
 
     PASS_WAIT_S = 120.0  # a run waits this long for its pass to start, then as long again for it to end
     IDLE_EXIT_S = 30.0  # a worker with nothing to do for this long ends (a new pass starts another)
@@ -239,8 +276,11 @@ class PassScheduler:
             if batch is None:
                 return
             t0 = time.perf_counter()
+            waited = (time.monotonic() - min(t.submitted for t in batch)) * 1000.0
+            timed: list[PassTimes] = []
+            read_ms = 0.0
             try:
-                outs = batched_forward(self.model, [t.row for t in batch], self.pad_id)
+                outs = batched_forward(self.model, [t.row for t in batch], self.pad_id, timed)
                 error = None
             except Exception as exc:
                 if len(batch) == 1:  # the worker lives on; the run gets the error
@@ -257,17 +297,20 @@ class PassScheduler:
                 reads, read_error = [None] * len(batch[part]), error
                 ok = [i for i, o in enumerate(outs[part]) if isinstance(o, RowOut)]
                 if error is None and ok:
+                    r0 = time.perf_counter()
                     try:
                         got = read_rows([outs[part][i].logits for i in ok], [batch[part][i].read for i in ok])
                         for i, r in zip(ok, got):
                             reads[i] = r
                     except Exception as exc:  # these runs get the error, the worker lives on
                         read_error = exc
+                    read_ms += (time.perf_counter() - r0) * 1000.0
                 ms = (time.perf_counter() - t0) * 1000.0
                 for t, out, read in zip(batch[part], outs[part], reads):
                     failed = out if isinstance(out, BaseException) else read_error
                     t.out, t.reads, t.error, t.rows, t.pass_ms = (None if failed else out), read, failed, len(batch), ms
                     t.done.set()
+            self.ledger.add(len(batch), waited, timed[0] if timed else None, read_ms)
             with self._cond:  # every run served is on its way back: the gap starts here, not at the pass's end
                 self._gap_start = time.monotonic()
 

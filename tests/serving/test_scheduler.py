@@ -294,6 +294,26 @@ def test_the_worker_reads_each_runs_logits_as_it_asked(model):
             assert torch.equal(got, probs), b
 
 
+def test_the_ledger_counts_every_shared_pass_and_where_its_time_went(model):
+    from playground.serving.scheduler import PassLedger
+
+    scheduler = PassScheduler(model, wait_ms=2_000)
+    assert scheduler.ledger.per_pass() == {}
+    outs = _class_with_reads(model, scheduler, [None] * 5)
+    ledger = scheduler.ledger
+    assert ledger.passes == scheduler.passes == 1 and ledger.rows == 5 and outs[0].rows == 5
+    split = ledger.per_pass()
+    assert split["rows"] == 5 and split["model_ms"] > 0
+    assert all(split[k] >= 0 for k in ("wait_ms", "gather_ms", "write_ms", "read_ms"))
+    # the parts fit in the pass's wall time as the runs saw it (reads included)
+    parts = split["gather_ms"] + split["model_ms"] + split["write_ms"] + split["read_ms"]
+    assert parts <= max(o.pass_ms for o in outs) + 1.0
+    totals = PassLedger()
+    totals.add(3, 10.0, None, 2.0)  # a pass that failed before timing itself still counts
+    assert totals.per_pass() == {"rows": 3, "wait_ms": 10.0, "gather_ms": 0.0, "model_ms": 0.0, "write_ms": 0.0,
+                                 "read_ms": 2.0}  # fmt: skip
+
+
 def test_a_failed_read_reaches_the_runs_of_its_chunk_only(model, monkeypatch):
     import playground.serving.scheduler as scheduler_module
     from playground.decoding.batch_probs import ReadSpec

@@ -18,17 +18,34 @@ DATA = {
     "pass_costs": [{"rows": 1, "tokens": 1, "ms": 50.0, "relative": 1.0},
                    {"rows": 8, "tokens": 9, "ms": 130.0, "relative": 2.6}],
     "class": [{"runs": r, "variant": v, "tokens_per_s": 10.0 * r, "p50_s": 1.0, "p95_s": 2.0,
-               "mean_shared_rows": float(r)} for r in (1, 8) for v in sweep.VARIANTS],
+               "mean_shared_rows": float(r), "ceiling_tokens_per_s": 16.0 * r} for r in (1, 8) for v in sweep.VARIANTS],
 }  # fmt: skip
 
 
 def test_the_lesson_renders_a_measurement():
     fig = vserving.throughput_figure(DATA)
-    assert {t.name for t in fig.data} == set(sweep.VARIANTS)
+    assert {t.name for t in fig.data} == {*sweep.VARIANTS, "ceiling: plain decoding, passes of that many rows alone"}
     assert list(fig.data[0].x) == [1, 8]
+    assert list(fig.data[-1].x) == [1, 8] and list(fig.data[-1].y) == [16.0, 128.0]  # the ceiling, once per size
     costs = vserving.pass_cost_figure(DATA)
     assert list(costs.data[0].x) == [1, 72] and list(costs.data[0].y) == [1.0, 2.6]
-    assert len(vserving.class_rows(DATA)) == 6
+    rows = vserving.class_rows(DATA)
+    assert len(rows) == 6 and all(len(r) == len(vserving.class_headers()) for r in rows)
+    assert rows[0][3] == "0.62 of 16"  # 10 of 16 tokens/s
+    assert {r[-1] for r in rows} == {"–"}  # no pass split measured
+
+
+def test_the_table_splits_a_shared_pass_into_model_scheduler_and_wait():
+    split = {"rows": 8.0, "model_ms": 93.4, "gather_ms": 6.0, "write_ms": 2.2, "read_ms": 11.5, "wait_ms": 30.0}
+    data = {**DATA, "class": [{**DATA["class"][0], "per_pass": split}]}
+    assert vserving.class_rows(data)[0][-1] == "93 · 20 · 30"  # scheduler: 6 + 2.2 + 11.5
+
+
+def test_a_measurement_without_a_ceiling_still_renders():
+    """Files written before the ceiling was measured: no dashed line, a dash in the table."""
+    old = {**DATA, "class": [{k: v for k, v in r.items() if k != "ceiling_tokens_per_s"} for r in DATA["class"]]}
+    assert {t.name for t in vserving.throughput_figure(old).data} == set(sweep.VARIANTS)
+    assert {r[3] for r in vserving.class_rows(old)} == {"–"}
 
 
 def test_provenance_is_escaped():
@@ -94,6 +111,20 @@ def test_the_batch_sweep_prints_and_stores_the_ceiling_beside_each_class(tmp_pat
         assert r["ceiling_tokens_per_s"] > 0
         assert r["of_ceiling"] == pytest.approx(r["tokens_per_s"] / r["ceiling_tokens_per_s"])
         assert f"| {r['runs']} | {r['variant']} | {r['tokens_per_s']:.1f} | {r['ceiling_tokens_per_s']:.1f} |" in out
+    # the scheduler's own time per shared pass beside the model's (a class of 1 shares no pass)
+    assert "shared pass ms: model · gather · write · read · wait" in out
+    assert all(r["per_pass"] is None for r in data["class"] if r["runs"] == 1)
+    shared = [r["per_pass"] for r in data["class"] if r["runs"] == 2 and r["per_pass"]]
+    assert shared, "a class of 2 shared no pass"
+    for split in shared:
+        assert set(split) == {"rows", "wait_ms", "gather_ms", "model_ms", "write_ms", "read_ms"}
+        assert 1 <= split["rows"] <= 2 and all(v >= 0 for v in split.values()) and split["model_ms"] > 0
+
+
+def test_the_pass_split_reads_as_the_table_says():
+    split = {"rows": 8.0, "model_ms": 93.4, "gather_ms": 6.0, "write_ms": 2.2, "read_ms": 11.5, "wait_ms": 30.0}
+    assert sweep.pass_split(split) == "93 · 6 · 2 · 12 · 30"
+    assert sweep.pass_split(None) == "–" and sweep.pass_split({}) == "–"
 
 
 def test_the_status_says_how_many_runs_shared_the_passes():

@@ -152,8 +152,11 @@ MESSAGES.update(
             "pass between the runs (draft cap = knee ÷ runs − 1), so at full load a run decodes plainly.\n"
             "At temperature 0 the output never changes, only the speed.\n\n"
             "How soon the knee comes depends on the CPU.  With AVX-512 BF16 (or AMX) a bfloat16 pass of 9\n"
-            "tokens cost 1.05–1.4 passes of one; with AVX2 only, about 3 (products of several rows run in\n"
-            "float32 there), so speculation gains little even alone.  The button below measures this server."
+            "tokens cost 1.05–1.4 passes of one; with AVX2 only, about 2 (products of several rows run in\n"
+            "float32 there), so speculation gains less even alone.  The button below measures this server.\n\n"
+            "The dashed line is the machine's **ceiling**, measured in the same run: plain decoding through\n"
+            "passes of that many rows and nothing else.  The table gives each class's throughput as a\n"
+            "share of it: what the scheduler, each run's sampling and the queue leave on the table."
         ),
         "sv.variant.speculative, capped": "speculative, capped",
         "sv.variant.speculative": "speculative",
@@ -178,6 +181,12 @@ MESSAGES.update(
         "sv.col.p50": "p50 s",
         "sv.col.p95": "p95 s",
         "sv.col.per_pass": "runs per pass",
+        "sv.split": "{model} · {own} · {wait}",
+        "sv.col.split": "ms per shared pass: model · scheduler · wait",
+        "sv.ceiling": "ceiling: plain decoding, passes of that many rows alone",
+        "sv.hover.ceiling": "%{x} rows per pass, nothing else<br>%{y:.1f} tokens/s",
+        "sv.share": "{share} of {ceiling}",
+        "sv.col.of_ceiling": "share of the ceiling (tokens/s)",
     }
 )
 
