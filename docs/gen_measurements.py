@@ -63,23 +63,53 @@ def rel(path: Path) -> str:
 # --------------------------------------------------------------------------- pages
 
 
+def nine(pass_costs: list[dict]) -> float:
+    """What a pass of one row of 9 tokens (a γ = 8 chain) costs, in one-token passes."""
+    return next(p["relative"] for p in pass_costs if p["rows"] == 1 and p["tokens"] == 9)
+
+
 def batch_sweep_page() -> str:
     d, avx2 = load(SWEEP), load(DATA / "batch_sweep_avx2.json")
     a = d["about"]
     variants = ["speculative, capped", "speculative", "autoregressive"]
 
     def class_table(rows: list[dict]) -> list[str]:
+        """Tokens/s (p95) per variant; with the ceiling measured in the same run, the ceiling
+        and each variant's share of it."""
         by = {(r["runs"], r["variant"]): r for r in rows}
         runs = sorted({r["runs"] for r in rows})
+        ceilings = {r["runs"]: r["ceiling_tokens_per_s"] for r in rows if r.get("ceiling_tokens_per_s")}
         body = []
         for n in runs:
             cells = []
             for v in variants:
                 r = by.get((n, v))
                 p95 = f" ({r['p95_s']:.1f} s)" if r and r.get("p95_s") is not None else ""
-                cells.append(f"{r['tokens_per_s']:.1f}{p95}" if r else "–")
-            body.append([n, *cells])
-        return table(["runs at once", *(f"{v}: tokens/s (p95)" for v in variants)], body)
+                share = f", {r['tokens_per_s'] / ceilings[n]:.2f} of it" if r and n in ceilings else ""
+                cells.append(f"{r['tokens_per_s']:.1f}{p95}{share}" if r else "–")
+            body.append([n, *([f"{ceilings[n]:.1f}" if n in ceilings else "–"] if ceilings else []), *cells])
+        ceiling_head = ["ceiling: tokens/s"] if ceilings else []
+        share_head = ", share of the ceiling" if ceilings else ""
+        return table(["runs at once", *ceiling_head, *(f"{v}: tokens/s (p95{share_head})" for v in variants)], body)
+
+    def split_table(rows: list[dict]) -> list[str]:
+        """Mean ms per shared pass: the model, the scheduler's own parts and its wait."""
+        parts = ("model_ms", "gather_ms", "write_ms", "read_ms", "wait_ms")
+        body = [
+            [r["runs"], r["variant"], r["per_pass"]["rows"], *(r["per_pass"][k] for k in parts)]
+            for r in sorted(rows, key=lambda r: (r["runs"], variants.index(r["variant"])))
+            if r.get("per_pass")
+        ]
+        if not body:
+            return []
+        intro = (
+            "Where a shared pass's time went (means over the class's shared passes, ms): the model (decoder "
+            "and LM head), then the scheduler's own work — gathering the rows' caches into one batch, writing "
+            "each row's new keys back, reading every run's logits — and its wait for stragglers before the pass:"
+        )
+        heads = ["runs at once", "variant", "rows per pass", "model", "gather", "write back", "read logits", "wait"]
+        cells = [[*row[:2], f"{row[2]:.1f}", *(round(x) for x in row[3:])] for row in body]
+        return [intro, "", *table(heads, cells, right={0, 2, 3, 4, 5, 6, 7})]
 
     pass_costs = d["pass_costs"]
     lines = [
@@ -98,8 +128,8 @@ def batch_sweep_page() -> str:
         *facts(
             machine=f"{a['machine']} (as the data file records it; the CPU model was not recorded). Its pass "
             "costs — a 9-token pass costs {:.2f} one-token passes — are those of a CPU with native bfloat16 "
-            "matrix products (AVX-512 BF16 or AMX); an AVX2-only CPU pays about 3.2 (below).".format(
-                next(p["relative"] for p in pass_costs if p["rows"] == 1 and p["tokens"] == 9)
+            "matrix products (AVX-512 BF16 or AMX); an AVX2-only CPU pays about {:.1f} (below).".format(
+                nine(pass_costs), nine(avx2["pass_costs"])
             ),
             date=a["date"],
             command=f"`{a['command']}`",
@@ -125,9 +155,13 @@ def batch_sweep_page() -> str:
             note=avx2["about"].get("note", ""),
         ),
         *class_table(avx2["class"]),
+        *split_table(avx2["class"]),
+        "One shared target pass of *B* rows × *k* tokens on this CPU:",
+        "",
         *table(
-            ["rows × tokens", "× a 1-token pass"],
-            [[f"{p['rows']} × {p['tokens']}", p["relative"]] for p in avx2["pass_costs"]],
+            ["rows × tokens", *(["ms"] if "ms" in avx2["pass_costs"][0] else []), "× a 1-token pass"],
+            [[f"{p['rows']} × {p['tokens']}", *([p["ms"]] if "ms" in p else []), p["relative"]]
+             for p in avx2["pass_costs"]],
         ),
         "## Reading the tables",
         "",
@@ -135,8 +169,10 @@ def batch_sweep_page() -> str:
         "along almost for free and speculation wins. With many runs per pass the pass is compute-bound: "
         "rejected drafts and the runs' own drafter steps cost real time, and uncapped speculation falls "
         "behind plain decoding. The capped policy follows plain decoding under load. On the AVX2-only CPU "
-        "a 9-token pass already costs about three one-token passes, so speculation gains nothing even "
-        "alone at this temperature.",
+        "a 9-token pass costs about {:.1f} one-token passes, so speculation gains less even alone. The "
+        "ceiling is plain decoding through passes of that many rows and nothing else: the share of it a "
+        "class gets is what the scheduler's own work (the second table of that section), each run's "
+        "drafting and bookkeeping, and the queue leave on the table.".format(nine(avx2["pass_costs"])),
         "",
     ]
     return "\n".join(lines)
