@@ -160,8 +160,10 @@ def batch_sweep_page() -> str:
         "",
         *table(
             ["rows × tokens", *(["ms"] if "ms" in avx2["pass_costs"][0] else []), "× a 1-token pass"],
-            [[f"{p['rows']} × {p['tokens']}", *([p["ms"]] if "ms" in p else []), p["relative"]]
-             for p in avx2["pass_costs"]],
+            [
+                [f"{p['rows']} × {p['tokens']}", *([p["ms"]] if "ms" in p else []), p["relative"]]
+                for p in avx2["pass_costs"]
+            ],
         ),
         "## Reading the tables",
         "",
