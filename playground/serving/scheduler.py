@@ -69,9 +69,11 @@ class PassLedger:
     """Totals over the shared passes a scheduler ran (since it started or ``reset``), in ms:
     what the worker spends per pass besides the model, for the lesson and the batch sweep.
 
-    wait: the first submission of a pass until the pass starts (the worker holding for
-    stragglers); gather / model / write: ``batch_pass.PassTimes``; read: reading every run's
-    logits after the pass (``batch_probs.read_rows``: each run's p rows, confidence, top-n)."""
+    wait: the worker idle with a submission in hand, holding for stragglers (from the later of
+    the pass's first submission and the end of the worker's previous pass, whose last reads
+    the first runs it let go often outpace, to this pass's start); gather / model / write:
+    ``batch_pass.PassTimes``; read: reading every run's logits after the pass
+    (``batch_probs.read_rows``: each run's p rows, confidence, top-n)."""
 
     passes: int = 0
     rows: int = 0
@@ -271,12 +273,13 @@ class PassScheduler:
             return group
 
     def _loop(self) -> None:
+        free_since = time.monotonic()  # when the worker last finished a pass's work
         while True:
             batch = self._take()
             if batch is None:
                 return
             t0 = time.perf_counter()
-            waited = (time.monotonic() - min(t.submitted for t in batch)) * 1000.0
+            waited = (time.monotonic() - max(free_since, min(t.submitted for t in batch))) * 1000.0
             timed: list[PassTimes] = []
             read_ms = 0.0
             try:
@@ -311,6 +314,7 @@ class PassScheduler:
                     t.out, t.reads, t.error, t.rows, t.pass_ms = (None if failed else out), read, failed, len(batch), ms
                     t.done.set()
             self.ledger.add(len(batch), waited, timed[0] if timed else None, read_ms)
+            free_since = time.monotonic()
             with self._cond:  # every run served is on its way back: the gap starts here, not at the pass's end
                 self._gap_start = time.monotonic()
 
