@@ -188,7 +188,7 @@ def _localized_panels(c: dict[str, Any], s: Setup) -> tuple[list[Any], Any]:
             vlab.score_card(Scoreboard()),
             vlab.replay_html(None, 0),
             vserving.throughput_figure(data),
-            pd.DataFrame(vserving.class_rows(data), columns=vserving.class_headers()),
+            pd.DataFrame(vserving.class_rows(data), columns=vserving.class_headers(data)),
             vserving.pass_cost_figure(data),
             vserving.provenance_html(data),
         ]

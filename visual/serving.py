@@ -96,13 +96,20 @@ def _ceilings(data: dict) -> dict[int, float]:
 
 
 def class_rows(data: dict) -> list[list]:
-    """The class table: runs, variant, tokens/s, its share of the ceiling, p50, p95, runs per pass,
-    and where a shared pass's time went."""
-    return [
-        [r["runs"], _variant(r["variant"]), round(r["tokens_per_s"], 1), _share(r), round(r["p50_s"], 2),
-         round(r["p95_s"], 2), round(r["mean_shared_rows"], 1), _split(r.get("per_pass"))]
-        for r in sorted(data.get("class", []), key=lambda r: (r["runs"], r["variant"]))
-    ]  # fmt: skip
+    """The class table (``class_headers``' columns): runs, variant, tokens/s, its share of the
+    ceiling, p50, p95, runs per pass, and where a shared pass's time went."""
+    cells = {
+        "runs": lambda r: r["runs"],
+        "variant": lambda r: _variant(r["variant"]),
+        "tps": lambda r: round(r["tokens_per_s"], 1),
+        "of_ceiling": _share,
+        "p50": lambda r: round(r["p50_s"], 2),
+        "p95": lambda r: round(r["p95_s"], 2),
+        "per_pass": lambda r: round(r["mean_shared_rows"], 1),
+        "split": lambda r: _split(r.get("per_pass")),
+    }
+    rows = sorted(data.get("class", []), key=lambda r: (r["runs"], r["variant"]))
+    return [[cells[c](r) for c in _columns(data)] for r in rows]
 
 
 def _split(per_pass: dict | None) -> str:
@@ -123,9 +130,16 @@ def _share(row: dict) -> str:
 
 
 CLASS_COLUMNS = ("runs", "variant", "tps", "of_ceiling", "p50", "p95", "per_pass", "split")
-CLASS_HEADERS = [EN[f"sv.col.{k}"] for k in CLASS_COLUMNS]  # in English
+_MEASURED_BY = {"of_ceiling": "ceiling_tokens_per_s", "split": "per_pass"}  # columns older files lack
 
 
-def class_headers() -> list[str]:
-    """The class table's headers in the current language."""
-    return [t(f"sv.col.{k}") for k in CLASS_COLUMNS]
+def _columns(data: dict) -> list[str]:
+    """The columns the measurement fills: a file written before the ceiling or the pass split
+    were measured shows neither column rather than a column of dashes."""
+    rows = data.get("class", [])
+    return [c for c in CLASS_COLUMNS if c not in _MEASURED_BY or any(r.get(_MEASURED_BY[c]) for r in rows)]
+
+
+def class_headers(data: dict) -> list[str]:
+    """The class table's headers in the current language (``class_rows``' columns)."""
+    return [t(f"sv.col.{k}") for k in _columns(data)]

@@ -30,22 +30,30 @@ def test_the_lesson_renders_a_measurement():
     costs = vserving.pass_cost_figure(DATA)
     assert list(costs.data[0].x) == [1, 72] and list(costs.data[0].y) == [1.0, 2.6]
     rows = vserving.class_rows(DATA)
-    assert len(rows) == 6 and all(len(r) == len(vserving.class_headers()) for r in rows)
-    assert rows[0][3] == "0.62 of 16"  # 10 of 16 tokens/s
-    assert {r[-1] for r in rows} == {"–"}  # no pass split measured
+    headers = vserving.class_headers(DATA)
+    assert len(rows) == 6 and all(len(r) == len(headers) for r in rows)
+    assert headers[3] == "share of the ceiling (tokens/s)" and rows[0][3] == "0.62 of 16"  # 10 of 16 tokens/s
+    assert "ms per shared pass: model · scheduler · wait" not in headers  # no pass split measured
 
 
 def test_the_table_splits_a_shared_pass_into_model_scheduler_and_wait():
     split = {"rows": 8.0, "model_ms": 93.4, "gather_ms": 6.0, "write_ms": 2.2, "read_ms": 11.5, "wait_ms": 30.0}
-    data = {**DATA, "class": [{**DATA["class"][0], "per_pass": split}]}
-    assert vserving.class_rows(data)[0][-1] == "93 · 20 · 30"  # scheduler: 6 + 2.2 + 11.5
+    data = {**DATA, "class": [{**DATA["class"][0], "per_pass": split}, {**DATA["class"][1], "per_pass": None}]}
+    assert vserving.class_headers(data)[-1] == "ms per shared pass: model · scheduler · wait"
+    by_variant = {r[1]: r[-1] for r in vserving.class_rows(data)}
+    assert by_variant == {
+        DATA["class"][0]["variant"]: "93 · 20 · 30",
+        DATA["class"][1]["variant"]: "–",
+    }  # 6 + 2.2 + 11.5
 
 
 def test_a_measurement_without_a_ceiling_still_renders():
     """Files written before the ceiling was measured: no dashed line, a dash in the table."""
     old = {**DATA, "class": [{k: v for k, v in r.items() if k != "ceiling_tokens_per_s"} for r in DATA["class"]]}
     assert {t.name for t in vserving.throughput_figure(old).data} == set(sweep.VARIANTS)
-    assert {r[3] for r in vserving.class_rows(old)} == {"–"}
+    headers = vserving.class_headers(old)
+    assert len(headers) == 6 and "share of the ceiling (tokens/s)" not in headers  # no column of dashes
+    assert all(len(r) == 6 for r in vserving.class_rows(old))
 
 
 def test_provenance_is_escaped():

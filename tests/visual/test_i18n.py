@@ -479,7 +479,7 @@ def _lab_and_bench_renders():
     }
     figs += [vserving.throughput_figure(data), vserving.pass_cost_figure(data)]
     out += [vserving.provenance_html({}), vserving.provenance_html(data, live=True)]
-    out.append(" ".join(vserving.class_headers()) + " " + " ".join(str(r[1]) for r in vserving.class_rows(data)))
+    out.append(" ".join(vserving.class_headers(data)) + " " + " ".join(str(r[1]) for r in vserving.class_rows(data)))
     rows = [
         {"method": m, "drafter": d, "gamma": 4, "tree_nodes": n, "prompts": "grounded", "temperature": 0.0,
          "tokens_per_s": 10.0, "speedup_vs_autoregressive": 1.5, "speedup_vs_hf_generate": 1.2, "acceptance_rate": 0.5,

@@ -30,7 +30,7 @@ def build_tab(c: dict[str, Any], s: Setup) -> None:
         gr.Markdown(L("sv.lesson"))
         c["sv_throughput"] = gr.Plot(vserving.throughput_figure(data), show_label=False)
         c["sv_table"] = gr.Dataframe(
-            value=vserving.class_rows(data), headers=vserving.class_headers(), interactive=False, wrap=True
+            value=vserving.class_rows(data), headers=vserving.class_headers(data), interactive=False, wrap=True
         )
         c["sv_costs"] = gr.Plot(vserving.pass_cost_figure(data), show_label=False)
         c["sv_about"] = gr.HTML(vserving.provenance_html(data))
