@@ -119,8 +119,9 @@ def tensor_bytes(t: torch.Tensor) -> int:
 
 def install(model, force: bool | None = None) -> int:
     """Make ``model``'s bfloat16 linear layers compute multi-row products in float32 on a
-    packed copy of their weights (see the module docstring); ``force`` overrides ``wanted()``.  Returns the bytes of the float32
-    copies it added (0 when nothing changed).  Installing twice changes nothing more."""
+    packed copy of their weights (see the module docstring); ``force`` overrides ``wanted()``.
+    Returns the bytes of the float32 copies it added (0 when nothing changed).  Installing
+    twice changes nothing more."""
     if not (wanted() if force is None else force):
         return 0
     added = 0
