@@ -346,9 +346,9 @@ def test_prompt_chunks_and_steps_never_share_a_pass(model, monkeypatch, prompt_t
     passes = []
     real = scheduler_module.batched_forward
 
-    def logged(model, rows, pad_id=0):
+    def logged(model, rows, pad_id=0, timed=None):
         passes.append(sorted((len(r.ids), r.keep) for r in rows))
-        return real(model, rows, pad_id)
+        return real(model, rows, pad_id, timed)
 
     monkeypatch.setattr(scheduler_module, "batched_forward", logged)
     scheduler = PassScheduler(model, wait_ms=2_000)
@@ -386,7 +386,9 @@ def test_the_last_chunk_read_is_waited_for_like_the_first(model, monkeypatch):
     sizes = []
     real = scheduler_module.batched_forward
     monkeypatch.setattr(
-        scheduler_module, "batched_forward", lambda m, rows, pad_id=0: sizes.append(len(rows)) or real(m, rows, pad_id)
+        scheduler_module,
+        "batched_forward",
+        lambda m, rows, pad_id=0, timed=None: sizes.append(len(rows)) or real(m, rows, pad_id, timed),
     )
     barrier = threading.Barrier(6)
 
