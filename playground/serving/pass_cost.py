@@ -26,10 +26,11 @@ from transformers import DynamicCache
 
 from playground.config import load_config
 from playground.decoding.batch_pass import RowPass, batched_forward
+from playground.models import bf16_matmul
 from playground.models.loading import load_pair
 from playground.serving.policy import KNEE_TOKENS
 
-DATA = Path(__file__).resolve().parents[1] / "data"  # batch_sweep.json: the measurement the lesson shows
+DATA = Path(__file__).resolve().parents[1] / "data"  # batch_sweep*.json: the measurements the lesson shows
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,13 @@ def measure_pass_costs(preset: str | None = None, dtype: str | None = None) -> d
     return costs_json(costs, about)
 
 
-def measured() -> dict:
-    """The committed measurement the lesson shows (``playground/data/batch_sweep.json``), or {}."""
+def measured(native: bool | None = None) -> dict:
+    """The committed measurement the lesson shows, or {}: the one taken on a CPU like this one.
 
-    path = DATA / "batch_sweep.json"
+    ``playground/data/batch_sweep.json`` was measured on a CPU with native bfloat16 products,
+    ``batch_sweep_avx2.json`` on one without (``playground.models.bf16_matmul``), where a pass
+    of a few tokens costs about twice as much.  native: which to read (default: this CPU's kind)."""
+
+    native = bf16_matmul.native_bf16() if native is None else native
+    path = DATA / ("batch_sweep.json" if native else "batch_sweep_avx2.json")
     return json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}

@@ -4,6 +4,8 @@ empty figures rather than an error; the pass-cost table measures a tiny model.""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import torch
 
@@ -68,12 +70,24 @@ def test_no_measurement_is_not_an_error():
     assert "No measurement" in vserving.provenance_html({})
 
 
-def test_the_committed_measurement_has_every_variant():
-    data = pass_cost.measured()
-    if not data:
-        pytest.skip("playground/data/batch_sweep.json not measured yet")
+@pytest.mark.parametrize("native", [True, False], ids=["native-bf16", "avx2"])
+def test_the_committed_measurements_have_every_variant_and_render(native):
+    """One measurement per kind of CPU; the lesson shows the one like the server's."""
+    data = pass_cost.measured(native)
+    assert data, "a committed batch sweep is missing"
     assert {r["variant"] for r in data["class"]} == set(sweep.VARIANTS)
-    assert data["about"]["knee_tokens"] > 0
+    assert data["about"]["knee_tokens"] > 0 and data["about"]["preset"] and data["about"]["date"]
+    assert len(vserving.class_rows(data)[0]) == len(vserving.class_headers(data))
+    assert vserving.throughput_figure(data).data and vserving.pass_cost_figure(data).data[0].x
+
+
+def test_the_lesson_reads_the_measurement_of_this_kind_of_cpu(monkeypatch):
+    from playground.models import bf16_matmul
+
+    for native, name in ((True, "batch_sweep.json"), (False, "batch_sweep_avx2.json")):
+        monkeypatch.setattr(bf16_matmul, "native_bf16", lambda n=native: n)
+        assert pass_cost.measured() == json.loads((pass_cost.DATA / name).read_text(encoding="utf-8"))
+    assert "ceiling_tokens_per_s" in pass_cost.measured(False)["class"][0]  # the AVX2 sweep has the ceiling
 
 
 def test_pass_costs_on_a_tiny_model():

@@ -154,7 +154,8 @@ MESSAGES.update(
             "How soon the knee comes depends on the CPU.  With AVX-512 BF16 (or AMX) a bfloat16 pass of 9\n"
             "tokens cost 1.05–1.4 passes of one; with AVX2 only, about 2 (products of several rows run in\n"
             "float32 there), so speculation gains less even alone.  The button below measures this server.\n\n"
-            "The dashed line is the machine's **ceiling**, measured in the same run: plain decoding through\n"
+            "Where the measurement has it, the dashed line is the machine's **ceiling**, measured in the\n"
+            "same run: plain decoding through"
             "passes of that many rows and nothing else.  The table gives each class's throughput as a\n"
             "share of it: what the scheduler, each run's sampling and the queue leave on the table."
         ),
