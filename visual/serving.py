@@ -43,7 +43,7 @@ def throughput_figure(data: dict) -> go.Figure:
             y=list(ceiling.values()),
             mode="lines+markers",
             name=t("sv.ceiling"),
-            line=dict(color=GRID_COLOR, dash="dash", width=2),
+            line=dict(color=COLORS["other"], dash="dash", width=2),
             hovertemplate=t("sv.hover.ceiling") + "<extra></extra>",
         )
     fig.update_xaxes(title=t("sv.runs"), type="log", gridcolor=GRID_COLOR, tickvals=[1, 2, 4, 8, 16, 32])

@@ -155,9 +155,9 @@ MESSAGES.update(
             "tokens cost 1.05–1.4 passes of one; with AVX2 only, about 2 (products of several rows run in\n"
             "float32 there), so speculation gains less even alone.  The button below measures this server.\n\n"
             "Where the measurement has it, the dashed line is the machine's **ceiling**, measured in the\n"
-            "same run: plain decoding through"
-            "passes of that many rows and nothing else.  The table gives each class's throughput as a\n"
-            "share of it: what the scheduler, each run's sampling and the queue leave on the table."
+            "same run: plain decoding through passes of that many rows and nothing else.  The table gives\n"
+            "each class's throughput as a share of it: what the scheduler, each run's sampling and the\n"
+            "queue leave on the table."
         ),
         "sv.variant.speculative, capped": "speculative, capped",
         "sv.variant.speculative": "speculative",
