@@ -26,7 +26,7 @@ DATA = {
 
 def test_the_lesson_renders_a_measurement():
     fig = vserving.throughput_figure(DATA)
-    assert {t.name for t in fig.data} == {*sweep.VARIANTS, "ceiling: plain decoding, passes of that many rows alone"}
+    assert {t.name for t in fig.data} == {*sweep.VARIANTS, "ceiling"}
     assert list(fig.data[0].x) == [1, 8]
     assert list(fig.data[-1].x) == [1, 8] and list(fig.data[-1].y) == [16.0, 128.0]  # the ceiling, once per size
     costs = vserving.pass_cost_figure(DATA)

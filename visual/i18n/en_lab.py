@@ -184,8 +184,8 @@ MESSAGES.update(
         "sv.col.per_pass": "runs per pass",
         "sv.split": "{model} · {own} · {wait}",
         "sv.col.split": "ms per shared pass: model · scheduler · wait",
-        "sv.ceiling": "ceiling: plain decoding, passes of that many rows alone",
-        "sv.hover.ceiling": "%{x} rows per pass, nothing else<br>%{y:.1f} tokens/s",
+        "sv.ceiling": "ceiling",
+        "sv.hover.ceiling": "ceiling: plain decoding, %{x} rows per pass and nothing else<br>%{y:.1f} tokens/s",
         "sv.share": "{share} of {ceiling}",
         "sv.col.of_ceiling": "share of the ceiling (tokens/s)",
     }

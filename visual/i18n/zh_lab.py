@@ -164,8 +164,8 @@ MESSAGES.update(
         "sv.col.per_pass": "每次前向传播的运行数",
         "sv.split": "{model} · {own} · {wait}",
         "sv.col.split": "每次共享前向传播的毫秒数：模型 · 调度器 · 等待",
-        "sv.ceiling": "上限：普通解码，每次前向传播只含这么多行",
-        "sv.hover.ceiling": "每次前向传播 %{x} 行，别无其他<br>每秒 %{y:.1f} 个词元",
+        "sv.ceiling": "上限",
+        "sv.hover.ceiling": "上限：普通解码，每次前向传播 %{x} 行，别无其他<br>每秒 %{y:.1f} 个词元",
         "sv.share": "{ceiling} 的 {share}",
         "sv.col.of_ceiling": "占上限的比例（每秒词元数）",
     }
