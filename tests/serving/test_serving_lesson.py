@@ -107,8 +107,6 @@ def test_the_batch_sweep_command_writes_its_tables(tmp_path, capsys):
     assert code == 0
     out = capsys.readouterr().out
     assert "| B rows × k tokens |" in out and "speculative, capped" in out
-    import json
-
     data = json.loads((tmp_path / "batch_sweep.json").read_text())
     assert [(r["runs"], r["variant"]) for r in data["class"]] == [(b, v) for b in (1, 3) for v in sweep.VARIANTS]
     assert all(r["tokens_per_s"] > 0 for r in data["class"])
@@ -119,8 +117,6 @@ def test_the_batch_sweep_command_writes_its_tables(tmp_path, capsys):
 def test_the_batch_sweep_prints_and_stores_the_ceiling_beside_each_class(tmp_path, capsys):
     """Each class figure has the machine's ceiling (plain decoding through passes of B rows alone,
     measured in the same run) and the class's share of it."""
-    import json
-
     from tools import cli
 
     code = cli.main(["batch-sweep", "--preset", "tiny-random", "--batches", "1,2", "--tokens", "3",
