@@ -5,8 +5,7 @@ or live on this server.
 Figures: the class's throughput by runs at once for speculative (capped / uncapped) and
 plain decoding, beside the machine's ceiling measured in the same run (plain decoding
 through passes of that many rows alone), and the cost of one shared pass by the row-tokens
-it carries.  This
-module renders a measurement; it does not measure (``tools.batch_sweep``).
+it carries.  This module renders a measurement; it does not measure (``tools.batch_sweep``).
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from playground.decoding.batch_pass import PassTimes, RowOut, RowPass, batched_forward, layer_types
 from playground.decoding.batch_probs import ReadSpec, RowReads, read_rows
@@ -66,8 +66,9 @@ class _Ticket:
 
 @dataclass
 class PassLedger:
-    """Totals over the shared passes a scheduler ran (since it started or ``reset``), in ms:
-    what the worker spends per pass besides the model, for the lesson and the batch sweep.
+    """Totals over the shared passes a scheduler ran since this ledger was made (the batch
+    sweep gives the scheduler a new one per class), in ms: what the worker spends per pass
+    besides the model, for the lesson and the batch sweep.
 
     wait: the worker idle with a submission in hand, holding for stragglers (from the later of
     the pass's first submission and the end of the worker's previous pass, whose last reads
@@ -97,8 +98,7 @@ class PassLedger:
         """Mean rows and ms per pass (empty before the first pass)."""
         if not self.passes:
             return {}
-        names = ("rows", "wait_ms", "gather_ms", "model_ms", "write_ms", "read_ms")
-        return {name: getattr(self, name) / self.passes for name in names}
+        return {f.name: getattr(self, f.name) / self.passes for f in fields(self) if f.name != "passes"}
 
 
 @dataclass(frozen=True)
