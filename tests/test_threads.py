@@ -165,3 +165,19 @@ def test_a_shared_run_leaves_each_thread_on_all_cores_between_steps(model, cores
     seen = _in_thread(run)
     assert [n for n, _ in seen] == [cores] * len(seen)
     assert any(rows is not None for _, rows in seen)  # steps were recorded (and their passes shared)
+
+
+def test_measuring_pass_costs_leaves_no_helpers_behind(model, monkeypatch):
+    """The lesson's "measure here" and the batch sweep's ceiling compute on every core in
+    their own thread; a team left parked there would slow every later pass of the worker."""
+    from playground.serving import pass_cost
+
+    given_back: list[str] = []
+    monkeypatch.setattr(pass_cost, "release_team", lambda: given_back.append(threading.current_thread().name))
+
+    def measure():
+        threading.current_thread().name = "measuring"
+        return pass_cost.pass_costs(model, [(2, 1)], ctx=4, repeats=1)
+
+    costs = _in_thread(measure)
+    assert [c.rows for c in costs] == [2] and given_back == ["measuring"]

@@ -29,6 +29,7 @@ from playground.decoding.batch_pass import RowPass, batched_forward
 from playground.models import bf16_matmul
 from playground.models.loading import load_pair
 from playground.serving.policy import KNEE_TOKENS
+from playground.threads import release_team
 
 DATA = Path(__file__).resolve().parents[1] / "data"  # batch_sweep*.json: the measurements the lesson shows
 
@@ -66,7 +67,6 @@ def _median_ms(fn: Callable[[], None], repeats: int) -> float:
 
 def pass_costs(model, shapes: list[tuple[int, int]], ctx: int = 64, repeats: int = 3) -> list[PassCost]:
     """Median ms of one shared pass per (rows, tokens) shape, each row with a ``ctx`` cache."""
-    caches = [_filled_cache(model, ctx, seed) for seed in range(max(b for b, _ in shapes))]
 
     def one(rows: int, tokens: int) -> None:
         batch = [RowPass(caches[b], tuple(range(1, 1 + tokens)), keep=tokens) for b in range(rows)]
@@ -74,12 +74,19 @@ def pass_costs(model, shapes: list[tuple[int, int]], ctx: int = 64, repeats: int
         for c in caches[:rows]:
             c.crop(-tokens)  # back to ctx for the next repeat
 
-    _median_ms(lambda: one(1, 1), 2)  # warm up
-    before = _median_ms(lambda: one(1, 1), repeats + 2)
-    measured = [(rows, tokens, _median_ms(lambda r=rows, t=tokens: one(r, t), repeats)) for rows, tokens in shapes]
-    # The unit is timed again after the shapes, and the warmer (faster) of the two is kept: a
-    # unit taken while the process still warmed up read 72 ms against 59 ms later in one sweep.
-    unit = min(before, _median_ms(lambda: one(1, 1), repeats + 2))
+    try:
+        caches = [_filled_cache(model, ctx, seed) for seed in range(max(b for b, _ in shapes))]
+        _median_ms(lambda: one(1, 1), 2)  # warm up
+        before = _median_ms(lambda: one(1, 1), repeats + 2)
+        measured = [(rows, tokens, _median_ms(lambda r=rows, t=tokens: one(r, t), repeats)) for rows, tokens in shapes]
+        # The unit is timed again after the shapes, and the warmer (faster) of the two is kept: a
+        # unit taken while the process still warmed up read 72 ms against 59 ms later in one sweep.
+        unit = min(before, _median_ms(lambda: one(1, 1), repeats + 2))
+    finally:
+        # The calling thread is done computing: its parked OpenMP helpers would slow every later
+        # pass of the scheduler's worker (``playground.threads``), e.g. the class the batch sweep
+        # runs right after measuring its ceiling, or every run after the lesson's "measure here".
+        release_team()
     return [PassCost(rows, tokens, ms, ms / unit) for rows, tokens, ms in measured]
 
 
