@@ -5,7 +5,8 @@ not change).  ``batched_forward`` stacks the rows for one pass:
 
     input ids      [B, K]       row b's k_b new tokens right-aligned, pad slots before them
     position ids   [B, K]       row b's own positions (its cache length + offset, or a tree's depths)
-    past keys      [B, Hkv, P, D] per layer: row b's cached keys right-aligned, zeros before them
+    keys           [B, Hkv, P+K, D] per layer: row b's cached keys left-aligned, zeros after
+                                them, then K slots the pass writes the new keys into
     masks          {layer type: [B, 1, K, P+K]}  row b's queries see only row b's keys
 
 A row's query sees a cached key of its own row (sliding-window layers: only if
@@ -14,8 +15,10 @@ query position − key position < W), and the new tokens its ``attend`` matrix a
 visible; a pad query sees only itself, so it stays finite (a fully masked softmax row is
 NaN, and 0 · NaN in the value product would reach nobody, but finite is simpler to trust).
 
-After the pass, the k_b new keys and values of each row are appended to that row's own
-cache with the layer's ``update`` (sliding layers count and trim as in a plain pass), and
+Each layer's batch is allocated once with its K new slots (the model's cache update writes
+into them: no second copy of the batch per layer) and filled with one ``pad_sequence`` call
+(its copies in C++, not thirty Python calls a layer).  After the pass, the k_b new keys and
+values of each row are appended to that row's own cache with the layer's ``update`` (sliding layers count and trim as in a plain pass), and
 row b gets the logits (and final hidden states) of its last ``keep`` new tokens.
 
 The decoder runs on its own and the LM head (262k × 640 for Gemma 3, as much work per
@@ -32,7 +35,9 @@ import time
 from dataclasses import dataclass
 
 import torch
+from torch.nn.utils.rnn import pad_sequence
 from transformers import DynamicCache
+from transformers.cache_utils import Cache, DynamicLayer
 
 
 @dataclass(frozen=True)
@@ -104,7 +109,7 @@ def _row_geometry(row: RowPass) -> tuple[int, torch.Tensor, torch.Tensor]:
 def _mask(
     rows_geo, n_past: list[int], width: int, slots: int, window: int | None
 ) -> torch.Tensor:  # [B, 1, K, P+K] bool
-    """One layer type's mask: ``n_past[b]`` cached keys of row b right-aligned in ``width``
+    """One layer type's mask: ``n_past[b]`` cached keys of row b left-aligned in ``width``
     slots (their positions end at L_b − 1), then the K new slots, row b's right-aligned."""
     mask = torch.zeros(len(rows_geo), 1, slots, width + slots, dtype=torch.bool)
     for b, (past, pos, attend) in enumerate(rows_geo):
@@ -117,7 +122,7 @@ def _mask(
         if window is not None:
             seen &= (pos[:, None] - key_pos[None, :]) < window
             new &= (pos[:, None] - pos[None, :]) < window
-        mask[b, 0, q0:, width - s : width] = seen
+        mask[b, 0, q0:, :s] = seen
         mask[b, 0, q0:, width + q0 :] = new
     return mask
 
@@ -130,18 +135,38 @@ def prepare_mask(mask: torch.Tensor, attn: str, dtype: torch.dtype, device) -> t
     return mask
 
 
-def _stack_past(layers, window, heads: int, head_dim: int, dtype, device) -> tuple[DynamicCache, list[int]]:
-    """(one batch layer's keys/values [B, Hkv, P, D], right-aligned; the count per row)."""
+class _Slots(DynamicLayer):
+    """One layer of the batch: every row's visible past and the pass's new slots, allocated
+    together.  The model's update writes the new keys into their slots and attends over the
+    whole tensor, where a ``DynamicLayer`` would concatenate a copy of the batch."""
+
+    def __init__(self, keys: torch.Tensor, values: torch.Tensor, width: int) -> None:  # [B, Hkv, P+K, D] each
+        super().__init__()
+        self.keys, self.values, self.width = keys, values, width
+        self.dtype, self.device, self.is_initialized = keys.dtype, keys.device, True
+
+    def update(self, key_states, value_states, *args, **kwargs):  # [B, Hkv, K, D] each
+        self.keys[:, :, self.width :] = key_states
+        self.values[:, :, self.width :] = value_states
+        return self.keys, self.values
+
+
+def _stack_past(layers, window, slots: int, heads: int, head_dim: int, dtype, device) -> tuple[_Slots, list[int]]:
+    """(one batch layer: its rows' visible keys/values left-aligned in P slots, then ``slots``
+    empty ones, [B, Hkv, P+K, D] each; the count per row)."""
     visible = [_visible_past(layer, window) for layer in layers]
     counts = [0 if kv is None else kv[0].shape[-2] for kv in visible]
     width = max(counts)
-    keys = torch.zeros(len(layers), heads, width, head_dim, dtype=dtype, device=device)
-    values = torch.zeros_like(keys)
-    for b, kv in enumerate(visible):
-        if kv is not None and counts[b]:
-            keys[b, :, width - counts[b] :] = kv[0][0]
-            values[b, :, width - counts[b] :] = kv[1][0]
-    return (keys, values), counts
+    empty = torch.zeros(0, heads, head_dim, dtype=dtype, device=device)
+    # A sequence of P + K zeros (expanded: nothing allocated) sets the batch's width; rows are
+    # [S, Hkv, D] views, padded after their keys.
+    extent = torch.zeros(1, 1, 1, dtype=dtype, device=device).expand(width + slots, heads, head_dim)
+    out = []
+    for i in (0, 1):
+        rows = [empty if kv is None else kv[i][0].transpose(0, 1) for kv in visible]
+        batch = pad_sequence([*rows, extent], batch_first=True)[: len(layers)]  # [B, P+K, Hkv, D]
+        out.append(batch.transpose(1, 2).contiguous())  # [B, Hkv, P+K, D]; no copy for one head
+    return _Slots(out[0], out[1], width), counts
 
 
 def _own_slots(width: int, slots: int, k: int) -> slice:
@@ -174,17 +199,17 @@ def batched_forward(model, rows: list[RowPass], pad_id: int = 0, timed: list | N
         positions[b, slots - len(r.ids) :] = pos
         positions[b, : slots - len(r.ids)] = pos[0]  # pads: any valid position, never seen
 
-    data, masks, widths = [], {}, []
+    layers, masks, widths = [], {}, []
     for i, kind in enumerate(types):
         sliding = kind == "sliding_attention"
-        kv, counts = _stack_past([r.cache.layers[i] for r in rows], window, heads, head_dim, dtype, device)
-        data.append(kv)
-        widths.append(kv[0].shape[-2])
+        layer, counts = _stack_past([r.cache.layers[i] for r in rows], window, slots, heads, head_dim, dtype, device)
+        layers.append(layer)
+        widths.append(layer.width)
         if kind not in masks:
             masks[kind] = prepare_mask(
                 _mask(geo, counts, widths[-1], slots, window if sliding else None), attn, dtype, device
             )
-    batch_cache = DynamicCache(ddp_cache_data=data)
+    batch_cache = Cache(layers=layers)
     attention_mask = masks if len(masks) > 1 else next(iter(masks.values()))
     t1 = time.perf_counter()
     hidden = _final_states(model, ids.to(device), attention_mask, positions.to(device), batch_cache)  # [B, K, H]
