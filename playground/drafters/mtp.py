@@ -340,10 +340,14 @@ class MTPDrafter(BaseDrafter):
                 )
                 break
             level = self._add_children(kids, ids, level, tokens, parents, rows)
-            index = torch.tensor([kid.slot for kid in kids], device=dev)
+            # A child with path score 0 gets no children (tree_grow: a later sibling, when sampling):
+            # the next head step leaves it out.
+            live = [j for j, (_, _, score) in enumerate(level) if score > 0.0]
+            level = [level[j] for j in live]
+            index = torch.tensor([kids[j].slot for j in live], device=dev)
             states = states.index_select(1, index)
             own = [([k.index_select(2, index) for k in ks], [v.index_select(2, index) for v in vs]) for ks, vs in own]
-            if len(tokens) >= max_nodes:
+            if len(tokens) >= max_nodes or not level:
                 break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / max(1, len(tokens))

@@ -47,6 +47,20 @@ def test_sampled_children_carry_the_law_they_were_drawn_from():
         drawn.append(k.index)
 
 
+def test_only_the_first_drawn_child_of_a_node_may_have_children():
+    """When sampling, a node's later siblings get path score 0 (no children at the next level):
+    at T = 1 they are accepted a fraction as often as the first, whose own children matter more."""
+    g = torch.Generator().manual_seed(0)
+    kids = tree_grow.grow_level([1.0, 0.5], torch.stack([Q_ROOT, P_ROOT]), budget=5, branch=3, sample=True, generator=g)
+    for slot, parent_score, q in ((0, 1.0, Q_ROOT), (1, 0.5, P_ROOT)):
+        mine = [k for k in kids if k.slot == slot]
+        assert len(mine) >= 2
+        assert mine[0].score == pytest.approx(parent_score * float(q[mine[0].index]))
+        assert all(k.score == 0.0 for k in mine[1:])
+    nxt = tree_grow.allocate([k.score for k in kids], torch.stack([Q_ROOT] * len(kids)), budget=8, branch=4)
+    assert [n > 0 for n in nxt] == [k.score > 0 for k in kids]  # the next level: first children only
+
+
 def test_expandable_false_gets_no_children():
     kids = tree_grow.grow_level(
         [1.0, 1.0],

@@ -208,7 +208,8 @@ def test_sampled_tree_matches_target_distribution(name, branch):
 
 @pytest.mark.parametrize("name", ["T=1", "T=0.7,top-k=4"])
 def test_model_drafter_tree_matches_target_distribution(name):
-    """The two-model drafter's deterministic top-k children (one-hot q) through the full loop."""
+    """The two-model drafter's children drawn without replacement, two levels of them (the
+    second under each first-drawn child only: ``tree_grow``), through the full loop."""
     params = PARAMS[name]
     counts, pmf = sample_tree_pairs(params, lambda t: ModelDrafter(BigramLM(t), V), n=2000)
     assert_follows(counts, pmf)
