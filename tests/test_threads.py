@@ -181,3 +181,55 @@ def test_measuring_pass_costs_leaves_no_helpers_behind(model, monkeypatch):
 
     costs = _in_thread(measure)
     assert [c.rows for c in costs] == [2] and given_back == ["measuring"]
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_a_lab_handler_leaves_its_gradio_thread_without_helpers(monkeypatch, fails):
+    """gradio's worker threads live on: a lab handler's thread gives its team back when the
+    handler returns or fails (``visual.lab_tabs.common.run_errors``)."""
+    gr = pytest.importorskip("gradio")
+    from visual.lab_tabs import common
+
+    given_back: list[str] = []
+    monkeypatch.setattr(common, "done_computing", lambda: given_back.append(threading.current_thread().name))
+
+    def handler():
+        threading.current_thread().name = "gradio-worker"
+        _parallel_kernel()
+        if fails:
+            raise ValueError("a clear message")
+        return "ok"
+
+    def call():
+        try:
+            return common.run_errors(handler)
+        except gr.Error:
+            return "error"
+
+    assert _in_thread(call) == ("error" if fails else "ok")
+    assert given_back == ["gradio-worker"]
+
+
+def test_the_live_benchmark_gives_back_each_steps_helpers(monkeypatch):
+    """Each step of the Benchmark tab's generator may run in another gradio thread: every step
+    gives back the helpers of the thread that ran it."""
+    pytest.importorskip("gradio")
+    from visual import bench_tab
+
+    given_back: list[str] = []
+    monkeypatch.setattr(bench_tab, "done_computing", lambda: given_back.append(threading.current_thread().name))
+    steps = bench_tab.run_live(
+        "tiny-random", "custom", "abc abc abc abc", ["prompt-lookup"], [2], 4, 0.0, False, 1,
+        progress=lambda *a, **k: None,
+    )  # fmt: skip
+    names = []
+    while True:
+
+        def step():
+            threading.current_thread().name = f"gradio-worker-{len(names)}"
+            return next(steps, None)
+
+        if _in_thread(step) is None:
+            break
+        names.append(f"gradio-worker-{len(names)}")
+    assert len(names) >= 3 and set(names[1:-1]) <= set(given_back)

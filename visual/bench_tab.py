@@ -23,6 +23,7 @@ import gradio as gr
 from playground.config import AppConfig, Preset, load_config
 from playground.lab.budget import default_wall_s
 from playground.models.loading import ModelUnavailable, availability
+from playground.threads import done_computing
 from playground.validate import MAX_TREE_NODES
 from tools import bench
 from visual import bench as vbench
@@ -188,6 +189,9 @@ def run_live(
     report = None
     try:
         for item in bench.iter_bench(opts):
+            # gradio may run the next step in another of its worker threads, which live on: this
+            # one gives back its OpenMP helpers, or they would slow every later run (playground.threads).
+            done_computing()
             if isinstance(item, bench.Progress):
                 frac = item.done / item.total if item.total else 0.0
                 try:
@@ -201,6 +205,8 @@ def run_live(
         raise gr.Error(engine_message(exc)) from None
     except Exception as exc:  # keep serving; say what happened
         raise gr.Error(t("bench.failed", error=f"{type(exc).__name__}: {exc}")) from None
+    finally:
+        done_computing()
     assert report is not None
     figs = vbench.bench_figures(report.rows)
     notes = "".join("\n\n" + t("bench.note", note=n) for n in report.meta.get("notes", []))
