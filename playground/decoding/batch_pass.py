@@ -18,8 +18,9 @@ NaN, and 0 · NaN in the value product would reach nobody, but finite is simpler
 Each layer's batch is allocated once with its K new slots (the model's cache update writes
 into them: no second copy of the batch per layer) and filled with one ``pad_sequence`` call
 (its copies in C++, not thirty Python calls a layer).  After the pass, the k_b new keys and
-values of each row are appended to that row's own cache with the layer's ``update`` (sliding layers count and trim as in a plain pass), and
-row b gets the logits (and final hidden states) of its last ``keep`` new tokens.
+values of each row are appended to that row's own cache with the layer's ``update``
+(sliding layers count and trim as in a plain pass), and row b gets the logits (and final
+hidden states) of its last ``keep`` new tokens.
 
 The decoder runs on its own and the LM head (262k × 640 for Gemma 3, as much work per
 token as the rest of the model) only on the positions a row needs — a chunk of a
