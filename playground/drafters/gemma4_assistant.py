@@ -342,10 +342,12 @@ class Gemma4AssistantDrafter(BaseDrafter):
         level = [(ROOT, int(committed[-1]), state.hidden, 1.0)]  # (node, token, h, path probability)
         steps = 0
         for _ in range(max_depth):
-            expandable = [node == ROOT or tok not in self.eos for node, tok, _, _ in level]
+            # Nothing follows an end of sequence, and a node with path score 0 (a later sibling,
+            # when sampling: tree_grow) gets no children: neither takes an assistant step.
+            expandable = [(node == ROOT or tok not in self.eos) and score > 0.0 for node, tok, _, score in level]
             dists, h_next = [], []
             for (node, tok, h, _), ok in zip(level, expandable):
-                if not ok:  # nothing follows an end of sequence
+                if not ok:
                     dists.append(torch.zeros(self.vocab_size, device=self.device))
                     h_next.append(None)
                     continue

@@ -28,6 +28,7 @@ from transformers import (
 from playground.decoding.draft import TargetState
 from playground.decoding.engine import run
 from playground.decoding.sampling import SamplingParams, logits_to_probs
+from playground.decoding.tree import ROOT
 from playground.drafters.gemma4_assistant import Gemma4AssistantDrafter, context_kv, load_gemma4_assistant_drafter
 from playground.settings import RunSettings
 from tests import tiny_models
@@ -282,6 +283,23 @@ def test_tree_greedy_equality_through_engine(pair, nodes):
             )
             branched += branched_steps(res)
     assert branched > 0
+
+
+def test_a_sampled_tree_steps_only_from_the_root_and_first_children(small_pair):
+    """Later siblings get no children when sampling (``tree_grow``), so the assistant takes no
+    step from them: one step for the root, then one per first child that is expanded."""
+    target, assistant = small_pair
+    drafter = Gemma4AssistantDrafter(target, assistant, eos_token_ids=[])
+    drafter.start(prefix_state(target, PROMPT))
+    for seed in range(5):
+        draft = drafter.propose_tree(
+            prefix_state(target, PROMPT), 9, 3, SamplingParams(temperature=1.0), torch.Generator().manual_seed(seed)
+        )
+        tree = draft.tree
+        first = [j for j, parent in enumerate(tree.parents) if tree.parents.index(parent) == j]  # first of siblings
+        expanded = set(tree.parents) - {ROOT}
+        assert expanded <= set(first) and len(tree) > len(first)  # siblings drawn, only first ones expanded
+        assert draft.forward_calls == 1 + sum(1 for j in first if tree.depth(j) < 3)
 
 
 def test_tree_sampling_matches_target_distribution(small_pair):
