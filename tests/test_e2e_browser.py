@@ -159,6 +159,10 @@ def test_phone_run_first_and_nothing_wider_than_the_screen(browser, server, widt
     assert prompt["y"] < settings["y"]  # prompt first, settings below
     _run_and_show_a_verified_step(page)
     assert page.locator("#step-view .steptable tr").count() >= 2  # the drafts, one card each
+    # plotly's toolbar (always shown on a touch screen) would sit over a chart's title
+    toolbars = page.locator(".js-plotly-plot .modebar-container")
+    shown = toolbars.evaluate_all("els => els.map(el => getComputedStyle(el).display)")
+    assert shown and set(shown) == {"none"}, shown
     assert page.evaluate(OVERFLOW_JS) == []
     assert page.evaluate("document.documentElement.scrollWidth") <= width
     page.screenshot(path=str(ARTIFACTS / f"e2e_phone_{width}.png"), full_page=False)
