@@ -200,15 +200,14 @@ def batched_forward(model, rows: list[RowPass], pad_id: int = 0, timed: list | N
         positions[b, slots - len(r.ids) :] = pos
         positions[b, : slots - len(r.ids)] = pos[0]  # pads: any valid position, never seen
 
-    layers, masks, widths = [], {}, []
+    layers, masks = [], {}
     for i, kind in enumerate(types):
         sliding = kind == "sliding_attention"
         layer, counts = _stack_past([r.cache.layers[i] for r in rows], window, slots, heads, head_dim, dtype, device)
         layers.append(layer)
-        widths.append(layer.width)
         if kind not in masks:
             masks[kind] = prepare_mask(
-                _mask(geo, counts, widths[-1], slots, window if sliding else None), attn, dtype, device
+                _mask(geo, counts, layer.width, slots, window if sliding else None), attn, dtype, device
             )
     batch_cache = Cache(layers=layers)
     attention_mask = masks if len(masks) > 1 else next(iter(masks.values()))
@@ -220,9 +219,9 @@ def batched_forward(model, rows: list[RowPass], pad_id: int = 0, timed: list | N
     t2 = time.perf_counter()
     # Rows' caches change last: a pass that fails before here leaves every row as it was, so
     # the scheduler may run each row again alone.
-    for i, layer in enumerate(batch_cache.layers):  # each row keeps its own new keys
+    for i, layer in enumerate(layers):  # each row keeps its own new keys
         for b, r in enumerate(rows):
-            new = _own_slots(widths[i], slots, len(r.ids))
+            new = _own_slots(layer.width, slots, len(r.ids))
             r.cache.layers[i].update(layer.keys[b : b + 1, :, new], layer.values[b : b + 1, :, new])
     if timed is not None:
         timed.append(PassTimes(*((b - a) * 1000.0 for a, b in ((t0, t1), (t1, t2), (t2, time.perf_counter())))))

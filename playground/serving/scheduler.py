@@ -316,7 +316,7 @@ class PassScheduler:
             self.ledger.add(len(batch), waited, timed[0] if timed else None, read_ms)
             free_since = time.monotonic()
             with self._cond:  # every run served is on its way back: the gap starts here, not at the pass's end
-                self._gap_start = time.monotonic()
+                self._gap_start = free_since
 
     def _alone(self, batch: list[_Ticket]) -> list[RowOut | BaseException]:
         """Each row of a failed shared pass in a pass of its own (``batched_forward`` changes

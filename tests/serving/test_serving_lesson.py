@@ -50,7 +50,7 @@ def test_the_table_splits_a_shared_pass_into_model_scheduler_and_wait():
 
 
 def test_a_measurement_without_a_ceiling_still_renders():
-    """Files written before the ceiling was measured: no dashed line, a dash in the table."""
+    """Files written before the ceiling was measured: no dashed line, and no share column."""
     old = {**DATA, "class": [{k: v for k, v in r.items() if k != "ceiling_tokens_per_s"} for r in DATA["class"]]}
     assert {t.name for t in vserving.throughput_figure(old).data} == set(sweep.VARIANTS)
     headers = vserving.class_headers(old)
