@@ -52,8 +52,16 @@ TABS: list[tuple[str | None, object]] = [
 ]
 
 
+# gradio rebuilds its monitoring summary (a pandas table of up to 10,000 past events, grouped by
+# handler) after every event it serves: 5-13 ms holding the GIL on a 2-core machine, for a dashboard
+# this app never turns on, and a class's replay timers send dozens of events a second.  It is rebuilt
+# once per this many events instead; GRADIO_ANALYTICS_CACHE_FREQUENCY in the environment wins.
+ANALYTICS_EVERY = 100_000
+
+
 def build_demo(warmup=None) -> gr.Blocks:
     cfg = load_config()
+    os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(ANALYTICS_EVERY))  # read when the queue is made
     title = cfg.app.get("title", "Speculative Decoding Playground")
     # delete_cache: gradio's copies of uploads and served files older than an hour go, hourly
     with gr.Blocks(title=title, delete_cache=(3600, 3600)) as demo:

@@ -511,3 +511,18 @@ def test_a_shared_link_keeps_its_gamma_and_resets_the_rest_to_its_preset():
     preset_id = tab.components["preset"]._id
     triggers = {tuple(t) for d in deps for t in d["targets"] if t[0] == preset_id}
     assert (preset_id, "input") in triggers and (preset_id, "change") not in triggers
+
+
+@pytest.mark.parametrize("env, expected", [(None, 100_000), ("7", 7)])
+def test_gradio_summarises_its_events_rarely_unless_told(tiny_default, monkeypatch, env, expected):
+    """gradio's monitoring summary (pandas over its last 10,000 events) costs 5-13 ms after every
+    event when rebuilt each time; the app rebuilds it once per ``ANALYTICS_EVERY`` events, and
+    the environment variable still wins.  (``ANAYLTICS`` is gradio's own spelling.)"""
+    import app
+
+    if env is None:
+        monkeypatch.delenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", raising=False)
+    else:
+        monkeypatch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", env)
+    assert app.ANALYTICS_EVERY == 100_000
+    assert app.build_demo()._queue.ANAYLTICS_CACHE_FREQUENCY == expected
