@@ -5,8 +5,9 @@ values into one ``RunSettings`` (``form_settings``, through ``api.run_settings``
 re-implements no check; ``check_params`` is the same for the form's validator), streams the
 engine's StepRecords for those settings into a ``RunState`` and yields
 the tab's outputs (a ``RunOutputs``): while a run computes only the trace and the status line,
-throttled so a fast model does not flood the page; the figures, stats, table and exports once,
-at the end, so the page's drawing is not in the times it shows.  The trace it stores in
+throttled so a fast model does not flood the page, and with the first step the step view's
+replay timer; the figures, stats, table and exports once, at the end, so the page's drawing is
+not in the times it shows.  The trace it stores in
 ``gr.State`` is ``RunState.to_trace()``, a plain dict the replay handlers read.
 
 This module does not lay out the tab, wire its events or replay frames (``playground_tab``),
@@ -42,6 +43,7 @@ MODES = {"Speculative": "speculative", "Race": "race"}
 VERIFICATION = APP_RULES  # the Verification control's values; the page words each as pg.verification.<rule>
 CALIBRATION_TOKENS = 8
 YIELD_EVERY_S = 1.0  # the trace and status while a run computes: each message costs the server and the page work
+FIRST_FRAME_S = 0.1  # the replay timer's first tick after a run's first step has arrived
 
 
 # --------------------------------------------------------------------------- the form's settings
@@ -148,6 +150,7 @@ class RunOutputs(NamedTuple):
     json_dl: Any
     csv_dl: Any
     text: Any
+    timer: Any  # the step view's replay timer: started when the first step exists (nothing polls before)
 
 
 NOTHING_NEW = tuple(gr.skip() for _ in RunOutputs._fields)  # a yield that changes nothing on the page
@@ -295,7 +298,7 @@ class _Generation:
     ``autoregressive()`` twin (``race`` and ``calibrate`` are the page's, not the engine's).
 
     While a run computes, a yield carries only the trace (the step view's own timer draws its
-    steps from it) and the status line: the figures, the stats card, the table and the exports
+    steps from it; the yield with the first step starts that timer) and the status line: the figures, the stats card, the table and the exports
     are drawn once, after the last run, so drawing them never shares the machine with the passes
     whose times they show (and both sides of a race, and the calibration, are timed alike)."""
 
@@ -309,21 +312,25 @@ class _Generation:
     visitor: Visitor | None = None  # who pressed Run (their runs count against their caps)
     yields: _Clock = field(default_factory=lambda: _Clock(YIELD_EVERY_S), init=False)
 
-    def outputs(self, final: bool = False) -> tuple:
+    def outputs(self, final: bool = False, first_step: bool = False) -> tuple:
         """The outputs of one yield, as the plain tuple Gradio takes (the one place it is made):
-        the trace and the status line, and once ``final`` everything else."""
+        the trace and the status line, and once ``final`` everything else.  ``first_step``: the
+        trace has its first step, so the step view's timer starts (its ticks draw the frames)."""
         trace = self.state.to_trace()
+        timer = gr.Timer(value=FIRST_FRAME_S, active=True) if first_step else gr.skip()
         if not final:
-            return tuple(RunOutputs(trace, _status(trace), *(gr.skip(),) * (len(RunOutputs._fields) - 2)))
+            return tuple(RunOutputs(trace, _status(trace), *(gr.skip(),) * (len(RunOutputs._fields) - 3), timer))
         table, json_dl, csv_dl, text = _finished(self.state)
-        out = RunOutputs(trace, _status(trace), *_figures(trace), _stats_html(trace), table, json_dl, csv_dl, text)
+        out = RunOutputs(
+            trace, _status(trace), *_figures(trace), _stats_html(trace), table, json_dl, csv_dl, text, timer
+        )
         return tuple(out)
 
     def cleared(self) -> tuple:
         """The first yield, before anything computes: the last run's figures and card give way
         (empty plots, a card that says when its numbers come), so no stale numbers show."""
         trace = self.state.to_trace()
-        return tuple(RunOutputs(trace, _status(trace), *(None,) * 5, stats.pending_card(), *(gr.skip(),) * 4))
+        return tuple(RunOutputs(trace, _status(trace), *(None,) * 5, stats.pending_card(), *(gr.skip(),) * 5))
 
     def run(self, warmup) -> Iterator[tuple]:
         state = self.state
@@ -360,7 +367,7 @@ class _Generation:
                 steps.append(item)
                 state.spec_steps = tuple(steps)
                 if len(steps) == 1 or self.yields.due():
-                    yield self.outputs()
+                    yield self.outputs(first_step=len(steps) == 1)
             elif isinstance(item, GenerationResult):
                 state.spec = item
             else:  # WAITING: nothing new; a yield lets gradio close the stream of a visitor who left

@@ -54,9 +54,6 @@ from visual.share import LINK_SETTINGS, Prefill, prefill_updates
 from visual.speculate import make_speculate
 from visual.warmup import wire_status
 
-WAIT_POLL_S = 0.25  # replay timer interval while no step has arrived yet
-
-
 # --------------------------------------------------------------------------- trace & view state
 
 
@@ -112,13 +109,14 @@ def _replay_outputs(trace: dict, view: dict, speed_s: float, force: bool = False
     if force or key != view.get("shown"):
         html = render_view(trace, view, speed_s)
         view = {**view, "shown": key}
-    # While waiting for the first step, poll quickly so it shows as soon as it exists; then pace by the speed slider.
-    waiting = view["playing"] and view.get("frame", 0) == 0 and not trace.get("done")
-    interval = WAIT_POLL_S if waiting else max(0.1, float(speed_s or 1.0))
+    # Before a run's first step nothing ticks: the Run handler starts the timer when that step
+    # exists (a tick is a round trip to the server, and a class's pages would poll it together).
+    waiting = not trace.get("spec_steps") and not trace.get("done")
+    interval = max(0.1, float(speed_s or 1.0))
     return (
         view,
         html,
-        gr.Timer(value=interval, active=bool(view["playing"])),
+        gr.Timer(value=interval, active=bool(view["playing"]) and not waiting),
         gr.Button(value=play_label(view["playing"])),
     )
 
@@ -532,7 +530,7 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
             tr,
             view,
             html,
-            gr.Timer(value=WAIT_POLL_S, active=True),
+            gr.Timer(active=False),  # started by the run's first step
             btn,
             t("pg.starting"),
             gr.DownloadButton(interactive=False),
@@ -546,7 +544,8 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
     run_limit = int(cfg.queue.get("run_concurrency_limit", 16))
     heavy_inputs = {comp: name for name, comp in zip(FORM_FIELDS, checked)}
     heavy_inputs |= {trace_state: "trace", c["mode"]: "mode", c["calibrate"]: "calibrate"}
-    heavy_outputs = [trace_state if name == "trace" else c[name] for name in RunOutputs._fields]
+    own = {"trace": trace_state, "timer": parts.timer}  # the outputs that are the tab's states and timer
+    heavy_outputs = [own[name] if name in own else c[name] for name in RunOutputs._fields]
     run_event = (
         c["run"]
         .click(

@@ -50,6 +50,19 @@ def test_nothing_heavy_is_drawn_until_the_run_has_finished(tiny_default):
             assert last.trace["ar"] is not None and len(last.race_plot.data) >= 2
 
 
+def test_the_first_step_starts_the_replay_timer_and_nothing_else_does(tiny_default):
+    """Before a run's first step the step view's timer does not tick (a class's pages would poll
+    the server together); the yield that carries the first step starts it, once."""
+    for race, calibrate in ((False, True), (True, False)):
+        outs = _outputs(race=race, calibrate=calibrate)
+        started = [i for i, o in enumerate(outs) if not _skipped(o.timer)]
+        assert len(started) == 1, started
+        first = outs[started[0]]
+        assert isinstance(first.timer, gr.Timer) and first.timer.active
+        assert len(first.trace["spec_steps"]) == 1
+        assert all(not o.trace["spec_steps"] for o in outs[: started[0]] if isinstance(o.trace, dict))
+
+
 def test_the_card_shows_the_median_verify_pass_of_the_run():
     steps = syn.spec_steps()
     m = stats.compute_metrics(steps, 3)
