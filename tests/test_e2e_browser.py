@@ -257,6 +257,24 @@ def _run_in_language(page, done: str) -> None:
     page.wait_for_timeout(1200)
 
 
+_TAB_TITLES_JS = "() => [...document.querySelectorAll('button[role=tab]')].map((b) => b.innerText.trim())"
+
+
+def _tab_titles_are_in(page, lang: str) -> None:
+    """Every tab title, the lab's sub-tabs included once they are drawn, in ``lang`` (gradio itself
+    re-renders only each tab set's selected title when ``?lang=`` differs from the browser's)."""
+    import re
+
+    other = re.compile(r"[A-Za-z]{3}" if lang == "zh" else r"[\u4e00-\u9fff]")
+    top = page.evaluate(_TAB_TITLES_JS)
+    page.locator("button[role=tab]").nth(1).click()  # the lab: its sub-tabs appear
+    page.wait_for_timeout(800)
+    titles = page.evaluate(_TAB_TITLES_JS)
+    page.locator("button[role=tab]").first.click()
+    assert len(top) >= 3 and len(titles) > len(top), titles
+    assert not [t for t in titles if other.search(t)], titles
+
+
 @pytest.mark.parametrize(("lang", "run", "done"), [("zh", "运行 ▸", "完成。"), ("en", "Run ▸", "Done.")])
 def test_lang_in_the_url_picks_the_playgrounds_language(browser, server, lang, run, done):
     """``?lang=zh`` on an English browser: the Playground is Chinese, with no English UI string
@@ -273,6 +291,7 @@ def test_lang_in_the_url_picks_the_playgrounds_language(browser, server, lang, r
     assert page.evaluate("document.documentElement.lang").startswith(lang)
     assert page.locator(f"#lang-switch input[value={lang}]").is_checked()
     _run_in_language(page, done)
+    _tab_titles_are_in(page, lang)
     words = _english_words(page.evaluate(_VISIBLE_WORDS_JS))
     if lang == "zh":
         assert not words, f"English left on the Chinese Playground: {words}"
