@@ -298,9 +298,10 @@ class _Generation:
     ``autoregressive()`` twin (``race`` and ``calibrate`` are the page's, not the engine's).
 
     While a run computes, a yield carries only the trace (the step view's own timer draws its
-    steps from it; the yield with the first step starts that timer) and the status line: the figures, the stats card, the table and the exports
-    are drawn once, after the last run, so drawing them never shares the machine with the passes
-    whose times they show (and both sides of a race, and the calibration, are timed alike)."""
+    steps from it; the yield with the first step starts that timer) and the status line: the
+    figures, the stats card, the table and the exports are drawn once, after the last run, so
+    drawing them never shares the machine with the passes whose times they show (and both sides
+    of a race, and the calibration, are timed alike)."""
 
     prompt: str
     settings: RunSettings
