@@ -36,6 +36,18 @@ def browser():
         b.close()
 
 
+def _pause(page) -> None:
+    """Stop the step view's replay and wait until no tick is left on its way."""
+    for _ in range(5):
+        if "❚❚" not in page.locator("#play-btn").inner_text():
+            page.wait_for_timeout(1500)  # longer than a tick's interval: one in flight has landed
+            if "❚❚" not in page.locator("#play-btn").inner_text():
+                return
+        else:
+            page.click("#play-btn")
+            page.wait_for_timeout(300)
+
+
 def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -74,7 +86,9 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     tip = chip.evaluate("el => getComputedStyle(el, '::after').content")
     assert "q(x) drafter" in tip and "p(x) target" in tip
 
-    # Replay controls: Reset goes back before the first step, Step shows step 1's drafts.
+    # Replay controls: Reset goes back before the first step, Step shows step 1's drafts.  The
+    # replay is paused first: a tick already on its way can land after a click and undo it.
+    _pause(page)
     page.click("#reset-btn")
     page.wait_for_selector("#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
     page.click("#step-btn")
@@ -251,6 +265,7 @@ def _english_words(text: str) -> list[str]:
 def _run_in_language(page, done: str) -> None:
     page.click("#run-btn")
     page.wait_for_selector(f"#status:has-text('{done}')", timeout=300_000)
+    _pause(page)
     page.click("#reset-btn")
     page.click("#step-btn")
     page.click("#step-btn")
