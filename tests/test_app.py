@@ -542,4 +542,3 @@ def test_gradio_summarises_its_events_rarely_unless_told(tiny_default, monkeypat
         monkeypatch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", env)
     assert app.ANALYTICS_EVERY == 100_000
     assert app.build_demo()._queue.ANAYLTICS_CACHE_FREQUENCY == expected
-
