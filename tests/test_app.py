@@ -443,17 +443,23 @@ def test_replay_handlers_walk_the_frames(tiny_default):
 
 
 def test_nothing_ticks_before_the_first_step():
-    """A view that is playing a run with no step yet stops its timer (the Run handler starts it
-    when the first step exists); with a step, it ticks at the speed slider's pace."""
+    """A playing view of a run with no step yet never starts its timer (the Run handler starts
+    it when the first step exists) and never stops it either: a tick that read the trace before
+    that step may land after the yield that started it.  Paused, it stops; with a step, it ticks
+    at the speed slider's pace."""
+    import gradio as gr
+
     from tests import synthetic as syn
     from visual import playground_tab as pt
 
     trace = {**pt.empty_trace(), "run_id": "r1", "done": False, "gamma": 3}
     view = {**pt.empty_view(), "run_id": "r1", "playing": True}
     view, _, timer, _ = pt.on_tick(trace, view, 0.5)
-    assert view["playing"] and timer.active is False
-    view, _, timer, _ = pt.on_play_pause(trace, {**view, "playing": False}, 0.5)
-    assert view["playing"] and timer.active is False
+    assert view["playing"] and timer == gr.skip()
+    view, _, timer, _ = pt.on_play_pause(trace, view, 0.5)
+    assert not view["playing"] and timer.active is False
+    view, _, timer, _ = pt.on_play_pause(trace, view, 0.5)
+    assert view["playing"] and timer == gr.skip()
     view, _, timer, _ = pt.on_tick({**trace, "spec_steps": tuple(syn.spec_steps()[:1])}, view, 0.5)
     assert view["frame"] == 1 and timer.active and timer.value == 0.5
 

@@ -48,6 +48,17 @@ def _pause(page) -> None:
             page.wait_for_timeout(300)
 
 
+def _wait_for(page, selector: str, timeout: int) -> None:
+    """``page.wait_for_selector``; on a timeout the failure says what the page showed instead."""
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
+    try:
+        page.wait_for_selector(selector, timeout=timeout)
+    except PlaywrightTimeout:
+        shown = {sel: page.locator(sel).first.inner_text()[:300] for sel in ("#status", "#step-view", "#play-btn")}
+        pytest.fail(f"{selector} not seen in {timeout / 1000:.0f} s; the page showed {shown}")
+
+
 def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     ARTIFACTS.mkdir(exist_ok=True)
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
@@ -66,11 +77,11 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     page.locator("#prompt textarea").fill(XSS_PROMPT)
     t0 = time.perf_counter()
     page.click("#run-btn")
-    page.wait_for_selector("#step-view .chip", timeout=120_000)
+    _wait_for(page, "#step-view .chip", timeout=120_000)
     first_chip_s = time.perf_counter() - t0
-    page.wait_for_selector("#step-view .chip--accepted", timeout=180_000)
+    _wait_for(page, "#step-view .chip--accepted", timeout=180_000)
     accepted_s = time.perf_counter() - t0
-    page.wait_for_selector("#status:has-text('Done.')", timeout=300_000)
+    _wait_for(page, "#status:has-text('Done.')", timeout=300_000)
     done_s = time.perf_counter() - t0
 
     # The prompt's markup is shown as text and never runs.
@@ -90,12 +101,12 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     # replay is paused first: a tick already on its way can land after a click and undo it.
     _pause(page)
     page.click("#reset-btn")
-    page.wait_for_selector("#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
+    _wait_for(page, "#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
     page.click("#step-btn")
-    page.wait_for_selector("#step-view .sd-step:has-text('Step 1 of')", timeout=30_000)
+    _wait_for(page, "#step-view .sd-step:has-text('Step 1 of')", timeout=30_000)
     assert page.locator("#step-view .chip--drafted").count() >= 1
     page.click("#step-btn")
-    page.wait_for_selector("#step-view .sd-step:has-text('verified')", timeout=30_000)
+    _wait_for(page, "#step-view .sd-step:has-text('verified')", timeout=30_000)
     page.wait_for_timeout(800)  # let the flip animation finish before the picture
 
     page.screenshot(path=str(ARTIFACTS / "e2e_light.png"), full_page=True)
@@ -103,10 +114,10 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     # A second run, models already loaded: time from Run to its first animated step.
     t0 = time.perf_counter()
     page.click("#run-btn")
-    page.wait_for_selector("#step-view .sd-narration:has-text('Generating')", timeout=60_000)
-    page.wait_for_selector("#step-view .sd-step:has-text('Step 1 of')", timeout=120_000)
+    _wait_for(page, "#step-view .sd-narration:has-text('Generating')", timeout=60_000)
+    _wait_for(page, "#step-view .sd-step:has-text('Step 1 of')", timeout=120_000)
     warm_first_s = time.perf_counter() - t0
-    page.wait_for_selector("#status:has-text('Done.')", timeout=300_000)
+    _wait_for(page, "#status:has-text('Done.')", timeout=300_000)
     page.click("#step-btn")  # pause the replay on a fixed frame for the dark picture
     page.wait_for_timeout(800)
     page.evaluate("document.body.classList.add('dark')")
@@ -147,13 +158,13 @@ OVERFLOW_JS = """() => {
 
 def _run_and_show_a_verified_step(page, steps: int = 2) -> None:
     page.click("#run-btn")
-    page.wait_for_selector("#status:has-text('Done.')", timeout=300_000)
+    _wait_for(page, "#status:has-text('Done.')", timeout=300_000)
     page.click("#reset-btn")
-    page.wait_for_selector("#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
+    _wait_for(page, "#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
     for _ in range(steps):
         page.click("#step-btn")
         page.wait_for_timeout(300)
-    page.wait_for_selector("#step-view .sd-step:has-text('verified')", timeout=30_000)
+    _wait_for(page, "#step-view .sd-step:has-text('verified')", timeout=30_000)
     page.wait_for_timeout(800)  # the flip animation
 
 
@@ -264,7 +275,7 @@ def _english_words(text: str) -> list[str]:
 
 def _run_in_language(page, done: str) -> None:
     page.click("#run-btn")
-    page.wait_for_selector(f"#status:has-text('{done}')", timeout=300_000)
+    _wait_for(page, f"#status:has-text('{done}')", timeout=300_000)
     _pause(page)
     page.click("#reset-btn")
     page.click("#step-btn")

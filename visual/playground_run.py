@@ -316,9 +316,14 @@ class _Generation:
     def outputs(self, final: bool = False, first_step: bool = False) -> tuple:
         """The outputs of one yield, as the plain tuple Gradio takes (the one place it is made):
         the trace and the status line, and once ``final`` everything else.  ``first_step``: the
-        trace has its first step, so the step view's timer starts (its ticks draw the frames)."""
+        trace has its first step, so the step view's timer starts (its ticks draw the frames).
+        The final yield starts it too: one tick draws how the run ended even where no step came
+        (an error) or the view is paused, and a view whose start was lost catches up."""
         trace = self.state.to_trace()
-        timer = gr.Timer(value=FIRST_FRAME_S, active=True) if first_step else gr.skip()
+        if first_step:
+            timer = gr.Timer(value=FIRST_FRAME_S, active=True)
+        else:  # the final kick keeps the pace the view ticks at (a frame never flashes by)
+            timer = gr.Timer(active=True) if final else gr.skip()
         if not final:
             return tuple(RunOutputs(trace, _status(trace), *(gr.skip(),) * (len(RunOutputs._fields) - 3), timer))
         table, json_dl, csv_dl, text = _finished(self.state)

@@ -111,14 +111,16 @@ def _replay_outputs(trace: dict, view: dict, speed_s: float, force: bool = False
         view = {**view, "shown": key}
     # Before a run's first step nothing ticks: the Run handler starts the timer when that step
     # exists (a tick is a round trip to the server, and a class's pages would poll it together).
+    # A playing view that waits leaves the timer as it is, never stops it: this handler may have
+    # read the trace before the first step and land after the yield that started the timer.
     waiting = not trace.get("spec_steps") and not trace.get("done")
-    interval = max(0.1, float(speed_s or 1.0))
-    return (
-        view,
-        html,
-        gr.Timer(value=interval, active=bool(view["playing"]) and not waiting),
-        gr.Button(value=play_label(view["playing"])),
-    )
+    if not view["playing"]:
+        timer = gr.Timer(active=False)
+    elif waiting:
+        timer = gr.skip()
+    else:
+        timer = gr.Timer(value=max(0.1, float(speed_s or 1.0)), active=True)
+    return view, html, timer, gr.Button(value=play_label(view["playing"]))
 
 
 def on_tick(trace: dict, view: dict, speed_s: float):

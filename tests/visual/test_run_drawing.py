@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gradio as gr
 import plotly.graph_objects as go
+import pytest
 
 from playground import api
 from tests import synthetic as syn
@@ -15,12 +16,15 @@ HEAVY = ("race_plot", "tpc_plot", "acc_plot", "len_plot", "time_plot", "stats", 
 PLOTS = HEAVY[:5]
 
 
-def _outputs(race: bool = False, calibrate: bool = True) -> list[RunOutputs]:
+def _generation(race: bool = False, calibrate: bool = True) -> _Generation:
     settings = api.run_settings(preset="tiny-random", gamma=4, temperature=0.0, seed=5, max_new_tokens=12)
     state = RunState(run_id="r1", prompt="The capital of France is", gamma=settings.gamma,
                      mode="race" if race else "speculative", done=False, phase="loading")  # fmt: skip
-    run = _Generation("The capital of France is", settings, race, calibrate, state, None, lambda f, m: None)
-    return [RunOutputs(*o) for o in run.run(None)]
+    return _Generation("The capital of France is", settings, race, calibrate, state, None, lambda f, m: None)
+
+
+def _outputs(race: bool = False, calibrate: bool = True) -> list[RunOutputs]:
+    return [RunOutputs(*o) for o in _generation(race, calibrate).run(None)]
 
 
 def _skipped(value) -> bool:
@@ -50,17 +54,40 @@ def test_nothing_heavy_is_drawn_until_the_run_has_finished(tiny_default):
             assert last.trace["ar"] is not None and len(last.race_plot.data) >= 2
 
 
-def test_the_first_step_starts_the_replay_timer_and_nothing_else_does(tiny_default):
+def test_the_first_step_starts_the_replay_timer_and_the_last_yield_kicks_it(tiny_default):
     """Before a run's first step the step view's timer does not tick (a class's pages would poll
-    the server together); the yield that carries the first step starts it, once."""
+    the server together); the yield that carries the first step starts it, and the final yield
+    starts it again at the pace it had, so one tick draws the finished run even in a paused view."""
     for race, calibrate in ((False, True), (True, False)):
         outs = _outputs(race=race, calibrate=calibrate)
         started = [i for i, o in enumerate(outs) if not _skipped(o.timer)]
-        assert len(started) == 1, started
-        first = outs[started[0]]
+        assert started == [started[0], len(outs) - 1], started
+        first, last = outs[started[0]], outs[-1]
         assert isinstance(first.timer, gr.Timer) and first.timer.active
         assert len(first.trace["spec_steps"]) == 1
         assert all(not o.trace["spec_steps"] for o in outs[: started[0]] if isinstance(o.trace, dict))
+        assert last.trace["done"] and last.timer.active and last.timer.constructor_args == {"active": True}
+
+
+def test_a_run_that_fails_before_its_first_step_says_so_in_the_step_view(tiny_default, monkeypatch):
+    """No step ever starts the timer; the final yield does, and its tick draws the error."""
+    from visual import playground_tab as pt
+
+    def fails(*args, **kwargs):
+        raise ValueError("the prompt is too long")
+        yield
+
+    monkeypatch.setattr(api, "stream_run", fails)
+    outs = []
+    with pytest.raises(gr.Error):
+        for o in _generation().run(None):
+            outs.append(RunOutputs(*o))
+    last = outs[-1]
+    assert last.trace["done"] and not last.trace["spec_steps"] and last.timer.active
+    view = {**pt.empty_view(), "run_id": "r1", "playing": True}
+    view, html_out, timer, _ = pt.on_tick(last.trace, view, 0.5)
+    assert "too long" in html_out and "Generating" not in html_out
+    assert not view["playing"] and timer.active is False
 
 
 def test_the_card_shows_the_median_verify_pass_of_the_run():
