@@ -442,6 +442,44 @@ def test_replay_handlers_walk_the_frames(tiny_default):
     assert view["playing"] and timer.active and "Pause" in button.value
 
 
+def test_a_tick_on_its_way_never_undoes_a_click():
+    """gradio runs a visitor's replay events side by side and writes each one's view back when
+    it returns.  A tick that read the view just before Reset, and returns after it, must not
+    leave the replay playing past Reset: whichever order the two are written back in."""
+    import threading
+
+    from tests import synthetic as syn
+    from visual import playground_tab as pt
+
+    trace = {**pt.empty_trace(), "run_id": "r1", "done": True, "gamma": 3, "spec_steps": tuple(syn.spec_steps())}
+    stored = {**pt.empty_view(), "run_id": "r1", "frame": 3, "playing": True}
+    entered, go = threading.Event(), threading.Event()
+
+    def slow_tick(trace, view, speed_s):
+        out = pt.on_tick(trace, view, speed_s)
+        entered.set()
+        go.wait(5)  # the tick has read the view and computed its frame; it returns later
+        return out
+
+    written = []  # (event, view) in the order the events return, as gradio writes them back
+
+    def event(name, handler):
+        out = pt.one_at_a_time(handler)(trace, stored, 0.5)
+        written.append((name, out[0]))
+
+    tick = threading.Thread(target=event, args=("tick", slow_tick))
+    tick.start()
+    assert entered.wait(5)
+    reset = threading.Thread(target=event, args=("reset", pt.on_reset))
+    reset.start()
+    reset.join(0.3)  # Reset arrives while the tick is on its way
+    go.set()
+    tick.join(5), reset.join(5)
+    assert [name for name, _ in written] in (["tick", "reset"], ["reset", "tick"])
+    last = written[-1][1]
+    assert last["frame"] == 0 and last["playing"] is False
+
+
 def test_nothing_ticks_before_the_first_step():
     """A playing view of a run with no step yet never starts its timer (the Run handler starts
     it when the first step exists) and never stops it either: a tick that read the trace before

@@ -97,11 +97,17 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     tip = chip.evaluate("el => getComputedStyle(el, '::after').content")
     assert "q(x) drafter" in tip and "p(x) target" in tip
 
-    # Replay controls: Reset goes back before the first step, Step shows step 1's drafts.  The
-    # replay is paused first: a tick already on its way can land after a click and undo it.
-    _pause(page)
+    # Replay controls: Reset goes back before the first step, Step shows step 1's drafts.  Reset
+    # is pressed while the replay plays: a tick on its way must not undo it.
+    if "❚❚" not in page.locator("#play-btn").inner_text():
+        page.click("#play-btn")  # the replay had ended: play it again
+    page.wait_for_selector("#play-btn:has-text('❚❚')", timeout=10_000)
+    page.wait_for_timeout(1000)  # ticks are flowing
     page.click("#reset-btn")
     _wait_for(page, "#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
+    page.wait_for_timeout(1500)  # longer than a tick's interval: one on its way has landed
+    assert page.locator("#step-view .sd-step:has-text('Before the first step')").count() == 1
+    assert "❚❚" not in page.locator("#play-btn").inner_text()
     page.click("#step-btn")
     _wait_for(page, "#step-view .sd-step:has-text('Step 1 of')", timeout=30_000)
     assert page.locator("#step-view .chip--drafted").count() >= 1

@@ -11,7 +11,8 @@ Two kinds of events, kept apart so a slow animation never holds a model:
   run already made instead of computing it again.
 * **Replay** (timer ticks, Step, Play/Pause, Back, Reset): cheap handlers that
   only read the stored trace and render one frame (``visual.replay``).  They
-  write only the ``view`` state, never the trace, and have no concurrency limit.
+  write only the ``view`` state, never the trace, and have no concurrency limit; a
+  visitor's run one at a time, under their view's own lock (``one_at_a_time``).
 
 This module lays out the tab, wires its events (``/speculate`` among them) and holds the replay
 handlers; it does not check settings or stream a run (``visual.playground_run``) or run the
@@ -21,6 +22,8 @@ Per-user data lives in ``gr.State`` only; the module holds no mutable state.
 
 from __future__ import annotations
 
+import functools
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -121,6 +124,33 @@ def _replay_outputs(trace: dict, view: dict, speed_s: float, force: bool = False
     else:
         timer = gr.Timer(value=max(0.1, float(speed_s or 1.0)), active=True)
     return view, html, timer, gr.Button(value=play_label(view["playing"]))
+
+
+_LOCK = "lock"  # the view state's own lock, made on its first replay event
+
+
+def one_at_a_time(handler: Callable) -> Callable:
+    """``handler(trace, view, speed_s)`` run under the view's own lock, its new view written into
+    the stored view in place.
+
+    gradio runs a visitor's replay events side by side and writes each one's view back when it
+    returns, so a tick that read the view just before a click could be written after it and
+    undo it (the replay playing again after Pause, a frame past Reset).  Under the lock each
+    handler reads what the one before it left, and every handler returns the same dict, so the
+    order in which gradio writes it back does not matter."""
+
+    @functools.wraps(handler)
+    def locked(trace: dict, view: dict, speed_s: float):
+        if not isinstance(view, dict) or not view:
+            view = empty_view()  # a fresh session's first event: nothing else holds it
+        lock = view.setdefault(_LOCK, threading.Lock())  # dict.setdefault is atomic
+        with lock:
+            new_view, *rest = handler(trace, {k: v for k, v in view.items() if k != _LOCK}, speed_s)
+            view.clear()
+            view.update(new_view, **{_LOCK: lock})
+        return (view, *rest)
+
+    return locked
 
 
 def on_tick(trace: dict, view: dict, speed_s: float):
@@ -490,11 +520,11 @@ def _wire_replay(parts: _Parts) -> None:
         show_progress="hidden",
         api_visibility="private",
     )
-    timer.tick(localized(on_tick), **replay_io)
-    c["play"].click(localized(on_play_pause), **replay_io)
-    c["step"].click(localized(on_step), **replay_io)
-    c["back"].click(localized(on_back), **replay_io)
-    c["reset"].click(localized(on_reset), **replay_io)
+    timer.tick(localized(one_at_a_time(on_tick)), **replay_io)
+    c["play"].click(localized(one_at_a_time(on_play_pause)), **replay_io)
+    c["step"].click(localized(one_at_a_time(on_step)), **replay_io)
+    c["back"].click(localized(one_at_a_time(on_back)), **replay_io)
+    c["reset"].click(localized(one_at_a_time(on_reset)), **replay_io)
     c["speed"].change(lambda s: gr.Timer(value=float(s)), c["speed"], timer, queue=False, api_visibility="private")
 
 
