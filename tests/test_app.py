@@ -586,3 +586,17 @@ def test_gradio_summarises_its_events_rarely_unless_told(tiny_default, monkeypat
         monkeypatch.setenv("GRADIO_ANALYTICS_CACHE_FREQUENCY", env)
     assert app.ANALYTICS_EVERY == 100_000
     assert app.build_demo()._queue.ANAYLTICS_CACHE_FREQUENCY == expected
+
+
+def test_no_event_outputs_a_container(tiny_default):
+    """gradio's page reads every output's whole subtree again on each status message of any later
+    event, so a tab, column or row among an event's outputs makes every replay tick walk its
+    contents (the tab titles are set in the browser instead: ``visual.i18n.RETITLE_JS``)."""
+    import app
+
+    cfg = app.build_demo().get_config_file()
+    types = {c["id"]: c["type"] for c in cfg["components"]}
+    containers = {"tabitem", "tabs", "column", "row", "group", "accordion", "form"}
+    outputs = [(d["id"], types[o]) for d in cfg["dependencies"] for o in d["outputs"] if types[o] in containers]
+    assert not outputs
+    assert any("tablist" in (d.get("js") or "") for d in cfg["dependencies"])  # the titles still change

@@ -11,7 +11,7 @@
   the Referer, the page URL), else the browser's ``Accept-Language``, else English.
 * ``localized(fn)``: ``fn`` as a gradio handler that renders in the visitor's language
   (it takes the ``gr.Request`` gradio passes and sets the language for ``t`` while ``fn`` runs).
-* ``retitle_tabs(demo)``: every tab title, nested ones included, in the visitor's language on load.
+* ``retitle_tabs(demo)``: every tab title, nested ones included, in the language ``?lang=`` asks for.
 
 The language of the request is kept in a ``contextvars.ContextVar`` (context-local: each
 handler call and each step of a generator handler sees its own visitor's language; nothing
@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import inspect
+import json
 import re
 import string
 from collections.abc import Callable, Iterator
@@ -262,21 +263,54 @@ def localized(fn: Callable) -> Callable:
     return wrapper
 
 
+# Runs in the browser on page load, with ``?lang=`` only (else gradio starts in the browser's own
+# language and every title is right): gradio's ``changeLocale`` re-renders only the selected
+# tab's title of each tab set, so this sets every other title (and the overflow menu's copy) in
+# place, now and whenever gradio draws a tab bar again.  It edits the text node gradio owns,
+# so gradio's own later updates still land.  __TITLES__: one {language: title} per tab.
+RETITLE_JS = """
+() => {
+  const asked = String(new URLSearchParams(window.location.search).get("lang") || "").toLowerCase().split(/[-_]/)[0];
+  const titles = __TITLES__;
+  if (!titles.some((t) => asked in t)) return [];
+  const wanted = new Map();
+  for (const t of titles) for (const v of Object.values(t)) if (v !== t[asked]) wanted.set(v, t[asked]);
+  const fix = () => {
+    const bars = [...document.querySelectorAll("[role=tablist]")].map((l) => l.parentElement);
+    for (const bar of [...bars, ...document.querySelectorAll(".tab-container")]) {
+      for (const button of bar.querySelectorAll("button")) {
+        const walker = document.createTreeWalker(button, NodeFilter.SHOW_TEXT);
+        for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+          const to = wanted.get(n.nodeValue.trim());
+          if (to !== undefined) n.nodeValue = n.nodeValue.replace(n.nodeValue.trim(), to);
+        }
+      }
+    }
+  };
+  fix();
+  let queued = false;
+  new MutationObserver(() => {
+    if (!queued) { queued = true; requestAnimationFrame(() => { queued = false; fix(); }); }
+  }).observe(document.body, { childList: true, subtree: true, characterData: true });
+  return [];
+}
+"""
+
+
 def retitle_tabs(demo: gr.Blocks) -> None:
-    """Every tab title of ``demo``, nested tab sets included, in the visitor's language on page
-    load.  After ``?lang=`` switches gradio's locale in the browser, gradio re-renders only the
-    selected tab's title of each tab set; one load event sets them all.  Call it once the Blocks
-    are built."""
-    tabs = [b for b in demo.blocks.values() if isinstance(b, gr.Tab) and isinstance(b.label, gr.i18n.I18nData)]
-    keys = [tab.label.key for tab in tabs]
-    if tabs:
-        demo.load(
-            localized(lambda: [gr.Tab(label=t(key)) for key in keys]),
-            None,
-            tabs,
-            api_visibility="private",
-            show_progress="hidden",
-        )
+    """Every tab title of ``demo``, nested tab sets included, in the language ``?lang=`` asks for
+    (``RETITLE_JS``).  Call it once the Blocks are built.
+
+    It is a browser-only event on purpose: a server event whose outputs are the tabs makes gradio's
+    page walk every tab's whole contents again on each status message of any later event (a
+    replay tick included), about a quarter of the page's work while a run plays."""
+    keys = [
+        b.label.key for b in demo.blocks.values() if isinstance(b, gr.Tab) and isinstance(b.label, gr.i18n.I18nData)
+    ]
+    if keys:
+        titles = [{lang: CATALOGUE[lang].get(key, EN[key]) for lang in LANGS} for key in keys]
+        js = RETITLE_JS.replace("__TITLES__", json.dumps(titles, ensure_ascii=False))
+        demo.load(None, None, None, js=js, api_visibility="private")
 
 
 def _is_request(annotation: Any) -> bool:
