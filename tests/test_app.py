@@ -420,7 +420,7 @@ def test_a_shared_link_can_preselect_block_verification():
 
 
 def test_replay_handlers_walk_the_frames(tiny_default):
-    from visual import playground_tab as pt
+    from visual import playground_replay as pt
     from visual.replay import frame_count
 
     trace = _run(tiny_default, calibrate=False, max_new_tokens=8)[-1][0]
@@ -449,7 +449,7 @@ def test_a_tick_on_its_way_never_undoes_a_click():
     import threading
 
     from tests import synthetic as syn
-    from visual import playground_tab as pt
+    from visual import playground_replay as pt
 
     trace = {**pt.empty_trace(), "run_id": "r1", "done": True, "gamma": 3, "spec_steps": tuple(syn.spec_steps())}
     stored = {**pt.empty_view(), "run_id": "r1", "frame": 3, "playing": True}
@@ -488,7 +488,7 @@ def test_nothing_ticks_before_the_first_step():
     import gradio as gr
 
     from tests import synthetic as syn
-    from visual import playground_tab as pt
+    from visual import playground_replay as pt
 
     trace = {**pt.empty_trace(), "run_id": "r1", "done": False, "gamma": 3}
     view = {**pt.empty_view(), "run_id": "r1", "playing": True}
@@ -504,7 +504,7 @@ def test_nothing_ticks_before_the_first_step():
 
 def test_tick_does_not_run_ahead_of_generation():
     from tests import synthetic as syn
-    from visual import playground_tab as pt
+    from visual import playground_replay as pt
 
     trace = {**pt.empty_trace(), "run_id": "r1", "spec_steps": tuple(syn.spec_steps()[:1]), "done": False, "gamma": 3}
     view = {**pt.empty_view(), "run_id": "r1", "playing": True}

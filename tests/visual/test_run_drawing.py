@@ -71,7 +71,7 @@ def test_the_first_step_starts_the_replay_timer_and_the_last_yield_kicks_it(tiny
 
 def test_a_run_that_fails_before_its_first_step_says_so_in_the_step_view(tiny_default, monkeypatch):
     """No step ever starts the timer; the final yield does, and its tick draws the error."""
-    from visual import playground_tab as pt
+    from visual import playground_replay as pt
 
     def fails(*args, **kwargs):
         raise ValueError("the prompt is too long")
