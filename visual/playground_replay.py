@@ -101,7 +101,9 @@ def one_at_a_time(handler: Callable) -> Callable:
     returns, so a tick that read the view just before a click could be written after it and
     undo it (the replay playing again after Pause, a frame past Reset).  Under the lock each
     handler reads what the one before it left, and every handler returns the same dict, so the
-    order in which gradio writes it back does not matter."""
+    order in which gradio writes it back does not matter.  It does not order the responses the
+    page receives (gradio sends each after the lock is released): a late tick's frame can still
+    reach the page just after a click's."""
 
     @functools.wraps(handler)
     def locked(trace: dict, view: dict, speed_s: float):
