@@ -72,13 +72,15 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     # the page's first moments sometimes shows no message (1 in 8 under load, with or without
     # the tab-title script: the page's load events, whose outputs include the prompt, were still
     # finishing); a second click does.
+    from playwright.sync_api import TimeoutError as PlaywrightTimeout
+
     page.locator("#prompt textarea").fill("   ")
     for attempt in range(2):
         page.click("#run-btn")
         try:
             page.get_by_text("The prompt is empty: type at least one word.").first.wait_for(timeout=15_000)
             break
-        except Exception:
+        except PlaywrightTimeout:
             if attempt:
                 raise
     assert page.locator("#step-view .chip").count() == 0

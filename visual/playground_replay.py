@@ -70,7 +70,7 @@ def play_label(playing: bool) -> str:
 # --------------------------------------------------------------------------- replay handlers (light)
 
 
-def _replay_outputs(trace: dict, view: dict, speed_s: float, force: bool = False):
+def replay_outputs(trace: dict, view: dict, speed_s: float, force: bool = False):
     key = _view_key(trace, view)
     html = gr.skip()
     if force or key != view.get("shown"):
@@ -133,7 +133,7 @@ def on_tick(trace: dict, view: dict, speed_s: float):
             frame += 1
         elif trace.get("done"):
             playing = False
-    return _replay_outputs(trace, {**view, "frame": frame, "playing": playing}, speed_s)
+    return replay_outputs(trace, {**view, "frame": frame, "playing": playing}, speed_s)
 
 
 def on_play_pause(trace: dict, view: dict, speed_s: float):
@@ -141,14 +141,14 @@ def on_play_pause(trace: dict, view: dict, speed_s: float):
     view = view or empty_view()
     if not trace.get("run_id"):
         gr.Info(t("pg.info.nothing_to_play"))
-        return _replay_outputs(trace, {**view, "playing": False}, speed_s)
+        return replay_outputs(trace, {**view, "playing": False}, speed_s)
     steps = trace.get("spec_steps", ())
     last = replay.frame_count(steps) - 1
     playing = not view.get("playing")
     frame = view.get("frame", 0)
     if playing and frame >= last and trace.get("done"):
         frame = 0  # at the end: play again from the start
-    return _replay_outputs(trace, {**view, "run_id": trace["run_id"], "frame": frame, "playing": playing}, speed_s)
+    return replay_outputs(trace, {**view, "run_id": trace["run_id"], "frame": frame, "playing": playing}, speed_s)
 
 
 def _move(trace: dict, view: dict, speed_s: float, delta: int | None):
@@ -161,7 +161,7 @@ def _move(trace: dict, view: dict, speed_s: float, delta: int | None):
             gr.Info(t("pg.info.last_step"))
         else:
             gr.Info(t("pg.info.next_pending"))
-    return _replay_outputs(
+    return replay_outputs(
         trace, {**view, "run_id": trace.get("run_id"), "frame": frame, "playing": False}, speed_s, force=True
     )
 

@@ -322,8 +322,10 @@ class _Generation:
         trace = self.state.to_trace()
         if first_step:
             timer = gr.Timer(value=FIRST_FRAME_S, active=True)
-        else:  # the final kick keeps the pace the view ticks at (a frame never flashes by)
-            timer = gr.Timer(active=True) if final else gr.skip()
+        elif final:  # the final kick keeps the pace the view ticks at (a frame never flashes by)
+            timer = gr.Timer(active=True)
+        else:
+            timer = gr.skip()
         if not final:
             return tuple(RunOutputs(trace, _status(trace), *(gr.skip(),) * (len(RunOutputs._fields) - 3), timer))
         table, json_dl, csv_dl, text = _finished(self.state)

@@ -13,9 +13,9 @@ Two kinds of events, kept apart so a slow animation never holds a model:
   only read the stored trace and render one frame (``visual.replay``).  They
   write only the ``view`` state, never the trace (``visual.playground_replay``).
 
-This module lays out the tab, wires its events (``/speculate`` among them) and holds the replay
-handlers; it does not check settings or stream a run (``visual.playground_run``) or run the
-endpoint itself (``visual.speculate``).
+This module lays out the tab and wires its events (``/speculate`` among them); it does not
+check settings or stream a run (``visual.playground_run``), walk the replay
+(``visual.playground_replay``) or run the endpoint itself (``visual.speculate``).
 Per-user data lives in ``gr.State`` only; the module holds no mutable state.
 """
 
@@ -35,7 +35,6 @@ from playground.validate import MAX_TREE_NODES
 from visual import charts, page_js, provenance, replay, stats, tables, tokens
 from visual.i18n import L, example_text, localized, t
 from visual.playground_replay import (
-    _replay_outputs,
     empty_view,
     on_back,
     on_play_pause,
@@ -43,6 +42,7 @@ from visual.playground_replay import (
     on_step,
     on_tick,
     one_at_a_time,
+    replay_outputs,
 )
 from visual.playground_run import (  # noqa: F401  (make_run_handler: tests use it from here)
     CALIBRATION_TOKENS,
@@ -408,7 +408,7 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
             run_id=run_id, prompt=form["prompt"], gamma=int(form["gamma"] or 1), done=False, phase="loading"
         ).to_trace()
         view = {**empty_view(), "run_id": run_id, "playing": True}
-        view, html, _, btn = _replay_outputs(tr, view, values[-1], force=True)
+        view, html, _, btn = replay_outputs(tr, view, values[-1], force=True)
         return (
             tr,
             view,
