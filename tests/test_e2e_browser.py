@@ -156,6 +156,70 @@ def test_run_animates_steps_and_shows_accepted_chips(browser, server):
     page.close()
 
 
+LATE_TICK_S = 1.5  # longer than a tick's interval (0.8 s): a tick is always on its way
+
+
+@pytest.fixture(scope="module")
+def late_tick_server(tiny_default):
+    """The app with every replay tick's response held ``LATE_TICK_S`` after the tick has updated
+    the view: what a busy server or page does to the order in which responses arrive."""
+    import app
+    import visual.playground_tab as tab
+    from tests.app_server import free_port
+
+    real = tab.one_at_a_time
+
+    def late(handler):
+        locked = real(handler)
+        if handler.__name__ != "on_tick":
+            return locked
+
+        def tick(*args):
+            out = locked(*args)
+            time.sleep(LATE_TICK_S)
+            return out
+
+        return tick
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tab, "one_at_a_time", late)
+        demo = app.build_demo()
+    _, url, _ = demo.launch(
+        prevent_thread_lock=True, quiet=True, **{**app.launch_kwargs(port=free_port()), "server_name": "127.0.0.1"}
+    )
+    yield url.rstrip("/")
+    demo.close()
+
+
+def test_a_late_tick_never_shows_over_a_click(browser, late_tick_server):
+    """A tick's response that reaches the page after Reset's or Pause's is dropped: the page keeps
+    showing the frame the click asked for, and the Play button its label."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(late_tick_server + "/", wait_until="load", timeout=120_000)
+    page.wait_for_selector("#run-btn", timeout=60_000)
+    page.click("#run-btn")
+    _wait_for(page, "#status:has-text('Done.')", timeout=300_000)
+    page.wait_for_timeout(1000 * (LATE_TICK_S + 1))  # the run's last tick has landed
+    page.click("#reset-btn")
+    _wait_for(page, "#step-view .sd-step:has-text('Before the first step')", timeout=30_000)
+    for _ in range(2):
+        page.click("#play-btn")
+        page.wait_for_timeout(2500)  # playing, with a tick on its way
+        page.click("#reset-btn")
+        page.wait_for_timeout(1000 * (LATE_TICK_S + 1.5))
+        assert page.locator("#step-view .sd-step:has-text('Before the first step')").count() == 1
+        assert "Play" in page.locator("#play-btn").inner_text()
+    page.click("#play-btn")
+    page.wait_for_timeout(2500)
+    page.click("#play-btn")  # Pause
+    page.wait_for_timeout(500)
+    paused_on = page.locator("#step-view .sd-step").inner_text()
+    page.wait_for_timeout(1000 * (LATE_TICK_S + 1.5))
+    assert page.locator("#step-view .sd-step").inner_text() == paused_on
+    assert "Play" in page.locator("#play-btn").inner_text()
+    page.close()
+
+
 # Everything in the step view must end inside the viewport, except what lies inside a box
 # that scrolls or clips on its own (the tree view, the KV strip): those boxes are checked.
 OVERFLOW_JS = """() => {

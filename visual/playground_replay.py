@@ -102,8 +102,8 @@ def one_at_a_time(handler: Callable) -> Callable:
     undo it (the replay playing again after Pause, a frame past Reset).  Under the lock each
     handler reads what the one before it left, and every handler returns the same dict, so the
     order in which gradio writes it back does not matter.  It does not order the responses the
-    page receives (gradio sends each after the lock is released): a late tick's frame can still
-    reach the page just after a click's."""
+    page receives (gradio sends each after the lock is released): the tab's controls cancel the
+    tick's event, so the page drops a tick's response that comes after a click's."""
 
     @functools.wraps(handler)
     def locked(trace: dict, view: dict, speed_s: float):
@@ -148,7 +148,10 @@ def on_play_pause(trace: dict, view: dict, speed_s: float):
     frame = view.get("frame", 0)
     if playing and frame >= last and trace.get("done"):
         frame = 0  # at the end: play again from the start
-    return replay_outputs(trace, {**view, "run_id": trace["run_id"], "frame": frame, "playing": playing}, speed_s)
+    # Drawn even when the frame is the one last drawn here: the click dropped any tick on its way
+    # to the page, which may have carried that frame.
+    new_view = {**view, "run_id": trace["run_id"], "frame": frame, "playing": playing}
+    return replay_outputs(trace, new_view, speed_s, force=True)
 
 
 def _move(trace: dict, view: dict, speed_s: float, delta: int | None):

@@ -371,11 +371,15 @@ def _wire_replay(parts: _Parts) -> None:
         show_progress="hidden",
         api_visibility="private",
     )
-    timer.tick(localized(one_at_a_time(on_tick)), **replay_io)
-    c["play"].click(localized(one_at_a_time(on_play_pause)), **replay_io)
-    c["step"].click(localized(one_at_a_time(on_step)), **replay_io)
-    c["back"].click(localized(one_at_a_time(on_back)), **replay_io)
-    c["reset"].click(localized(one_at_a_time(on_reset)), **replay_io)
+    tick = timer.tick(localized(one_at_a_time(on_tick)), **replay_io)
+    # A click drops the visitor's tick on its way: the lock orders the view on the server, not
+    # the responses the page gets, and a tick's frame landing after the click's would undo it
+    # on screen.
+    controls = dict(replay_io, cancels=[tick])
+    c["play"].click(localized(one_at_a_time(on_play_pause)), **controls)
+    c["step"].click(localized(one_at_a_time(on_step)), **controls)
+    c["back"].click(localized(one_at_a_time(on_back)), **controls)
+    c["reset"].click(localized(one_at_a_time(on_reset)), **controls)
     c["speed"].change(lambda s: gr.Timer(value=float(s)), c["speed"], timer, queue=False, api_visibility="private")
 
 
