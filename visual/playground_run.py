@@ -255,17 +255,19 @@ def _finished(state: RunState) -> tuple[Any, Any, Any, Any]:
     df = tables.token_table(state.spec_steps, state.ar_steps)
     payload = tables.trace_payload(state.spec, state.ar, state.calibration.to_dict() if state.calibration else None)
     json_path, csv_path = tables.write_exports(df, payload)
-    text = (
-        state.spec.text
-        if state.ar is None
-        else (f"{t('run.text.speculative')}\n{state.spec.text}\n\n{t('run.text.autoregressive')}\n{state.ar.text}")
-    )
     return (
         tables.display_table(df),
         gr.DownloadButton(value=json_path, interactive=True),
         gr.DownloadButton(value=csv_path, interactive=True),
-        text,
+        _result_text(state),
     )
+
+
+def _result_text(state: RunState) -> str:
+    """The generated text (a race's two texts, labelled); the run has a result."""
+    if state.ar is None:
+        return state.spec.text
+    return f"{t('run.text.speculative')}\n{state.spec.text}\n\n{t('run.text.autoregressive')}\n{state.ar.text}"
 
 
 # --------------------------------------------------------------------------- the handler
@@ -313,16 +315,17 @@ class _Generation:
     visitor: Visitor | None = None  # who pressed Run (their runs count against their caps)
     yields: _Clock = field(default_factory=lambda: _Clock(YIELD_EVERY_S), init=False)
 
-    def outputs(self, final: bool = False, first_step: bool = False) -> tuple:
+    def outputs(self, final: bool = False, first_step: bool = False, kick: bool = True) -> tuple:
         """The outputs of one yield, as the plain tuple Gradio takes (the one place it is made):
         the trace and the status line, and once ``final`` everything else.  ``first_step``: the
         trace has its first step, so the step view's timer starts (its ticks draw the frames).
-        The final yield starts it too: one tick draws how the run ended even where no step came
-        (an error) or the view is paused, and a view whose start was lost catches up."""
+        The final yield starts it too (unless ``kick`` is False: ``result_first`` did): one tick
+        draws how the run ended even where no step came (an error) or the view is paused, and a
+        view whose start was lost catches up."""
         trace = self.state.to_trace()
         if first_step:
             timer = gr.Timer(value=FIRST_FRAME_S, active=True)
-        elif final:  # the final kick keeps the pace the view ticks at (a frame never flashes by)
+        elif final and kick:  # the final kick keeps the pace the view ticks at (a frame never flashes by)
             timer = gr.Timer(active=True)
         else:
             timer = gr.skip()
@@ -333,6 +336,14 @@ class _Generation:
             trace, _status(trace), *_figures(trace), _stats_html(trace), table, json_dl, csv_dl, text, timer
         )
         return tuple(out)
+
+    def result_first(self) -> tuple:
+        """A finished run's status line and text, with the final kick of the step view's timer,
+        yielded before the figures, the card, the table and the exports: the page draws five
+        plotly figures for a few tenths of a second, and the result need not wait for them."""
+        trace = self.state.to_trace()
+        later = (gr.skip(),) * 9  # the five figures, the card, the table, the two exports
+        return tuple(RunOutputs(trace, _status(trace), *later, _result_text(self.state), gr.Timer(active=True)))
 
     def cleared(self) -> tuple:
         """The first yield, before anything computes: the last run's figures and card give way
@@ -354,7 +365,9 @@ class _Generation:
                 yield from self._calibrate()
             state.phase = "done"
             state.done = True
-            yield self.outputs(final=True)
+            if state.spec is not None:
+                yield self.result_first()
+            yield self.outputs(final=True, kick=state.spec is None)
         except (ValueError, ModelUnavailable) as exc:
             state.error, state.done, state.phase = str(exc), True, "error"
             yield self.outputs(final=True)

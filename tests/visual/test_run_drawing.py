@@ -44,8 +44,11 @@ def test_nothing_heavy_is_drawn_until_the_run_has_finished(tiny_default):
         during = [o for o in outs[1:-1] if not _skipped(o.trace) and o.trace is not None]
         assert during, "the trace streams while the run computes"
         assert any(o.trace["spec_steps"] for o in during)
-        for o in outs[1:-1]:
+        for o in outs[1:-2]:
             assert all(_skipped(getattr(o, k)) for k in HEAVY), [k for k in HEAVY if not _skipped(getattr(o, k))]
+        result = outs[-2]  # the text and "Done." come first; the figures need not hold them up
+        assert result.trace["done"] and "Done." in result.status and result.text
+        assert all(_skipped(getattr(result, k)) for k in HEAVY if k != "text")
         last = outs[-1]
         assert last.trace["done"] and all(isinstance(getattr(last, k), go.Figure) for k in PLOTS)
         assert "Run statistics" in last.stats and "median" in last.stats
@@ -54,19 +57,20 @@ def test_nothing_heavy_is_drawn_until_the_run_has_finished(tiny_default):
             assert last.trace["ar"] is not None and len(last.race_plot.data) >= 2
 
 
-def test_the_first_step_starts_the_replay_timer_and_the_last_yield_kicks_it(tiny_default):
+def test_the_first_step_starts_the_replay_timer_and_the_result_kicks_it(tiny_default):
     """Before a run's first step the step view's timer does not tick (a class's pages would poll
-    the server together); the yield that carries the first step starts it, and the final yield
-    starts it again at the pace it had, so one tick draws the finished run even in a paused view."""
+    the server together); the yield that carries the first step starts it, and the yield with
+    the finished run's result starts it again at the pace it had, so one tick draws the
+    finished run even in a paused view."""
     for race, calibrate in ((False, True), (True, False)):
         outs = _outputs(race=race, calibrate=calibrate)
         started = [i for i, o in enumerate(outs) if not _skipped(o.timer)]
-        assert started == [started[0], len(outs) - 1], started
-        first, last = outs[started[0]], outs[-1]
+        assert started == [started[0], len(outs) - 2], started
+        first, result = outs[started[0]], outs[-2]
         assert isinstance(first.timer, gr.Timer) and first.timer.active
         assert len(first.trace["spec_steps"]) == 1
         assert all(not o.trace["spec_steps"] for o in outs[: started[0]] if isinstance(o.trace, dict))
-        assert last.trace["done"] and last.timer.active and last.timer.constructor_args == {"active": True}
+        assert result.trace["done"] and result.timer.active and result.timer.constructor_args == {"active": True}
 
 
 def test_a_run_that_fails_before_its_first_step_says_so_in_the_step_view(tiny_default, monkeypatch):
