@@ -38,7 +38,16 @@ def _playground(cfg, warmup=None):
         def on_load(request: gr.Request):
             return tab.link_updates(prefill_from_query(request, cfg)) + tab.localized_values()
 
-        demo.load(localized(on_load), None, outputs + tab.localized_outputs(), api_visibility="private")
+        # Progress on the prompt alone: gradio's page re-reads the value of every component that
+        # ever showed progress on each status change of any event (each replay tick's included).
+        demo.load(
+            localized(on_load),
+            None,
+            outputs + tab.localized_outputs(),
+            api_visibility="private",
+            show_progress="hidden",
+            show_progress_on=outputs[:1],
+        )
 
     return wire
 

@@ -527,3 +527,26 @@ def test_no_event_outputs_a_container(tiny_default):
     outputs = [(d["id"], types[o]) for d in cfg["dependencies"] for o in d["outputs"] if types[o] in containers]
     assert not outputs
     assert any("tablist" in (d.get("js") or "") for d in cfg["dependencies"])  # the titles still change
+
+
+def test_the_run_and_the_page_loads_show_progress_on_one_small_output(tiny_default):
+    """gradio's page re-reads the value of every component that ever showed progress on each
+    status change of any event: with the Run's figures and table, or the page load's HTML and
+    charts, among them, every replay tick would read them again (about a fifth of the page's
+    work while a replay plays).  Their progress shows on one output, never a figure or table."""
+    import app
+
+    cfg = app.build_demo().get_config_file()
+    types = {c["id"]: c["type"] for c in cfg["components"]}
+    heavy = {"plot", "dataframe", "file"}
+    loads = [d for d in cfg["dependencies"] if d["outputs"] and any(t[1] == "load" for t in d["targets"])]
+    runs = [
+        d
+        for d in cfg["dependencies"]
+        if "plot" in {types[o] for o in d["outputs"]} and any(t[1] == "success" for t in d["targets"])
+    ]
+    assert len(loads) >= 3 and len(runs) == 1
+    for d in loads + runs:
+        targets = d.get("show_progress_on") or d["outputs"]
+        assert len(targets) == 1 and types[targets[0]] not in heavy, (d["id"], [types[o] for o in targets])
+    assert types[runs[0]["show_progress_on"][0]] == "markdown"  # the Run's status line

@@ -99,9 +99,14 @@ class LabTabs:
     def wire(self, demo: gr.Blocks) -> None:
         """Fill the lab from the page's URL on load (``demo``: the Blocks the tabs were built in), and
         render its server-side text (intro with numbers, empty panels, figures) in the visitor's language."""
-        demo.load(localized(self.on_load), None, self.load_outputs, **LIGHT_EVENT)
+        # Progress on one output each: gradio's page re-reads the value of every component that ever
+        # showed progress on each status change of any event (the lab's figures on every replay tick).
+        demo.load(
+            localized(self.on_load), None, self.load_outputs, show_progress_on=self.load_outputs[:1], **LIGHT_EVENT
+        )
         if self.localized_outputs:
-            demo.load(localized(self.localized_values), None, self.localized_outputs, **LIGHT_EVENT)
+            outs = self.localized_outputs
+            demo.load(localized(self.localized_values), None, outs, show_progress_on=outs[:1], **LIGHT_EVENT)
 
 
 def build_lab_tabs(cfg: AppConfig | None = None, warmup=None) -> LabTabs:

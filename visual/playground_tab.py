@@ -450,6 +450,10 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
             concurrency_id="run",
             concurrency_limit=run_limit,
             show_progress="minimal",
+            # gradio's page re-reads the value of every component that ever showed progress on
+            # each status change of any event: the figures and the table would be read again on
+            # every replay tick.
+            show_progress_on=[c["status"]],
             api_visibility="private",
         )
     )
