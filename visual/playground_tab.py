@@ -127,8 +127,8 @@ def build_playground_tab(cfg: AppConfig | None = None, warmup=None) -> Playgroun
             _main_column(cfg, p0.gamma, c)
 
     _wire_preset(c, by_name)
-    _wire_replay(parts)
-    shared, run_limit = _wire_run(cfg, choices, warmup, parts)
+    tick = _wire_replay(parts)
+    shared, run_limit = _wire_run(cfg, choices, warmup, parts, tick)
     if warmup is not None:
         wire_status(c["status"], warmup)
 
@@ -361,8 +361,9 @@ def link_updates(prefill: Prefill, by_name: dict[str, PresetChoice]) -> list[Any
     return [*ups, info, drafter]
 
 
-def _wire_replay(parts: _Parts) -> None:
-    """The light replay events: timer ticks, Play/Pause, Step, Back, Reset and the speed slider."""
+def _wire_replay(parts: _Parts):
+    """The light replay events: timer ticks, Play/Pause, Step, Back, Reset and the speed slider.
+    Returns the tick's event (Run cancels it too)."""
     c, timer = parts.c, parts.timer
     replay_io = dict(
         inputs=[parts.trace_state, parts.view_state, c["speed"]],
@@ -381,6 +382,7 @@ def _wire_replay(parts: _Parts) -> None:
     c["back"].click(localized(one_at_a_time(on_back)), **controls)
     c["reset"].click(localized(one_at_a_time(on_reset)), **controls)
     c["speed"].change(lambda s: gr.Timer(value=float(s)), c["speed"], timer, queue=False, api_visibility="private")
+    return tick
 
 
 def _by_name(handler: Callable, names: dict[Any, str]) -> Callable:
@@ -393,9 +395,13 @@ def _by_name(handler: Callable, names: dict[Any, str]) -> Callable:
     return by_name
 
 
-def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts) -> tuple[TraceCache | None, int]:
+def _wire_run(
+    cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts, tick
+) -> tuple[TraceCache | None, int]:
     """Run: validate, reset the view, then the heavy generation.  Returns the shared trace cache and
-    the concurrency limit of the ``"run"`` group (the /speculate endpoint joins it)."""
+    the concurrency limit of the ``"run"`` group (the /speculate endpoint joins it).  ``tick``: the
+    replay timer's event, which Run cancels as the replay's controls do (a tick of the last run on
+    its way would draw that run's frame over the new run's view)."""
     c, trace_state, view_state = parts.c, parts.trace_state, parts.view_state
     checked = [c[n] for n in FORM_FIELDS]  # the form's controls, named by RunSettings' schema
 
@@ -442,6 +448,7 @@ def _wire_run(cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts
             validator=localized(validator),
             show_progress="hidden",
             api_visibility="private",
+            cancels=[tick],
         )
         .success(
             localized(_by_name(run_handler, heavy_inputs)),

@@ -20,7 +20,7 @@ def _replay_wiring():
     tick = next(d for d in deps if [timer_id, "tick"] in [list(t) for t in d["targets"]])
     clicks = {
         name: [d for d in deps if [tab.components[name]._id, "click"] in [list(t) for t in d["targets"]]]
-        for name in ("play", "step", "back", "reset")
+        for name in ("play", "step", "back", "reset", "run")
     }
     return tick, clicks
 
@@ -28,7 +28,8 @@ def _replay_wiring():
 def test_every_replay_control_drops_the_tick_on_its_way():
     """The view's lock orders the server's view, not the responses the page gets: a tick done
     just before a click can reach the page after it and show its frame over the click's.  Every
-    control's click cancels the tick's event: the page then drops its response."""
+    control's click, and Run's (a tick of the last run would draw over the new run's view),
+    cancels the tick's event: the page then drops its response."""
     tick, clicks = _replay_wiring()
     for name, deps in clicks.items():
         assert any(tick["id"] in (d.get("cancels") or []) for d in deps), name
