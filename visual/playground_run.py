@@ -330,7 +330,7 @@ class _Generation:
         else:
             timer = gr.skip()
         if not final:
-            return tuple(RunOutputs(trace, _status(trace), *(gr.skip(),) * (len(RunOutputs._fields) - 3), timer))
+            return tuple(RunOutputs(*NOTHING_NEW)._replace(trace=trace, status=_status(trace), timer=timer))
         table, json_dl, csv_dl, text = _finished(self.state)
         out = RunOutputs(
             trace, _status(trace), *_figures(trace), _stats_html(trace), table, json_dl, csv_dl, text, timer
@@ -342,8 +342,10 @@ class _Generation:
         yielded before the figures, the card, the table and the exports: the page draws five
         plotly figures for a few tenths of a second, and the result need not wait for them."""
         trace = self.state.to_trace()
-        later = (gr.skip(),) * 9  # the five figures, the card, the table, the two exports
-        return tuple(RunOutputs(trace, _status(trace), *later, _result_text(self.state), gr.Timer(active=True)))
+        result = RunOutputs(*NOTHING_NEW)._replace(
+            trace=trace, status=_status(trace), text=_result_text(self.state), timer=gr.Timer(active=True)
+        )
+        return tuple(result)
 
     def cleared(self) -> tuple:
         """The first yield, before anything computes: the last run's figures and card give way
