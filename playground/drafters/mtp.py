@@ -182,6 +182,7 @@ class MTPDrafter(BaseDrafter):
         self._extra_set: set[int] = set()
         self.candidates = self.static_candidates
         self.cand_emb = self.static_emb
+        self._room: tuple[torch.Tensor, torch.Tensor] | None = None  # (embedding rows, ids) with room to grow
         self.in_extra = torch.zeros_like(self.in_static)  # context tokens already among the candidates
 
     def _update_context(self, committed: list[int]) -> None:
@@ -204,8 +205,29 @@ class MTPDrafter(BaseDrafter):
         if add:
             ids = torch.tensor(add, dtype=torch.long, device=self.static_emb.device)
             self.in_extra[ids] = True
-            self.candidates = torch.cat([self.candidates, ids])
-            self.cand_emb = torch.cat([self.cand_emb, self.embed.weight.detach()[ids]])
+            self._append_candidates(ids)
+
+    EXTRA_ROOM = 256  # context candidates a run's table has room for before it grows (doubling)
+
+    def _append_candidates(self, ids: torch.Tensor) -> None:
+        """Append ``ids`` and their embedding rows to the candidate table in place.
+
+        ``cand_emb`` is a prefix view of a buffer with room for more rows: the 8192 static
+        rows (10 MB in bfloat16) are copied once per run, not again with every new context
+        token as a ``torch.cat`` would (at T = 1, where sampled text brings a new rare token
+        every other draft, that copy was a sixth of a draft step's time).  The view has the
+        layout of a fresh tensor of its size, so the head's scores are the same bits."""
+        n, need = self.candidates.numel(), self.candidates.numel() + ids.numel()
+        if self._room is None or need > self._room[0].shape[0]:
+            cap = need + max(self.EXTRA_ROOM, need - self.static_candidates.numel())
+            emb = self.cand_emb.new_empty(cap, self.cand_emb.shape[1])  # [cap, H]
+            cand = self.candidates.new_empty(cap)  # [cap]
+            emb[:n], cand[:n] = self.cand_emb, self.candidates
+            self._room = (emb, cand)
+        emb, cand = self._room
+        emb[n:need] = self.embed.weight.detach()[ids]
+        cand[n:need] = ids
+        self.cand_emb, self.candidates = emb[:need], cand[:need]
 
     def _score(self, states: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Logits and their token ids for T draft states [T, H]: both [T, C].

@@ -360,3 +360,33 @@ def test_drafters_share_the_heads_candidate_tables_and_never_write_them():
     assert len(a.candidates) > len(a.static_candidates)  # the run's context added candidates of its own
     assert torch.equal(b.in_static, before[0]) and torch.equal(b.static_emb, before[1])
     assert torch.equal(b.static_candidates, before[2]) and b.candidates is b.static_candidates
+
+
+def test_context_candidates_grow_in_place_as_a_concatenation_would(target, head):
+    """Committed tokens outside the static set join the candidate table one call at a time: the
+    table equals static + extras in order (what ``torch.cat`` gave), the static rows are copied
+    only when the table grows (not per new token), and the head's scores over the grown table
+    are the bits a fresh contiguous table of the same rows gives."""
+    d = MTPDrafter(target, head, eos_token_ids=[])
+    d.EXTRA_ROOM = 3  # grow after a few context tokens (the class's room is far larger)
+    static = set(head.candidates.tolist())
+    outside = [t for t in range(VOCAB) if t not in static][:10]
+    committed, copies, last_ptr = head.candidates[:2].tolist(), 0, None
+    first = d.cand_emb.data_ptr()
+    for t in outside:
+        committed = [*committed, t, t]  # a repeated token joins once
+        d._update_context(committed)
+        ptr = d.cand_emb.data_ptr()
+        copies += ptr != last_ptr
+        last_ptr = ptr
+        assert ptr != first  # the shared static table is never written
+        extras = [x for x in outside if x in committed]
+        assert d.candidates.tolist() == [*head.candidates.tolist(), *extras]
+        reference = torch.cat([d.static_emb, target.model.embed_tokens.weight.detach()[extras]])  # [N+X, H]
+        assert torch.equal(d.cand_emb, reference)
+        state = torch.randn(2, reference.shape[1], generator=torch.Generator().manual_seed(len(extras)))
+        with torch.no_grad():
+            assert torch.equal(head.logits(state, d.cand_emb), head.logits(state, reference.clone()))
+    assert copies == 2  # 10 extras, room for 3 more each time: grown at the 1st (room 4) and the 5th (room 10)
+    d._update_context(head.candidates[:1].tolist())  # another sequence: back to the shared static table
+    assert d.candidates is d.static_candidates and d.cand_emb is d.static_emb
