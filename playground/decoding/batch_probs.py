@@ -7,10 +7,10 @@ the trace (``rows.top``).  Done run by run after a shared pass, thirty runs in t
 threads each ran a 262k-wide softmax, exp and top-k while the next pass waited for them
 (serialized by the GIL, about half of the time between two passes).  The scheduler's
 worker calls ``read_rows`` once instead: rows with the same sampling parameters share
-one softmax and one top-k.
+one softmax.
 
 Every value equals what the run computes alone, bit for bit: the division by the
-temperature, the top-k and top-p filters, the softmaxes and the top-k work row by row, so
+temperature, the top-k and top-p filters, the softmaxes and the top-n lists work row by row, so
 a row's result does not depend on the rows beside it (``tests/decoding/test_batch_probs.py``),
 and a run that reads nothing here (alone, or a tree step) computes the same values itself.
 
@@ -25,6 +25,7 @@ import torch
 
 from playground.decoding.confidence import row_confidence
 from playground.decoding.sampling import SamplingParams, logits_to_probs
+from playground.decoding.top_n import top_entries
 
 
 @dataclass(frozen=True)
@@ -79,19 +80,8 @@ def read_rows(logits: list[torch.Tensor], specs: list[ReadSpec | None]) -> list[
 
 def _tops_by_n(probs: torch.Tensor, sizes: list[int], top_ns: list[int]) -> list[list | None]:
     """Per run (``sizes[j]`` rows of ``probs`` [sum keep, V] each), each of its p rows' (values,
-    ids) as ``torch.topk(row, n)`` gives them for the run's own n (``rows.top``); one top-k over
-    the rows of all runs with the same n (an n-th place tied between tokens is settled by k, so
-    a larger k, cut, could differ)."""
-    out: list[list | None] = [None] * len(sizes)
-    parts = probs.split(sizes)
-    for n in sorted(set(top_ns) - {0}):
-        members = [j for j, m in enumerate(top_ns) if m == n]
-        rows = probs if len(members) == len(sizes) else torch.cat([parts[j] for j in members])  # [sum keep, V]
-        values, ids = torch.topk(rows, min(n, rows.shape[-1]), dim=-1)  # [sum keep, n]
-        tops = _split_list(list(zip(values.tolist(), ids.tolist())), [sizes[j] for j in members])
-        for j, top in zip(members, tops):
-            out[j] = top
-    return out
+    ids) as ``rows.top`` finds them alone (``top_n.top_entries`` at the run's own n)."""
+    return [[top_entries(row, n) for row in part] if n else None for part, n in zip(probs.split(sizes), top_ns)]
 
 
 def _split_list(items: list, sizes: list[int]) -> list[list]:

@@ -15,6 +15,7 @@ from playground.decoding.point_mass import PointRows
 from playground.decoding.records import Candidate
 from playground.decoding.sampling import SamplingParams, logits_to_probs
 from playground.decoding.text import TokenTexts
+from playground.decoding.top_n import top_entries
 
 
 def top(
@@ -28,15 +29,14 @@ def top(
 
     point: the caller knows ``probs`` is a point mass on this id (a greedy target row, a
     one-hot draft row): the answer is that one entry, without a top-k over the vocabulary.
-    known: (values, ids) of ``torch.topk(probs, n)``, already computed with other runs'
+    known: (values, ids) of ``top_n.top_entries(probs, n)``, already computed with other runs'
     rows (``playground.decoding.batch_probs``)."""
     if texts is None:
         return ()
     if point is not None:
         return (Candidate(token_id=int(point), text=texts.solo(int(point)), prob=float(probs[point])),)
     if known is None:
-        values, ids = torch.topk(probs, min(n, probs.shape[-1]))
-        known = values.tolist(), ids.tolist()
+        known = top_entries(probs, n)
     return tuple(Candidate(token_id=int(i), text=texts.solo(int(i)), prob=float(v)) for v, i in zip(*known) if v > 0.0)
 
 

@@ -10,6 +10,7 @@ from playground.decoding.batch_probs import ReadSpec, read_rows
 from playground.decoding.confidence import top_probs
 from playground.decoding.rows import PointRows, target_rows
 from playground.decoding.sampling import SamplingParams
+from playground.decoding.top_n import top_entries
 
 V = 262_144  # Gemma 3's vocabulary: the size where a sum or a top-k could be split across threads
 
@@ -27,8 +28,7 @@ def _logits(keep: int, seed: int, dtype=torch.bfloat16) -> torch.Tensor:  # [kee
 
 
 def _alone_top(probs: torch.Tensor, n: int) -> tuple[list[float], list[int]]:
-    values, ids = torch.topk(probs, n)  # what rows.top computes for one row
-    return values.tolist(), ids.tolist()
+    return top_entries(probs, n)  # what rows.top computes for one row
 
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32])
