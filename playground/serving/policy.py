@@ -33,7 +33,11 @@ from contextlib import nullcontext
 # 6 gives a run alone its full γ, 2 runs 2 drafts each, 3 runs 1, and 4 or more plain decoding.
 # On a 2-vCPU AVX2 CPU no other budget did better (mean of 3 classes each, tokens/s): 2 runs
 # 23.1 / 24.3 / 26.4 / 21.8 / 23.3 for budgets 2 / 4 / 6 / 10 / 18; 4 runs 38.7 / 37.1 / 37.5
-# for 6 / 8 / 12; 8 runs 57.8 / 42.5 / 34.9 for 6 / 16 / 24.
+# for 6 / 8 / 12; 8 runs 57.8 / 42.5 / 34.9 for 6 / 16 / 24.  Nor on a 2-vCPU Xeon with AVX-512
+# BF16 and AMX, where a pass of 8 rows of 3 tokens costs only 1.13 of one of 8 rows of 1 (each
+# run drafts on its own, and that is not shared): medians of 2-3 interleaved classes, tokens/s,
+# 2 runs 27.8 / 31.9 / 30.1 / 21.4 for budgets 4 / 6 / 10 / 18; 4 runs 42.8 / 44.2 / 42.4 / 32.5
+# for 6 / 8 / 12 / 20; 8 runs 67.7 / 50.9 / 42.7 / 40.1 for 6 / 16 / 24 / 32.
 KNEE_TOKENS = 6
 NO_CAP = 1 << 30  # larger than any γ
 
