@@ -127,19 +127,17 @@ def batch_sweep_page() -> str:
         "## A CPU with native bfloat16 products",
         "",
         *facts(
-            machine=f"{a['machine']} (as the data file records it; the CPU model was not recorded). Its pass "
-            "costs — a 9-token pass costs {:.2f} one-token passes — are those of a CPU with native bfloat16 "
-            "matrix products (AVX-512 BF16 or AMX); an AVX2-only CPU pays about {:.1f} (below).".format(
-                nine(pass_costs), nine(avx2["pass_costs"])
-            ),
+            machine=f"{a['machine']}. A 9-token pass costs {nine(pass_costs):.2f} one-token passes here; an "
+            f"AVX2-only CPU pays about {nine(avx2['pass_costs']):.1f} (below).",
             date=a["date"],
             command=f"`{a['command']}`",
-            setup=f"preset `{a['preset']}`, {a['dtype']}, drafter `{a['drafter']}`, γ {a['gamma']}, "
+            setup=a.get("setup")
+            or f"preset `{a['preset']}`, {a['dtype']}, drafter `{a['drafter']}`, γ {a['gamma']}, "
             f"T = {a['temperature']}, {a['tokens']} new tokens per run",
-            noise="The machine's own speed varied by up to a third within an hour: differences under about "
-            "20 % between neighbouring rows are noise.",
+            note=a.get("note", ""),
         ),
         *class_table(d["class"]),
+        *split_table(d["class"]),
         "One shared target pass of *B* rows × *k* tokens, in units of one pass over one row of one token:",
         "",
         *table(

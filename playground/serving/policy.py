@@ -28,8 +28,8 @@ from __future__ import annotations
 from contextlib import nullcontext
 
 # Row-tokens of drafts a shared pass may carry.  Measured by `python -m tools batch-sweep`
-# (default preset, bf16, T = 0.7, 2 vCPUs, playground/data/batch_sweep.json): speculation and plain
-# decoding were even at 2 runs, and plain decoding won from 4 (41 vs 36 tokens/s; 100 vs 32 at 32).
+# (default preset, bf16, T = 0.7, 2 vCPUs, playground/data/batch_sweep.json): uncapped speculation
+# won at 2 runs (36 vs 30 tokens/s), plain decoding from 4 (48 vs 41; 158 vs 56 at 32).
 # 6 gives a run alone its full γ, 2 runs 2 drafts each, 3 runs 1, and 4 or more plain decoding.
 # On a 2-vCPU AVX2 CPU no other budget did better (mean of 3 classes each, tokens/s): 2 runs
 # 23.1 / 24.3 / 26.4 / 21.8 / 23.3 for budgets 2 / 4 / 6 / 10 / 18; 4 runs 38.7 / 37.1 / 37.5
