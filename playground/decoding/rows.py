@@ -25,7 +25,8 @@ def top(
     point: int | None = None,
     known: tuple[list[float], list[int]] | None = None,
 ) -> tuple[Candidate, ...]:
-    """Top-n of a [V] distribution, zero-probability entries dropped.
+    """Top-n of a [V] distribution, zero-probability entries dropped (``top_entries`` lists
+    positive entries only).
 
     point: the caller knows ``probs`` is a point mass on this id (a greedy target row, a
     one-hot draft row): the answer is that one entry, without a top-k over the vocabulary.
@@ -37,7 +38,7 @@ def top(
         return (Candidate(token_id=int(point), text=texts.solo(int(point)), prob=float(probs[point])),)
     if known is None:
         known = top_entries(probs, n)
-    return tuple(Candidate(token_id=int(i), text=texts.solo(int(i)), prob=float(v)) for v, i in zip(*known) if v > 0.0)
+    return tuple(Candidate(token_id=int(i), text=texts.solo(int(i)), prob=float(v)) for v, i in zip(*known))
 
 
 def target_rows(
