@@ -16,7 +16,7 @@ import os
 import gradio as gr
 
 from playground.config import load_config
-from visual import CSS_PATH
+from visual import CSS_PATH, sessions
 from visual.bench_tab import build_benchmark_tab
 from visual.i18n import L, gradio_i18n, localized, retitle_tabs
 from visual.i18n.switch import language_switch
@@ -71,6 +71,7 @@ ANALYTICS_EVERY = 100_000
 def build_demo(warmup=None) -> gr.Blocks:
     cfg = load_config()
     os.environ.setdefault("GRADIO_ANALYTICS_CACHE_FREQUENCY", str(ANALYTICS_EVERY))  # read when the queue is made
+    sessions.install()  # a visitor's first event no longer builds every block's config (visual.sessions)
     title = cfg.app.get("title", "Speculative Decoding Playground")
     # delete_cache: gradio's copies of uploads and served files older than an hour go, hourly
     with gr.Blocks(title=title, delete_cache=(3600, 3600)) as demo:
