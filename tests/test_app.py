@@ -285,13 +285,13 @@ def test_verification_control_defaults_to_token_verification():
     assert list(VERIFICATION) == ["lossless", "block"] and "temperature 0" in text_of(radio.info)
     radio_id, run_id = radio._id, tab.components["run"]._id
     deps = demo.get_config_file()["dependencies"]
-    run_deps = [d for d in deps if any(t[0] == run_id for t in d["targets"])]
-    heavy = [d for d in deps if d.get("trigger_after") in {r["id"] for r in run_deps}]
-    assert any(radio_id in d["inputs"] for d in run_deps)  # the validator sees it
-    assert heavy and all(radio_id in d["inputs"] for d in heavy)  # the run handler gets it (by name)
+    plot = tab.components["race_plot"]._id
+    runs = [d for d in deps if any(t[0] == run_id for t in d["targets"]) and plot in d["outputs"]]
+    assert len(runs) == 1  # one event: it validates, resets the view and runs
+    (fn,) = [f for f in demo.fns.values() if f._id == runs[0]["id"]]
+    assert fn.validator is not None  # the validator gets the event's inputs, as the run handler does
     stop = tab.components["draft_stop"]
-    assert isinstance(stop, gr.Slider) and all(stop._id in d["inputs"] for d in heavy)
-    assert any(stop._id in d["inputs"] for d in run_deps)  # the validator sees it too
+    assert radio_id in runs[0]["inputs"] and stop._id in runs[0]["inputs"]  # the run handler gets them (by name)
 
 
 def _spy_on_api(monkeypatch):
@@ -538,12 +538,13 @@ def test_the_run_and_the_page_loads_show_progress_on_one_small_output(tiny_defau
 
     cfg = app.build_demo().get_config_file()
     types = {c["id"]: c["type"] for c in cfg["components"]}
+    (run_btn,) = [c["id"] for c in cfg["components"] if c.get("props", {}).get("elem_id") == "run-btn"]
     heavy = {"plot", "dataframe", "file"}
     loads = [d for d in cfg["dependencies"] if d["outputs"] and any(t[1] == "load" for t in d["targets"])]
     runs = [
         d
         for d in cfg["dependencies"]
-        if "plot" in {types[o] for o in d["outputs"]} and any(t[1] == "success" for t in d["targets"])
+        if "plot" in {types[o] for o in d["outputs"]} and any(t == [run_btn, "click"] for t in map(list, d["targets"]))
     ]
     assert len(loads) >= 3 and len(runs) == 1
     for d in loads + runs:

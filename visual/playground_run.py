@@ -119,7 +119,7 @@ class RunState:
     calibration: Any = None  # RunStats of the t1 calibration run
     done: bool = True
     error: str | None = None
-    phase: str = "idle"  # idle, loading, speculative, autoregressive, calibrating, done, error
+    phase: str = "idle"  # idle, starting, speculative, autoregressive, calibrating, done, error
 
     def to_trace(self) -> dict[str, Any]:
         """The per-user trace dict (a shallow copy: later changes to this state do not reach it)."""
@@ -220,8 +220,8 @@ def _status(trace: dict) -> str:
     n = len(trace["spec_steps"])
     if trace.get("error"):
         return t("run.status.error", error=esc(engine_message(trace["error"])))
-    if ph == "loading":
-        return t("run.status.loading")
+    if ph == "starting":  # until the first step (loading models shows as the event's progress)
+        return t("pg.starting")
     if ph == "speculative":
         return t("run.status.speculative", steps=n, tokens=trace["spec_steps"][-1].committed_tokens if n else 0)
     if ph == "autoregressive":
@@ -448,7 +448,7 @@ def make_run_handler(
             temperature=settings.temperature,
             rule=settings.rule,
             done=False,
-            phase="loading",
+            phase="starting",
         )
 
         def report(frac, msg):

@@ -2,9 +2,9 @@
 
 Two kinds of events, kept apart so a slow animation never holds a model:
 
-* **Generation** (Run): a generator handler (``visual.playground_run``) that
-  streams the engine's StepRecords into the per-user ``trace`` state (and
-  updates charts and stats as it goes).  It shares the concurrency group ``"run"`` with the
+* **Generation** (Run): one event whose first yield resets the step view and whose
+  generator handler (``visual.playground_run``) then streams the engine's StepRecords
+  into the per-user ``trace`` state (charts and stats are drawn once it has finished).  It shares the concurrency group ``"run"`` with the
   ``/speculate`` API endpoint; model work inside them takes one of the shared
   ``TraceCache``'s compute slots (``queue.compute_slots``), and an identical
   request (same preset, prompt, settings and seed) follows or replays the
@@ -398,71 +398,70 @@ def _by_name(handler: Callable, names: dict[Any, str]) -> Callable:
 def _wire_run(
     cfg: AppConfig, choices: list[PresetChoice], warmup, parts: _Parts, tick
 ) -> tuple[TraceCache | None, int]:
-    """Run: validate, reset the view, then the heavy generation.  Returns the shared trace cache and
-    the concurrency limit of the ``"run"`` group (the /speculate endpoint joins it).  ``tick``: the
-    replay timer's event, which Run cancels as the replay's controls do (a tick of the last run on
-    its way would draw that run's frame over the new run's view)."""
+    """Run: one event that validates, resets the view and then streams the run.  Returns the
+    shared trace cache and the concurrency limit of the ``"run"`` group (the /speculate endpoint
+    joins it).  ``tick``: the replay timer's event, which Run cancels as the replay's controls do
+    (a tick of the last run on its way would draw that run's frame over the new run's view).
+
+    The view's reset is the event's first yield, not an event of its own: a second event would
+    cost the page a round trip to the server before the run could start."""
     c, trace_state, view_state = parts.c, parts.trace_state, parts.view_state
-    checked = [c[n] for n in FORM_FIELDS]  # the form's controls, named by RunSettings' schema
+    checked = {c[n]: n for n in FORM_FIELDS}  # the form's controls, named by RunSettings' schema
+    inputs = checked | {trace_state: "trace", c["mode"]: "mode", c["calibrate"]: "calibrate", c["speed"]: "speed"}
 
-    def validator(*values):
-        errs = check_params(cfg, choices, dict(zip(FORM_FIELDS, values)))
-        return [gr.validate(n not in errs, errs.get(n, "")) for n in FORM_FIELDS] + [gr.validate(True, "")] * (
-            len(values) - len(FORM_FIELDS)
-        )
+    def validator(data: dict) -> dict:
+        """The event's inputs by component -> a ``gr.validate`` for each (the form's messages)."""
+        errs = check_params(cfg, choices, {checked[comp]: value for comp, value in data.items() if comp in checked})
+        return {comp: gr.validate(inputs[comp] not in errs, errs.get(inputs[comp], "")) for comp in data}
 
-    def prepare(*values):
-        form = dict(zip(FORM_FIELDS, values))
+    def reset(form: dict) -> tuple[dict, tuple]:
+        """(the new run's trace, the first yield: ``RunOutputs``, then the view's state, its HTML
+        and the Play button)."""
         run_id = new_run_id()
         tr = RunState(
-            run_id=run_id, prompt=form["prompt"], gamma=int(form["gamma"] or 1), done=False, phase="loading"
+            run_id=run_id, prompt=form["prompt"], gamma=int(form["gamma"] or 1), done=False, phase="starting"
         ).to_trace()
         view = {**empty_view(), "run_id": run_id, "playing": True}
-        view, html, _, btn = replay_outputs(tr, view, values[-1], force=True)
-        return (
-            tr,
-            view,
-            html,
-            gr.Timer(active=False),  # started by the run's first step
-            btn,
-            t("pg.starting"),
-            gr.DownloadButton(interactive=False),
-            gr.DownloadButton(interactive=False),
+        view, html, _, btn = replay_outputs(tr, view, form["speed"], force=True)
+        out = RunOutputs(*(gr.skip(),) * len(RunOutputs._fields))._replace(
+            trace=tr,
+            status=t("pg.starting"),
+            json_dl=gr.DownloadButton(interactive=False),
+            csv_dl=gr.DownloadButton(interactive=False),
+            timer=gr.Timer(active=False),  # started by the run's first step
         )
+        return tr, (*out, view, html, btn)
 
     shared = make_shared(cfg)
     run_handler = gpu_entry(make_run_handler(cfg, choices, warmup, shared))
     # Run and /speculate wait for the shared compute slots inside the handler, so replays and
     # followers of an identical run never queue behind other visitors' runs.
     run_limit = int(cfg.queue.get("run_concurrency_limit", 16))
-    heavy_inputs = {comp: name for name, comp in zip(FORM_FIELDS, checked)}
-    heavy_inputs |= {trace_state: "trace", c["mode"]: "mode", c["calibrate"]: "calibrate"}
     own = {"trace": trace_state, "timer": parts.timer}  # the outputs that are the tab's states and timer
-    heavy_outputs = [own[name] if name in own else c[name] for name in RunOutputs._fields]
-    run_event = (
-        c["run"]
-        .click(
-            localized(prepare),
-            [*checked, c["speed"]],
-            [trace_state, view_state, c["view"], parts.timer, c["play"], c["status"], c["json_dl"], c["csv_dl"]],
-            validator=localized(validator),
-            show_progress="hidden",
-            api_visibility="private",
-            cancels=[tick],
-        )
-        .success(
-            localized(_by_name(run_handler, heavy_inputs)),
-            set(heavy_inputs),
-            heavy_outputs,
-            concurrency_id="run",
-            concurrency_limit=run_limit,
-            show_progress="minimal",
-            # gradio's page re-reads the value of every component that ever showed progress on
-            # each status change of any event: the figures and the table would be read again on
-            # every replay tick.
-            show_progress_on=[c["status"]],
-            api_visibility="private",
-        )
+    outputs = [own[name] if name in own else c[name] for name in RunOutputs._fields]
+    outputs += [view_state, c["view"], c["play"]]  # only the first yield writes these
+    unchanged = (gr.skip(),) * 3
+
+    def run(form: dict, progress=gr.Progress(), request: gr.Request = None):
+        trace, first = reset(form)
+        yield first
+        for out in run_handler({**form, "trace": trace}, progress, request):
+            yield (*out, *unchanged)
+
+    run_event = c["run"].click(
+        localized(_by_name(run, inputs)),
+        set(inputs),
+        outputs,
+        validator=localized(validator),
+        cancels=[tick],
+        concurrency_id="run",
+        concurrency_limit=run_limit,
+        show_progress="minimal",
+        # gradio's page re-reads the value of every component that ever showed progress on
+        # each status change of any event: the figures and the table would be read again on
+        # every replay tick.
+        show_progress_on=[c["status"]],
+        api_visibility="private",
     )
     _wire_provenance(c, trace_state, run_event)
     return shared, run_limit

@@ -19,7 +19,7 @@ PLOTS = HEAVY[:5]
 def _generation(race: bool = False, calibrate: bool = True) -> _Generation:
     settings = api.run_settings(preset="tiny-random", gamma=4, temperature=0.0, seed=5, max_new_tokens=12)
     state = RunState(run_id="r1", prompt="The capital of France is", gamma=settings.gamma,
-                     mode="race" if race else "speculative", done=False, phase="loading")  # fmt: skip
+                     mode="race" if race else "speculative", done=False, phase="starting")  # fmt: skip
     return _Generation("The capital of France is", settings, race, calibrate, state, None, lambda f, m: None)
 
 

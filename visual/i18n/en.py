@@ -84,7 +84,6 @@ MESSAGES: dict[str, str] = {
     "pg.warm.loading": "Loading models for **{preset}** at start-up: {message} ({percent})",
     # ---- the Run (visual/playground_run.py)
     "run.status.error": "**Error:** {error}",
-    "run.status.loading": "Loading the models (once per process)…",
     "run.status.speculative": "Speculative run: {steps} step(s), {tokens} token(s) so far…",
     "run.status.autoregressive": (
         "Race: speculative done; autoregressive run on the same prompt and models, {tokens} token(s) so far…"

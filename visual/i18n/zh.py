@@ -79,7 +79,6 @@ MESSAGES: dict[str, str] = {
     "pg.warm.loading": "启动时正在加载 **{preset}** 的模型：{message}（{percent}）",
     # ---- the Run
     "run.status.error": "**错误：** {error}",
-    "run.status.loading": "正在加载模型（每个进程仅一次）……",
     "run.status.speculative": "投机解码运行中：已 {steps} 步，{tokens} 个词元……",
     "run.status.autoregressive": "竞速：投机解码已完成；正在同一提示词和模型上运行自回归解码，已 {tokens} 个词元……",
     "run.status.calibrating": "正在测量 t₁：{n} 个词元的自回归校准运行……",
