@@ -3,9 +3,8 @@
 gradio 6 gives every session (a browser tab, a ``gradio_client``) a ``SessionState`` when the
 session's first event arrives, and that state builds the config of every block of the app
 (``config_values``).  This app has about 245 blocks: 17 ms a session on an idle core and
-20–40 ms beside a class's runs, on the server's event loop, one session after another.  Thirty
-students pressing Run together so waited in line about a second before most of their runs began
-(through ``/speculate``: the first run started at once, the 29 others 1.06–1.21 s later).
+20–40 ms beside a class's runs, on the server's event loop, one session after another, so thirty
+students pressing Run together would wait in line about a second before most of their runs began.
 
 gradio reads those configs for one thing: a deep link (``/gradio_api/deep_link``, a snapshot of
 every component as it is in that session, for ``gr.DeepLinkButton``).  It keeps the config of each
