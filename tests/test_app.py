@@ -291,6 +291,7 @@ def test_verification_control_defaults_to_token_verification():
     (fn,) = [f for f in demo.fns.values() if f._id == runs[0]["id"]]
     assert fn.validator is not None  # the validator gets the event's inputs, as the run handler does
     stop = tab.components["draft_stop"]
+    assert isinstance(stop, gr.Slider)
     assert radio_id in runs[0]["inputs"] and stop._id in runs[0]["inputs"]  # the run handler gets them (by name)
 
 

@@ -4,11 +4,11 @@ Two kinds of events, kept apart so a slow animation never holds a model:
 
 * **Generation** (Run): one event whose first yield resets the step view and whose
   generator handler (``visual.playground_run``) then streams the engine's StepRecords
-  into the per-user ``trace`` state (charts and stats are drawn once it has finished).  It shares the concurrency group ``"run"`` with the
-  ``/speculate`` API endpoint; model work inside them takes one of the shared
-  ``TraceCache``'s compute slots (``queue.compute_slots``), and an identical
-  request (same preset, prompt, settings and seed) follows or replays the
-  run already made instead of computing it again.
+  into the per-user ``trace`` state (charts and stats are drawn once it has finished).
+  It shares the concurrency group ``"run"`` with the ``/speculate`` API endpoint; model
+  work inside them takes one of the shared ``TraceCache``'s compute slots
+  (``queue.compute_slots``), and an identical request (same preset, prompt, settings and
+  seed) follows or replays the run already made instead of computing it again.
 * **Replay** (timer ticks, Step, Play/Pause, Back, Reset): cheap handlers that
   only read the stored trace and render one frame (``visual.replay``).  They
   write only the ``view`` state, never the trace (``visual.playground_replay``).
