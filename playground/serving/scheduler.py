@@ -7,9 +7,10 @@ cache and its own random stream; only the target's forward pass is shared.  A ru
 blocks until the worker has run it.  The worker waits until every joined run has
 submitted, or until no run has submitted for ``wait_ms`` (counted from when the previous
 pass's last runs were let go: the runs it served come back one by one, after their own
-sampling), or
-``max_hold_ms`` after the first submission, so a run busy drafting does not hold the
-others up for long; then it runs up to ``max_batch`` rows at once
+sampling), or ``max_hold_ms`` after the first submission, so a run busy drafting does not
+hold the others up for long.  A pass of prompts also waits until no run has joined for
+``JOIN_WAIT_S``: a class's requests arrive over a few hundred ms, and it then prefills in
+one pass rather than two or three.  Then the worker runs up to ``max_batch`` rows at once
 (``playground.decoding.batch_pass``).  Runs join and leave between passes; a run that
 leaves (finished, stopped, disconnected) is no longer waited for.
 
@@ -141,6 +142,7 @@ class PassScheduler:
         self._pending: list[_Ticket] = []
         self._gap_start = 0.0  # the latest submission or release of a pass's runs: the worker waits out gaps from here
         self._joined = 0
+        self._joined_at = 0.0  # the latest join: a newcomer's prompt follows within a few ms
         self._worker: threading.Thread | None = None
         self.read_chunk = self.READ_CHUNK
         self.passes = 0  # batched passes run (for the status line and the tests)
@@ -149,6 +151,7 @@ class PassScheduler:
 
     PASS_WAIT_S = 120.0  # a run waits this long for its pass to start, then as long again for it to end
     IDLE_EXIT_S = 30.0  # a worker with nothing to do for this long ends (a new pass starts another)
+    JOIN_WAIT_S = 0.1  # a pass of prompts waits until no run has joined for this long (see _take)
     READ_CHUNK = 8  # runs whose logits are read, and who are let go, together (see _loop)
     RELEASE_AFTER_S = 1.0  # a worker idle this long gives back its OpenMP helpers (playground.threads)
 
@@ -178,6 +181,7 @@ class PassScheduler:
                     retry_after_s=10.0,
                 )
             self._joined += 1
+            self._joined_at = time.monotonic()
             self._tokens.append(tokens)
             self._cond.notify_all()
         try:
@@ -241,7 +245,7 @@ class PassScheduler:
     def _take(self) -> list[_Ticket] | None:
         """Wait for a batch: every joined run has submitted, or no run has submitted for
         ``wait_s`` (the rest are busy drafting or prefilling), or ``max_hold_s`` after the
-        first submission.  None: idle for ``IDLE_EXIT_S``, the worker ends (and no longer
+        first submission; a batch of prompts also until no run has joined for ``JOIN_WAIT_S``.  None: idle for ``IDLE_EXIT_S``, the worker ends (and no longer
         holds the scheduler)."""
         with self._cond:
             start = time.monotonic()
@@ -257,10 +261,17 @@ class PassScheduler:
                 self._cond.wait((idle_until if release_at is None else release_at) - now)
             # A pass costs about the same for 16 rows as for 30, so it pays to wait for the
             # stragglers while they keep arriving: after a pass, every run does its own
-            # sampling and bookkeeping in turn, and they come back a few ms apart.
+            # sampling and bookkeeping in turn, and they come back a few ms apart.  A pass of
+            # prompts also waits while runs keep joining: a class's requests arrive over a
+            # few hundred ms, and the first few prompts would otherwise go in a pass of their
+            # own, a full prompt pass that every later newcomer waits for.
             hold_until = time.monotonic() + self.max_hold_s
-            while len(self._pending) < min(self._joined, self.max_batch):
-                left = min(self._gap_start + self.wait_s, hold_until) - time.monotonic()
+            while len(self._pending) < self.max_batch:
+                now = time.monotonic()
+                until = now if len(self._pending) >= self._joined else self._gap_start + self.wait_s
+                if _is_prompt(self._pending[0].row):  # newcomers' prompts come a few ms after they join
+                    until = max(until, self._joined_at + self.JOIN_WAIT_S)
+                left = min(until, hold_until) - now
                 if left <= 0:
                     break
                 self._cond.wait(left)

@@ -405,3 +405,45 @@ def test_the_last_chunk_read_is_waited_for_like_the_first(model, monkeypatch):
     for t in threads:
         t.join(timeout=60)
     assert sizes == [6, 6, 6]
+
+
+@pytest.mark.parametrize("late_ms", [0, 30])
+def test_a_pass_of_prompts_waits_for_runs_still_joining(model, monkeypatch, late_ms):
+    """A class's requests arrive over a few hundred ms.  Two runs submit their prompts and a
+    third joins ``late_ms`` later, after the gap the worker waits out for stragglers: its
+    prompt still goes in the same pass, not in a second full prompt pass after it.  A step is
+    not held for newcomers: runs in the middle of a class keep their pace."""
+    import playground.serving.scheduler as scheduler_module
+
+    sizes: list[tuple[int, bool]] = []
+    real = scheduler_module.batched_forward
+
+    def logged(model, rows, pad_id=0, timed=None):
+        sizes.append((len(rows), rows[0].keep < len(rows[0].ids)))
+        return real(model, rows, pad_id, timed)
+
+    monkeypatch.setattr(scheduler_module, "batched_forward", logged)
+    scheduler = PassScheduler(model, wait_ms=10)  # stragglers' gap: shorter than the newcomer's delay
+    first_two = threading.Barrier(2)
+
+    def run(b, prompt_tokens, delay_s):
+        cache = Target(model, rollback=True).cache
+        time.sleep(delay_s)
+        with scheduler.join():
+            if b < 2:
+                first_two.wait()
+            scheduler.forward(RowPass(cache, tuple(rand_ids(prompt_tokens, seed=b)), keep=1))
+
+    def cohort(prompt_tokens):
+        delays = [0.0, 0.0, 0.01 + late_ms / 1000.0]
+        threads = [threading.Thread(target=run, args=(b, prompt_tokens, d)) for b, d in enumerate(delays)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=60)
+
+    cohort(prompt_tokens=6)  # prompts: one pass of three
+    assert sizes == [(3, True)]
+    sizes.clear()
+    cohort(prompt_tokens=1)  # one-token steps: the first two go without waiting for the third
+    assert sizes == [(2, False), (1, False)]
