@@ -245,8 +245,8 @@ class PassScheduler:
     def _take(self) -> list[_Ticket] | None:
         """Wait for a batch: every joined run has submitted, or no run has submitted for
         ``wait_s`` (the rest are busy drafting or prefilling), or ``max_hold_s`` after the
-        first submission; a batch of prompts also until no run has joined for ``JOIN_WAIT_S``.  None: idle for ``IDLE_EXIT_S``, the worker ends (and no longer
-        holds the scheduler)."""
+        first submission; a batch of prompts also until no run has joined for ``JOIN_WAIT_S``.
+        None: idle for ``IDLE_EXIT_S``, the worker ends (and no longer holds the scheduler)."""
         with self._cond:
             start = time.monotonic()
             idle_until, release_at = start + self.IDLE_EXIT_S, start + self.RELEASE_AFTER_S

@@ -337,20 +337,26 @@ def test_a_failed_read_reaches_the_runs_of_its_chunk_only(model, monkeypatch):
         assert scheduler.forward(RowPass(Target(model, rollback=True).cache, (1, 2), keep=1)).rows == 1
 
 
+def _logged_passes(monkeypatch) -> list[list[RowPass]]:
+    """The rows of every shared pass the scheduler runs from now on, in order."""
+    import playground.serving.scheduler as scheduler_module
+
+    passes: list[list[RowPass]] = []
+    real = scheduler_module.batched_forward
+
+    def logged(model, rows, pad_id=0, timed=None):
+        passes.append(list(rows))
+        return real(model, rows, pad_id, timed)
+
+    monkeypatch.setattr(scheduler_module, "batched_forward", logged)
+    return passes
+
+
 @pytest.mark.parametrize("prompt_tokens", [2, 20, 31])
 def test_prompt_chunks_and_steps_never_share_a_pass(model, monkeypatch, prompt_tokens):
     """A newcomer's prompt chunk (keeps 1 logit row of many tokens) would make every 1-token
     step pay for its length; each kind goes in passes of its own, whatever the chunk's length."""
-    import playground.serving.scheduler as scheduler_module
-
-    passes = []
-    real = scheduler_module.batched_forward
-
-    def logged(model, rows, pad_id=0, timed=None):
-        passes.append(sorted((len(r.ids), r.keep) for r in rows))
-        return real(model, rows, pad_id, timed)
-
-    monkeypatch.setattr(scheduler_module, "batched_forward", logged)
+    logged = _logged_passes(monkeypatch)
     scheduler = PassScheduler(model, wait_ms=2_000)
     rows = [RowPass(Target(model, rollback=True).cache, tuple(rand_ids(1, seed=b)), keep=1) for b in range(4)]
     rows.append(RowPass(Target(model, rollback=True).cache, tuple(rand_ids(prompt_tokens, seed=9)), keep=1))
@@ -367,6 +373,7 @@ def test_prompt_chunks_and_steps_never_share_a_pass(model, monkeypatch, prompt_t
         t.start()
     for t in threads:
         t.join(timeout=60)
+    passes = [sorted((len(r.ids), r.keep) for r in rows) for rows in logged]
     assert sorted(passes) == sorted([[(1, 1)] * 4 + [(3, 3)], [(prompt_tokens, 1)]])
 
 
@@ -383,13 +390,7 @@ def test_the_last_chunk_read_is_waited_for_like_the_first(model, monkeypatch):
     monkeypatch.setattr(scheduler_module, "read_rows", slow_read)
     scheduler = PassScheduler(model, wait_ms=25)
     scheduler.read_chunk = 2
-    sizes = []
-    real = scheduler_module.batched_forward
-    monkeypatch.setattr(
-        scheduler_module,
-        "batched_forward",
-        lambda m, rows, pad_id=0, timed=None: sizes.append(len(rows)) or real(m, rows, pad_id, timed),
-    )
+    logged = _logged_passes(monkeypatch)
     barrier = threading.Barrier(6)
 
     def go(b):
@@ -404,7 +405,7 @@ def test_the_last_chunk_read_is_waited_for_like_the_first(model, monkeypatch):
         t.start()
     for t in threads:
         t.join(timeout=60)
-    assert sizes == [6, 6, 6]
+    assert [len(rows) for rows in logged] == [6, 6, 6]
 
 
 @pytest.mark.parametrize("late_ms", [0, 30])
@@ -413,16 +414,9 @@ def test_a_pass_of_prompts_waits_for_runs_still_joining(model, monkeypatch, late
     third joins ``late_ms`` later, after the gap the worker waits out for stragglers: its
     prompt still goes in the same pass, not in a second full prompt pass after it.  A step is
     not held for newcomers: runs in the middle of a class keep their pace."""
-    import playground.serving.scheduler as scheduler_module
+    from playground.serving.scheduler import _is_prompt
 
-    sizes: list[tuple[int, bool]] = []
-    real = scheduler_module.batched_forward
-
-    def logged(model, rows, pad_id=0, timed=None):
-        sizes.append((len(rows), rows[0].keep < len(rows[0].ids)))
-        return real(model, rows, pad_id, timed)
-
-    monkeypatch.setattr(scheduler_module, "batched_forward", logged)
+    logged = _logged_passes(monkeypatch)
     scheduler = PassScheduler(model, wait_ms=10)  # stragglers' gap: shorter than the newcomer's delay
     first_two = threading.Barrier(2)
 
@@ -443,7 +437,6 @@ def test_a_pass_of_prompts_waits_for_runs_still_joining(model, monkeypatch, late
             t.join(timeout=60)
 
     cohort(prompt_tokens=6)  # prompts: one pass of three
-    assert sizes == [(3, True)]
-    sizes.clear()
     cohort(prompt_tokens=1)  # one-token steps: the first two go without waiting for the third
-    assert sizes == [(2, False), (1, False)]
+    sizes = [(len(rows), all(map(_is_prompt, rows))) for rows in logged]
+    assert sizes == [(3, True), (2, False), (1, False)]
