@@ -139,8 +139,9 @@ CEILING_NOTE = (
     "\nceiling = plain decoding through passes of B rows alone, measured in this run just before the class "
     "of B: B × 1000 / ms of one pass of B rows of 1 token; of ceiling = class tokens/s ÷ ceiling. "
     "Shared pass ms (means over the class's shared passes): the model (decoder and LM head), then the "
-    "scheduler's own work: gathering the rows' caches into one batch, writing each row's new keys back, "
-    "reading every run's logits, and waiting for stragglers before the pass."
+    "scheduler's own work: gathering the pass (its ids, masks and the rows' caches in the batched cache), "
+    "extending each row's cache by its new keys, reading every run's logits, and waiting for stragglers "
+    "before the pass."
 )
 
 

@@ -116,8 +116,9 @@ def class_rows(data: dict) -> list[list]:
 
 
 def _split(per_pass: dict | None) -> str:
-    """Mean ms per shared pass: the model, the scheduler's own work (gathering and writing back
-    the caches, reading the logits) and its wait for stragglers; "–" without shared passes."""
+    """Mean ms per shared pass: the model, the scheduler's own work (gathering the pass,
+    extending the rows' caches, reading the logits) and its wait for stragglers; "–" without
+    shared passes."""
     if not per_pass:
         return "–"
     own = per_pass["gather_ms"] + per_pass["write_ms"] + per_pass["read_ms"]

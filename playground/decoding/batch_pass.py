@@ -1,7 +1,10 @@
 """One target forward pass that carries the new tokens of many runs, each with its own cache.
 
 Every run keeps its own ``DynamicCache`` (the engine's cache invariant is per run and does
-not change).  ``batched_forward`` stacks the rows for one pass:
+not change).  With a ``SlotCache`` (the scheduler's), the runs' caches live in one batched
+cache and the pass reads and writes them there (``batch_slots``: new tokens left-aligned,
+nothing stacked or copied back).  Without one, or when a row cannot have a slot,
+``batched_forward`` stacks the rows for one pass:
 
     input ids      [B, K]       row b's k_b new tokens right-aligned, pad slots before them
     position ids   [B, K]       row b's own positions (its cache length + offset, or a tree's depths)
@@ -40,6 +43,8 @@ from torch.nn.utils.rnn import pad_sequence
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
 
+from playground.decoding.batch_slots import SlotCache
+
 
 @dataclass(frozen=True)
 class RowPass:
@@ -61,9 +66,11 @@ class RowOut:
 
 @dataclass(frozen=True)
 class PassTimes:
-    """Where one batched pass's wall time went, in ms: stacking the rows' ids, positions,
-    masks and caches into one batch, the model itself (decoder and LM head), and appending
-    each row's new keys and values to its own cache."""
+    """Where one batched pass's wall time went, in ms: gathering the rows' ids, positions,
+    masks and caches into one batch (with slots: each row's cache into its slot, where it is
+    not already), the model itself (decoder and LM head; with slots it also writes the new
+    keys into the slots and reads the rows), and extending each row's cache by its new keys
+    and values (with slots: pointing it at its slot)."""
 
     gather_ms: float
     model_ms: float
@@ -176,58 +183,86 @@ def _own_slots(width: int, slots: int, k: int) -> slice:
 
 
 @torch.inference_mode()
-def batched_forward(model, rows: list[RowPass], pad_id: int = 0, timed: list | None = None) -> list[RowOut]:
+def batched_forward(
+    model, rows: list[RowPass], pad_id: int = 0, timed: list | None = None, slots: SlotCache | None = None
+) -> list[RowOut]:
     """One forward pass over every row's new tokens; each row's cache grows by its own tokens.
-    ``timed``: a list the pass appends its ``PassTimes`` to."""
+    ``timed``: a list the pass appends its ``PassTimes`` to.  ``slots``: the rows' caches live
+    in (or move into) this batched cache (``batch_slots``); without it, or where a row cannot,
+    the pass stacks the rows' caches itself and appends to each afterwards."""
     t0 = time.perf_counter()
     if not rows or any(len(r.ids) < 1 or not 1 <= r.keep <= len(r.ids) for r in rows):
         raise ValueError("every row needs at least one new token and 1 <= keep <= its tokens")
     config = _text_config(model)
     types = layer_types(config)
     window = getattr(config, "sliding_window", None)
+    attn = getattr(config, "_attn_implementation", None) or "sdpa"
     dtype = next(iter(model.parameters())).dtype
     device = model.device
-    attn = getattr(config, "_attn_implementation", None) or "sdpa"
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
     geo = [_row_geometry(r) for r in rows]
-    slots = max(len(r.ids) for r in rows)
-    ids = torch.full((len(rows), slots), pad_id, dtype=torch.long)
-    positions = torch.zeros(len(rows), slots, dtype=torch.long)
-    for b, (r, (_, pos, _)) in enumerate(zip(rows, geo)):
-        ids[b, slots - len(r.ids) :] = torch.tensor(r.ids)
-        positions[b, slots - len(r.ids) :] = pos
-        positions[b, : slots - len(r.ids)] = pos[0]  # pads: any valid position, never seen
+    slots_new = max(len(r.ids) for r in rows)
+    plan = slots.plan([r.cache for r in rows], [g[0] for g in geo], slots_new) if slots is not None else None
+    # A slot pass writes row b's tokens first and pads after them; the plain pass right-aligns them.
+    starts = [0 if plan is not None else slots_new - len(r.ids) for r in rows]
+    ids = torch.full((len(rows), slots_new), pad_id, dtype=torch.long)
+    positions = torch.zeros(len(rows), slots_new, dtype=torch.long)
+    for b, (r, (_, pos, _), s) in enumerate(zip(rows, geo, starts)):
+        ids[b, s : s + len(r.ids)] = torch.tensor(r.ids)
+        positions[b] = pos[0]  # pads: any valid position, never seen
+        positions[b, s : s + len(r.ids)] = pos
 
-    layers, masks = [], {}
-    for i, kind in enumerate(types):
-        sliding = kind == "sliding_attention"
-        layer, counts = _stack_past([r.cache.layers[i] for r in rows], window, slots, heads, head_dim, dtype, device)
-        layers.append(layer)
-        if kind not in masks:
-            masks[kind] = prepare_mask(
-                _mask(geo, counts, layer.width, slots, window if sliding else None), attn, dtype, device
-            )
+    if plan is not None:
+        layers = plan.layers
+        masks = {
+            kind: prepare_mask(plan.mask(geo, window if kind == "sliding_attention" else None), attn, dtype, device)
+            for kind in dict.fromkeys(types)
+        }
+    else:
+        layers, masks = _stacked_layers(rows, geo, types, config, slots_new, attn, dtype, device)
     batch_cache = Cache(layers=layers)
     attention_mask = masks if len(masks) > 1 else next(iter(masks.values()))
     t1 = time.perf_counter()
     hidden = _final_states(model, ids.to(device), attention_mask, positions.to(device), batch_cache)  # [B, K, H]
     # The LM head only where a row needs it: sum(keep) rows, not B x max(keep).
-    wanted = torch.cat([hidden[b, slots - r.keep :] for b, r in enumerate(rows)])  # [sum keep, H]
+    ends = [s + len(r.ids) for s, r in zip(starts, rows)]
+    wanted = torch.cat([hidden[b, e - r.keep : e] for b, (r, e) in enumerate(zip(rows, ends))])  # [sum keep, H]
     logits = _lm_head(model, config, wanted).split([r.keep for r in rows])  # [keep_b, V] each
     t2 = time.perf_counter()
     # Rows' caches change last: a pass that fails before here leaves every row as it was, so
     # the scheduler may run each row again alone.
-    for i, layer in enumerate(layers):  # each row keeps its own new keys
-        for b, r in enumerate(rows):
-            new = _own_slots(layer.width, slots, len(r.ids))
-            r.cache.layers[i].update(layer.keys[b : b + 1, :, new], layer.values[b : b + 1, :, new])
+    if plan is not None:
+        plan.commit([r.cache for r in rows], [len(r.ids) for r in rows])
+    else:
+        for i, layer in enumerate(layers):  # each row keeps its own new keys
+            for b, r in enumerate(rows):
+                new = _own_slots(layer.width, slots_new, len(r.ids))
+                r.cache.layers[i].update(layer.keys[b : b + 1, :, new], layer.values[b : b + 1, :, new])
     if timed is not None:
         timed.append(PassTimes(*((b - a) * 1000.0 for a, b in ((t0, t1), (t1, t2), (t2, time.perf_counter())))))
     return [
-        RowOut(logits=logits[b], hidden=hidden[b, slots - r.keep :] if r.hidden else None) for b, r in enumerate(rows)
+        RowOut(logits=logits[b], hidden=hidden[b, e - r.keep : e] if r.hidden else None)
+        for b, (r, e) in enumerate(zip(rows, ends))
     ]
+
+
+def _stacked_layers(rows, geo, types, config, slots_new, attn, dtype, device) -> tuple[list[_Slots], dict]:
+    """The plain pass's batch: each layer's rows stacked (``_stack_past``), one mask per layer type."""
+    window = getattr(config, "sliding_window", None)
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    layers, masks = [], {}
+    for i, kind in enumerate(types):
+        sliding = kind == "sliding_attention"
+        layer, counts = _stack_past(
+            [r.cache.layers[i] for r in rows], window, slots_new, heads, head_dim, dtype, device
+        )
+        layers.append(layer)
+        if kind not in masks:
+            masks[kind] = prepare_mask(
+                _mask(geo, counts, layer.width, slots_new, window if sliding else None), attn, dtype, device
+            )
+    return layers, masks
 
 
 def _final_states(model, ids, attention_mask, positions, cache) -> torch.Tensor:  # [B, K, H]

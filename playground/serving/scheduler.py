@@ -11,7 +11,8 @@ sampling), or ``max_hold_ms`` after the first submission, so a run busy drafting
 hold the others up for long.  A pass of prompts also waits until no run has joined for
 ``JOIN_WAIT_S``: a class's requests arrive over a few hundred ms, and it then prefills in
 one pass rather than two or three.  Then the worker runs up to ``max_batch`` rows at once
-(``playground.decoding.batch_pass``).  Runs join and leave between passes; a run that
+(``playground.decoding.batch_pass``), the runs' caches kept in the scheduler's batched cache
+(``playground.decoding.batch_slots``).  Runs join and leave between passes; a run that
 leaves (finished, stopped, disconnected) is no longer waited for.
 
 Prompts and steps are not padded to each other: a newcomer's prompt is fed in chunks of
@@ -46,6 +47,7 @@ from dataclasses import dataclass, field, fields
 
 from playground.decoding.batch_pass import PassTimes, RowOut, RowPass, batched_forward, layer_types
 from playground.decoding.batch_probs import ReadSpec, RowReads, read_rows
+from playground.decoding.batch_slots import SlotCache
 from playground.errors import Busy
 from playground.serving.policy import KNEE_TOKENS, NO_CAP
 from playground.serving.policy import draft_cap as _draft_cap
@@ -138,6 +140,7 @@ class PassScheduler:
         self._tokens: list[int] = []  # the most tokens each joined run's cache may hold
         config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
         self.batchable = not getattr(config, "num_kv_shared_layers", 0)
+        self.slots = _slot_cache(model, config, max_batch)  # written and read by the worker only
         self._cond = threading.Condition()
         self._pending: list[_Ticket] = []
         self._gap_start = 0.0  # the latest submission or release of a pass's runs: the worker waits out gaps from here
@@ -168,15 +171,15 @@ class PassScheduler:
         """Register a run for as long as the block lasts (its passes may then be shared).
 
         ``tokens``: the most its cache will hold (prompt + budget + drafts).  While it runs its
-        bytes count against ``kv_budget_bytes``: its own cache and, once runs share passes, a
-        shared pass's stacked copy, which pads every row's cache to the longest (``held_bytes``);
+        bytes count against ``kv_budget_bytes``: its own cache and, once runs share passes, its
+        row of the batched cache, as long as the longest row (``held_bytes``);
         a run that would pass the budget gets ``Busy``."""
         with self._cond:
             held = self.held_bytes(self._tokens + [tokens])
             if self.kv_budget_bytes is not None and held > self.kv_budget_bytes:
                 raise Busy(
                     f"The server is holding {self._joined} runs' caches ({self.held_bytes() / 1e6:,.0f} MB of "
-                    f"{self.kv_budget_bytes / 1e6:,.0f} MB, a shared pass's padding included); this one would "
+                    f"{self.kv_budget_bytes / 1e6:,.0f} MB, the batched cache's padding included); this one would "
                     f"take it to {held / 1e6:,.0f} MB. Try again in a few seconds, or ask for fewer tokens.",
                     retry_after_s=10.0,
                 )
@@ -194,10 +197,13 @@ class PassScheduler:
 
     def held_bytes(self, tokens: list[int] | None = None) -> int:
         """Cache bytes runs of these token counts (the joined ones by default) may hold: their
-        own caches, plus a shared pass's stacked copy, every row padded to the longest."""
+        own caches, plus the batched cache as it is or as these runs would grow it (every row
+        padded to the longest, rounded as ``SlotCache`` rounds)."""
         tokens = self._tokens if tokens is None else tokens
-        padded = len(tokens) * max(tokens) if len(tokens) > 1 else 0  # a run alone has its passes to itself
-        return (sum(tokens) + padded) * self.kv_bytes_per_token
+        batched = self.slots.rows * self.slots.length
+        if len(tokens) > 1:  # a run alone has its passes to itself
+            batched = max(batched, SlotCache.tokens_for(len(tokens), max(tokens)))
+        return (sum(tokens) + batched) * self.kv_bytes_per_token
 
     @property
     def load(self) -> int:
@@ -254,6 +260,7 @@ class PassScheduler:
                 now = time.monotonic()
                 if now >= idle_until:
                     self._worker = None
+                    self.slots.release()  # the runs' views keep what they still use
                     return None
                 if release_at is not None and now >= release_at:
                     release_team()  # idle: its parked OpenMP helpers would slow a run alone (playground.threads)
@@ -294,7 +301,7 @@ class PassScheduler:
             timed: list[PassTimes] = []
             read_ms = 0.0
             try:
-                outs = batched_forward(self.model, [t.row for t in batch], self.pad_id, timed)
+                outs = batched_forward(self.model, [t.row for t in batch], self.pad_id, timed, self.slots)
                 error = None
             except Exception as exc:
                 if len(batch) == 1:  # the worker lives on; the run gets the error
@@ -344,6 +351,15 @@ class PassScheduler:
 def _is_prompt(row: RowPass) -> bool:
     """A chunk of a prompt (its logits are read only after its last token), not a step."""
     return row.keep < len(row.ids)
+
+
+def _slot_cache(model, config, max_batch: int) -> SlotCache:
+    """The runs' caches, kept where a shared pass reads and writes them (``batch_slots``):
+    room for twice a full pass, so a class's next runs find slots while the last ones end."""
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dtype = next(iter(model.parameters())).dtype
+    return SlotCache(len(layer_types(config)), heads, head_dim, dtype, model.device, max_rows=2 * max_batch)
 
 
 def kv_bytes_per_token(model) -> int:

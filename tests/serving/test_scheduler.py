@@ -135,23 +135,27 @@ def test_the_app_budget_turns_speculation_off_from_four_runs(runs, cap):
 
 def test_runs_caches_count_against_the_kv_budget(model):
     """Each joined run holds its cache's bytes (tokens x bytes per token) and, once runs share
-    passes, its row of the pass's stacked copy, padded to the longest run; one that would pass
-    the budget gets Busy with a clear message, and leaving gives the bytes back."""
+    passes, the batched cache: every row padded to the longest run, rounded as the slot cache
+    grows its buffers; one that would pass the budget gets Busy with a clear message, and
+    leaving gives the bytes back."""
+    from playground.decoding.batch_slots import SlotCache
     from playground.errors import Busy
     from playground.serving.scheduler import kv_bytes_per_token
 
     per_token = kv_bytes_per_token(model)
     cfg = model.config  # 4 layers, K and V, float32
     assert per_token == 4 * 2 * cfg.num_key_value_heads * cfg.head_dim * 4
-    scheduler = PassScheduler(model, kv_budget_bytes=200 * per_token)
+    batched = SlotCache.tokens_for(2, 60)  # two rows of up to 60 tokens: 8 rows x 128 slots
+    assert batched == 8 * 128
+    scheduler = PassScheduler(model, kv_budget_bytes=(80 + batched) * per_token)
     with scheduler.join(60):
         assert scheduler.held_bytes() == 60 * per_token  # alone: no shared pass, no padding
         with pytest.raises(Busy, match="holding 1 runs' caches"):
-            with scheduler.join(30):  # own caches 90 tokens, but a shared pass holds 2 x 60 more
+            with scheduler.join(30):  # own caches 90 tokens, plus the batched cache
                 pass
         assert scheduler.load == 1
-        with scheduler.join(20):  # 80 + 2 x 60 = 200
-            assert scheduler.load == 2 and scheduler.held_bytes() == 200 * per_token
+        with scheduler.join(20):  # 80 + the batched cache: the whole budget
+            assert scheduler.load == 2 and scheduler.held_bytes() == (80 + batched) * per_token
     with scheduler.join(200):  # all given back
         assert scheduler.load == 1
 
@@ -164,12 +168,12 @@ def test_a_failed_shared_pass_runs_each_row_alone_and_fails_only_the_bad_one(mod
 
     real = sched.batched_forward
 
-    def fragile(m, rows, pad_id=0):
+    def fragile(m, rows, *args):
         if any(r.ids == (99,) for r in rows) and len(rows) > 1:
             raise RuntimeError("a shared pass broke")
         if rows[0].ids == (99,):
             raise ValueError("this row is bad")
-        return real(m, rows, pad_id)
+        return real(m, rows, *args)
 
     monkeypatch.setattr(sched, "batched_forward", fragile)
     scheduler = PassScheduler(model, wait_ms=200)
@@ -344,9 +348,9 @@ def _logged_passes(monkeypatch) -> list[list[RowPass]]:
     passes: list[list[RowPass]] = []
     real = scheduler_module.batched_forward
 
-    def logged(model, rows, pad_id=0, timed=None):
+    def logged(model, rows, *args):
         passes.append(list(rows))
-        return real(model, rows, pad_id, timed)
+        return real(model, rows, *args)
 
     monkeypatch.setattr(scheduler_module, "batched_forward", logged)
     return passes
