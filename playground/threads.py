@@ -13,7 +13,8 @@ worse.  ``OMP_WAIT_POLICY=PASSIVE`` (helpers never spin) puts every process in t
 case, so the app no longer sets it.
 
 So one thread at a time computes with every core: a run that is alone, or the scheduler's
-worker while runs share its passes.  A run whose passes the worker runs does its own small
+worker while runs share its passes (it reads their logits on one core, ``on_one_core``,
+while runs it has let go work on the other).  A run whose passes the worker runs does its own small
 work (a draw, its records) on one core and gives its team back (``one_core``); a thread that
 is done computing gives its team back too (``release_team``), so that an idle thread does not
 keep the next one from spinning.  A team given back comes back at the thread's next
@@ -34,6 +35,8 @@ from __future__ import annotations
 import ctypes
 import os
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 
 import torch
@@ -76,12 +79,14 @@ def _runtime() -> tuple[ctypes.CDLL | None, ctypes.CDLL | None]:
                 lib = ctypes.CDLL(path)
                 if hasattr(lib, "omp_set_num_threads") and hasattr(lib, "omp_pause_resource_all"):
                     lib.omp_set_num_threads.argtypes = [ctypes.c_int]
+                    lib.omp_get_max_threads.restype = ctypes.c_int
                     lib.omp_pause_resource_all.argtypes = [ctypes.c_int]
                     omp = lib
             elif mkl is None and name.startswith("libtorch_cpu"):
                 lib = ctypes.CDLL(path)
                 if hasattr(lib, "MKL_Set_Num_Threads_Local"):  # the C interface (lower case is Fortran's: a pointer)
                     lib.MKL_Set_Num_Threads_Local.argtypes = [ctypes.c_int]
+                    lib.MKL_Set_Num_Threads_Local.restype = ctypes.c_int
                     mkl = lib
         except OSError:  # pragma: no cover - a library that cannot be opened twice
             continue
@@ -126,6 +131,31 @@ def all_cores() -> None:
     omp.omp_set_num_threads(saved)
     if mkl is not None:
         mkl.MKL_Set_Num_Threads_Local(0)  # 0: back to the process's setting
+
+
+@contextmanager
+def on_one_core() -> Iterator[None]:
+    """Inside the block this thread's torch calls run on one core; its helpers stay parked,
+    for its next parallel kernel after the block.
+
+    The scheduler's worker reads the runs' logits this way while the runs it has let go do
+    their own work: a parallel kernel waits for its slowest thread, and the worker's helper
+    shares the other core with thirty runs' threads.  (The kernels of a read give the same
+    bits on one core as on many: each row is reduced by one thread either way;
+    ``tests/decoding/test_batch_probs.py`` checks it.)"""
+    omp, mkl = _runtime()
+    if omp is None:
+        yield
+        return
+    count = omp.omp_get_max_threads()
+    omp.omp_set_num_threads(1)
+    mkl_count = mkl.MKL_Set_Num_Threads_Local(1) if mkl is not None else None  # returns the previous one
+    try:
+        yield
+    finally:
+        omp.omp_set_num_threads(count)
+        if mkl is not None:
+            mkl.MKL_Set_Num_Threads_Local(mkl_count)
 
 
 def done_computing() -> None:

@@ -69,6 +69,19 @@ def test_one_core_changes_only_the_calling_thread(cores):
     assert (before, inside, fresh, after) == (cores, 1, cores, cores)
 
 
+def test_on_one_core_lasts_the_block_and_keeps_the_helpers(cores):
+    def run():
+        _parallel_kernel()  # this thread's team now exists
+        tasks = _tasks()
+        with threads.on_one_core():
+            inside = torch.get_num_threads()
+            _parallel_kernel()
+            kept = _tasks() == tasks  # nothing given back, nothing started
+        return inside, kept, torch.get_num_threads()
+
+    assert _in_thread(run) == (1, True, cores)
+
+
 def test_all_cores_without_one_core_changes_nothing(cores):
     def run():
         threads.all_cores()

@@ -28,7 +28,8 @@ After the pass the worker also reads each run's logits as the run asked (its p r
 target's confidence, the trace's top-n: ``playground.decoding.batch_probs``), for all rows
 at once rather than in thirty threads between two passes.
 
-The worker is the one thread that computes with every core while runs share its passes;
+The worker is the one thread that computes with every core while runs share its passes
+(except while it reads logits after letting runs go: on one core, the runs use the other);
 theirs run on one (``playground.threads``: parked OpenMP helpers in other threads would
 slow its every kernel), and it gives its own helpers back after ``RELEASE_AFTER_S`` idle.
 
@@ -42,7 +43,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 
 from playground.decoding.batch_pass import PassTimes, RowOut, RowPass, batched_forward, layer_types
@@ -51,7 +52,7 @@ from playground.decoding.batch_slots import SlotCache
 from playground.errors import Busy
 from playground.serving.policy import KNEE_TOKENS, NO_CAP
 from playground.serving.policy import draft_cap as _draft_cap
-from playground.threads import release_team
+from playground.threads import on_one_core, release_team
 
 
 @dataclass
@@ -320,7 +321,9 @@ class PassScheduler:
                 if error is None and ok:
                     r0 = time.perf_counter()
                     try:
-                        got = read_rows([outs[part][i].logits for i in ok], [batch[part][i].read for i in ok])
+                        # Once runs are let go, the other core is theirs (playground.threads).
+                        with on_one_core() if start else nullcontext():
+                            got = read_rows([outs[part][i].logits for i in ok], [batch[part][i].read for i in ok])
                         for i, r in zip(ok, got):
                             reads[i] = r
                     except Exception as exc:  # these runs get the error, the worker lives on

@@ -81,6 +81,28 @@ def test_a_row_does_not_depend_on_the_rows_beside_it(params, batch):
             assert torch.equal(together[b].probs, alone.probs)
 
 
+MIN_P = SamplingParams(1.3, min_p=0.05)
+
+
+@pytest.mark.parametrize("params", [WARM, TOP_K, TOP_P, MIN_P, GREEDY])
+def test_a_read_on_one_core_equals_the_run_alone(params):
+    """The scheduler's worker reads on one core (``threads.on_one_core``); a run alone reads
+    its rows with every core.  Each row is reduced by one thread either way: the same bits."""
+    from playground import threads
+
+    specs = [ReadSpec(params, top_n=5, confidence=True)] * 3
+    logits = [_logits(k, seed=20 + k) for k in (1, 2, 4)]
+    with threads.on_one_core():
+        assert torch.get_num_threads() == 1 or not threads.available()
+        reads = read_rows(logits, specs)
+    for x, got in zip(logits, reads):
+        probs, argmax = target_rows(x, params)  # every core
+        assert got.argmax == argmax and (params.greedy or torch.equal(got.probs, probs))
+        assert got.confidence == top_probs(x, range(x.shape[0]))
+        if not params.greedy:
+            assert got.top == [_alone_top(probs[i], 5) for i in range(x.shape[0])]
+
+
 def test_runs_at_different_temperatures_keep_their_own():
     # Mutant guard: one row's logits read at T = 0.5 and at T = 1.5 in one call must
     # differ, as each run's own reading would (a worker that used one run's settings for
