@@ -83,7 +83,7 @@ def _shared(model, runs: list[_Run], new: list[list[int]], slots) -> bool:
     return same and all(r.same_cache() for r in runs)
 
 
-def _session(model, slots, record: bool = True, seed: int = 0) -> bool:
+def _four_runs(model, slots, record: bool = True, seed: int = 0) -> bool:
     """Four runs through shared passes, rollbacks and passes alone, past the window."""
     runs = [_Run(model, rand_ids(h, seed=seed + i), record) for i, h in enumerate((0, 2, 3, 9))]
     ok = runs[0].alone(rand_ids(1, seed=seed + 40))  # a prompt of one token
@@ -101,7 +101,7 @@ def _session(model, slots, record: bool = True, seed: int = 0) -> bool:
 @pytest.mark.parametrize("record", [True, False])
 def test_runs_in_slots_equal_runs_alone(model, record):
     slots = _slots(model)
-    assert _session(model, slots, record)
+    assert _four_runs(model, slots, record)
     assert slots.rows == 8 and slots.length == SlotCache.MIN_LENGTH
 
 
@@ -169,12 +169,12 @@ def test_a_llama_without_sliding_layers(model):
 # ------------------------------------------------------------------------------- mutants
 def test_mutant_two_runs_in_one_slot(model, monkeypatch):
     monkeypatch.setattr(SlotCache, "slot", lambda self, cache: 0)
-    assert not _session(model, _slots(model))
+    assert not _four_runs(model, _slots(model))
 
 
 def test_mutant_a_run_that_left_its_slot_is_not_copied_back(model, monkeypatch):
     monkeypatch.setattr(SlotCache, "_holds", lambda self, *args: True)
-    assert not _session(model, _slots(model))
+    assert not _four_runs(model, _slots(model))
 
 
 def test_mutant_pad_slots_stay_in_the_cache(model, monkeypatch):
@@ -184,7 +184,7 @@ def test_mutant_pad_slots_stay_in_the_cache(model, monkeypatch):
         real(self, caches, [self.slots_new] * len(caches))
 
     monkeypatch.setattr(batch_slots.SlotPass, "commit", keeps_pads)
-    assert not _session(model, _slots(model))
+    assert not _four_runs(model, _slots(model))
 
 
 def test_mutant_rows_read_from_the_wrong_slots(model, monkeypatch):
@@ -194,7 +194,7 @@ def test_mutant_rows_read_from_the_wrong_slots(model, monkeypatch):
         real(self, keys, values, where, rows.roll(1), width)
 
     monkeypatch.setattr(batch_slots._SlotLayer, "__init__", rolled)
-    assert not _session(model, _slots(model))
+    assert not _four_runs(model, _slots(model))
 
 
 def test_mutant_buffers_not_zeroed(model, monkeypatch):
@@ -208,4 +208,4 @@ def test_mutant_buffers_not_zeroed(model, monkeypatch):
                 t.fill_(float("nan"))
 
     monkeypatch.setattr(SlotCache, "_ensure", unzeroed)
-    assert not _session(model, _slots(model))
+    assert not _four_runs(model, _slots(model))
