@@ -14,10 +14,10 @@ case, so the app no longer sets it.
 
 So one thread at a time computes with every core: a run that is alone, or the scheduler's
 worker while runs share its passes (it reads their logits on one core, ``on_one_core``,
-while runs it has let go work on the other).  A run whose passes the worker runs does its own small
-work (a draw, its records) on one core and gives its team back (``one_core``); a thread that
-is done computing gives its team back too (``release_team``), so that an idle thread does not
-keep the next one from spinning.  A team given back comes back at the thread's next
+while runs it has let go work on the other).  A run whose passes the worker runs does its
+own small work (a draw, its records) on one core and gives its team back (``one_core``); a
+thread that is done computing gives its team back too (``release_team``), so that an idle
+thread does not keep the next one from spinning.  A team given back comes back at the thread's next
 parallel kernel.
 
 What a run computes on one core is its own small work; the kernels whose outputs it

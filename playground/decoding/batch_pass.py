@@ -77,8 +77,15 @@ class PassTimes:
     write_ms: float
 
 
-def _text_config(model):
+def text_config(model):
+    """The config of the model's text decoder (a multimodal model's, or the model's own)."""
     return model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+
+
+def kv_heads(config) -> tuple[int, int]:
+    """(key/value heads, head dim) of each attention layer's cache."""
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    return heads, getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
 
 
 def layer_types(config) -> list[str]:
@@ -193,7 +200,7 @@ def batched_forward(
     t0 = time.perf_counter()
     if not rows or any(len(r.ids) < 1 or not 1 <= r.keep <= len(r.ids) for r in rows):
         raise ValueError("every row needs at least one new token and 1 <= keep <= its tokens")
-    config = _text_config(model)
+    config = text_config(model)
     types = layer_types(config)
     window = getattr(config, "sliding_window", None)
     attn = getattr(config, "_attn_implementation", None) or "sdpa"
@@ -249,8 +256,7 @@ def batched_forward(
 def _stacked_layers(rows, geo, types, config, slots_new, attn, dtype, device) -> tuple[list[_Slots], dict]:
     """The plain pass's batch: each layer's rows stacked (``_stack_past``), one mask per layer type."""
     window = getattr(config, "sliding_window", None)
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    heads, head_dim = kv_heads(config)
     layers, masks = [], {}
     for i, kind in enumerate(types):
         sliding = kind == "sliding_attention"

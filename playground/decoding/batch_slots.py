@@ -68,10 +68,6 @@ class SlotCache:
     def length(self) -> int:
         return self.keys[0].shape[2] if self.keys else 0
 
-    @property
-    def nbytes(self) -> int:
-        return sum(t.numel() * t.element_size() for t in self.keys + self.values)
-
     def release(self) -> None:
         self.keys, self.values, self._row_keys, self._row_values = [], [], [], []
 
@@ -93,15 +89,22 @@ class SlotCache:
         return free
 
     @classmethod
+    def _grown(cls, rows: int, length: int) -> tuple[int, int]:
+        """The buffers' size for ``rows`` rows of ``length`` tokens: rows rounded up to 8,
+        the length to a power of two, at least ``MIN_LENGTH``."""
+        return -(-rows // 8) * 8, max(cls.MIN_LENGTH, 1 << max(length - 1, 0).bit_length())
+
+    @classmethod
     def tokens_for(cls, rows: int, length: int) -> int:
         """Token slots of buffers grown for ``rows`` rows of ``length`` tokens (per layer)."""
-        return -(-rows // 8) * 8 * max(cls.MIN_LENGTH, 1 << max(length - 1, 0).bit_length())
+        rows, length = cls._grown(rows, length)
+        return rows * length
 
     def _ensure(self, rows: int, length: int) -> None:
         if rows <= self.rows and length <= self.length:
             return
-        rows = max(self.rows, -(-rows // 8) * 8)
-        length = max(self.length, self.MIN_LENGTH, 1 << (length - 1).bit_length())
+        grown_rows, grown_length = self._grown(rows, length)
+        rows, length = max(self.rows, grown_rows), max(self.length, grown_length)
         shape = (rows, self.heads, length, self.head_dim)
         self.keys = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]
         self.values = [torch.zeros(shape, dtype=self.dtype, device=self.device) for _ in range(self.n_layers)]

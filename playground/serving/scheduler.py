@@ -46,7 +46,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field, fields
 
-from playground.decoding.batch_pass import PassTimes, RowOut, RowPass, batched_forward, layer_types
+from playground.decoding.batch_pass import (
+    PassTimes,
+    RowOut,
+    RowPass,
+    batched_forward,
+    kv_heads,
+    layer_types,
+    text_config,
+)
 from playground.decoding.batch_probs import ReadSpec, RowReads, read_rows
 from playground.decoding.batch_slots import SlotCache
 from playground.errors import Busy
@@ -139,7 +147,7 @@ class PassScheduler:
         self.kv_budget_bytes = kv_budget_bytes  # None: no limit on the runs' caches together
         self.kv_bytes_per_token = kv_bytes_per_token(model)
         self._tokens: list[int] = []  # the most tokens each joined run's cache may hold
-        config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+        config = text_config(model)
         self.batchable = not getattr(config, "num_kv_shared_layers", 0)
         self.slots = _slot_cache(model, config, max_batch)  # written and read by the worker only
         self._cond = threading.Condition()
@@ -359,17 +367,14 @@ def _is_prompt(row: RowPass) -> bool:
 def _slot_cache(model, config, max_batch: int) -> SlotCache:
     """The runs' caches, kept where a shared pass reads and writes them (``batch_slots``):
     room for twice a full pass, so a class's next runs find slots while the last ones end."""
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
     dtype = next(iter(model.parameters())).dtype
-    return SlotCache(len(layer_types(config)), heads, head_dim, dtype, model.device, max_rows=2 * max_batch)
+    return SlotCache(len(layer_types(config)), *kv_heads(config), dtype, model.device, max_rows=2 * max_batch)
 
 
 def kv_bytes_per_token(model) -> int:
     """Cache bytes one token costs a run (keys and values of every layer, in the model's dtype).
     A sliding-window layer holds at most its window; counting it in full errs on the safe side."""
-    config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
-    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
-    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    config = text_config(model)
+    heads, head_dim = kv_heads(config)
     dtype_bytes = next(iter(model.parameters())).element_size()
     return len(layer_types(config)) * 2 * heads * head_dim * dtype_bytes

@@ -15,7 +15,7 @@ import torch
 from transformers import DynamicCache
 
 from playground.decoding import batch_slots
-from playground.decoding.batch_pass import RowPass, batched_forward, layer_types
+from playground.decoding.batch_pass import RowPass, batched_forward, kv_heads, layer_types
 from playground.decoding.batch_slots import SlotCache
 from playground.decoding.target import copy_cache
 from playground.decoding.tree import DraftTree, tree_attention_mask, tree_position_ids
@@ -32,7 +32,7 @@ def model():
 
 def _slots(model, max_rows: int = 8) -> SlotCache:
     c = model.config
-    return SlotCache(len(layer_types(c)), c.num_key_value_heads, c.head_dim, torch.float32, model.device, max_rows)
+    return SlotCache(len(layer_types(c)), *kv_heads(c), torch.float32, model.device, max_rows)
 
 
 class _Run:
@@ -159,8 +159,7 @@ def test_a_slot_frees_when_its_run_ends_and_a_full_table_takes_the_plain_path(mo
 def test_a_llama_without_sliding_layers(model):
     llama = small_llama(vocab=6)
     c = llama.config
-    heads, head_dim = c.num_key_value_heads, c.hidden_size // c.num_attention_heads
-    slots = SlotCache(c.num_hidden_layers, heads, head_dim, torch.float32, llama.device, 4)
+    slots = SlotCache(len(layer_types(c)), *kv_heads(c), torch.float32, llama.device, 4)
     runs = [_Run(llama, rand_ids(h, seed=h, vocab=6)) for h in (0, 3, 5)]
     for step in range(3):
         assert _shared(llama, runs, [rand_ids(1 + i, seed=step * 7 + i, vocab=6) for i in range(3)], slots)
