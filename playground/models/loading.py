@@ -151,7 +151,7 @@ _LOADED_LOCK = threading.Lock()
 
 def _ready(loaded: tuple[Any, Any]) -> tuple[Any, Any]:
     """A freshly loaded (model, tokenizer) made ready to serve, before any run sees it: frozen,
-    on the device, bfloat16 rows in float32 where the CPU needs it, and transformers' output
+    on the device, its bfloat16 layers with blocked copies of their weights, and transformers' output
     recorders installed.  transformers installs those (forward hooks on the decoder layers,
     which record only inside the calling context) at a model's first ``output_hidden_states``
     call; installed here, a shared model's modules are never written while runs use it."""
@@ -160,7 +160,7 @@ def _ready(loaded: tuple[Any, Any]) -> tuple[Any, Any]:
     device = pick_device()
     if model.device != device:
         model.to(device)
-    bf16_matmul.install(model)  # a CPU without bfloat16 instructions: several rows in float32
+    bf16_matmul.install(model)  # blocked copies of bfloat16 weights (float32 on CPUs without bf16)
     maybe_install_capturing_hooks(model)
     return model, tok
 

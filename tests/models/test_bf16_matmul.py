@@ -1,8 +1,10 @@
-"""bfloat16 linear layers whose multi-row products run in float32 (playground.models.bf16_matmul).
+"""bfloat16 linear layers with blocked copies of their weights (playground.models.bf16_matmul).
 
-Checked on any CPU (``install(force=True)``): which rows take which kernel, that the float32
-path is the same sum as a bfloat16 kernel up to one rounding, the packed float32 copies and
-their bytes, and that float32 models, gradients and one-token steps are left alone."""
+The float32 copies (CPUs without native bfloat16) are checked on any CPU (``install(model,
+"float32")``): which rows take which kernel, that the float32 path is the same sum as a
+bfloat16 kernel up to one rounding, the packed copies and their bytes, and that float32
+models, gradients and one-token steps are left alone.  The blocked bfloat16 copies (CPUs with
+native bfloat16) are checked where oneDNN multiplies bfloat16."""
 
 from __future__ import annotations
 
@@ -12,9 +14,13 @@ from transformers import DynamicCache
 
 from playground.decoding.batch_pass import RowPass, batched_forward
 from playground.models import bf16_matmul
-from playground.models.bf16_matmul import MIN_ROWS_KEPT, Float32RowsLinear, install
+from playground.models.bf16_matmul import MAX_PACKED_ROWS, MIN_ROWS_KEPT, Float32RowsLinear, PackedLinear, install
 from playground.models.loading import model_bytes
 from tests.tiny_models import sliding_pair
+
+needs_native = pytest.mark.skipif(
+    not bf16_matmul.native_bf16(), reason="oneDNN multiplies bfloat16 natively only with AVX-512 BF16 or AMX"
+)
 
 
 class _WithHead(torch.nn.Module):
@@ -31,10 +37,10 @@ class _WithHead(torch.nn.Module):
         return self.head
 
 
-def _twin(seed: int = 0, bias: bool = True) -> tuple[_WithHead, _WithHead]:
+def _twin(seed: int = 0, bias: bool = True, how: str = "float32") -> tuple[_WithHead, _WithHead]:
     """Two identical modules; the second installed."""
     plain, fast = _WithHead(seed, bias), _WithHead(seed, bias)
-    install(fast, force=True)
+    install(fast, how)
     return plain, fast
 
 
@@ -124,15 +130,15 @@ def test_every_layer_keeps_a_float32_copy_and_it_is_counted():
 
 def test_installing_twice_or_not_at_all_changes_nothing_more():
     _, fast = _twin()
-    assert install(fast, force=True) == 0  # already installed: no second copy
+    assert install(fast, "float32") == 0 and install(fast, "packed") == 0  # already installed: no second copy
     untouched = _WithHead()
-    assert install(untouched, force=False) == 0
+    assert install(untouched, "native") == 0
     assert type(untouched.layer) is torch.nn.Linear and not hasattr(untouched.head, bf16_matmul._COPY)
 
 
 def test_float32_models_are_left_alone():
     model = _WithHead().float()
-    assert install(model, force=True) == 0
+    assert install(model, "float32") == 0 and install(model, "packed") == 0
     assert type(model.layer) is torch.nn.Linear and type(model.head) is torch.nn.Linear
 
 
@@ -146,7 +152,16 @@ def test_gradients_still_flow_through_torchs_kernel():
 
 @pytest.mark.parametrize(
     ("env", "native", "expected"),
-    [(None, False, True), ("auto", True, False), ("float32", True, True), ("native", False, False)],
+    [
+        (None, False, "float32"),
+        (None, True, "packed"),
+        ("auto", True, "packed"),
+        (" Auto ", False, "float32"),
+        ("float32", True, "float32"),
+        ("packed", False, "packed"),
+        ("native", False, "native"),
+        ("native", True, "native"),
+    ],
 )
 def test_the_choice_follows_the_cpu_and_the_override(monkeypatch, env, native, expected):
     if env is None:
@@ -154,16 +169,17 @@ def test_the_choice_follows_the_cpu_and_the_override(monkeypatch, env, native, e
     else:
         monkeypatch.setenv("SPECPLAY_BF16_MATMUL", env)
     monkeypatch.setattr(bf16_matmul, "native_bf16", lambda: native)
-    assert bf16_matmul.wanted() is expected
+    assert bf16_matmul.mode() == expected
 
 
 def test_a_bad_override_is_a_clear_error(monkeypatch):
     monkeypatch.setenv("SPECPLAY_BF16_MATMUL", "fast")
-    with pytest.raises(ValueError, match="auto, float32 or native"):
-        bf16_matmul.wanted()
+    with pytest.raises(ValueError, match="auto, packed, float32 or native"):
+        bf16_matmul.mode()
 
 
-def test_a_shared_pass_of_a_bfloat16_model_agrees_with_the_native_kernels():
+@pytest.mark.parametrize("how", ["float32", pytest.param("packed", marks=needs_native)])
+def test_a_shared_pass_of_a_bfloat16_model_agrees_with_the_native_kernels(how):
     """A whole batched pass of a tiny bfloat16 Gemma 3 (sliding layers), installed or not: the
     same greedy tokens and logits within bfloat16's rounding (the kernels sum in other orders)."""
     target, _ = sliding_pair(window=4)
@@ -171,7 +187,7 @@ def test_a_shared_pass_of_a_bfloat16_model_agrees_with_the_native_kernels():
     fast = type(plain)(plain.config).to(torch.bfloat16)
     fast.load_state_dict(plain.state_dict())
     fast.requires_grad_(False)
-    assert install(fast, force=True) > 0
+    assert install(fast, how) > 0
     outs = []
     for model in (plain, fast):
         caches = [DynamicCache(config=model.config) for _ in range(5)]
@@ -180,3 +196,63 @@ def test_a_shared_pass_of_a_bfloat16_model_agrees_with_the_native_kernels():
     for a, b in zip(*outs):
         assert torch.allclose(a.logits.float(), b.logits.float(), atol=0.05, rtol=0.02)
         assert torch.equal(a.logits.argmax(-1), b.logits.argmax(-1))
+
+
+# -- blocked bfloat16 copies (CPUs with native bfloat16 products) ------------------------------------
+
+
+@pytest.fixture
+def onednn_spy(monkeypatch):
+    """The weights each oneDNN product was given (a product in torch's own kernel adds none)."""
+    seen: list[torch.Tensor] = []
+    real = bf16_matmul._onednn
+
+    def record(x, w, bias=None):
+        seen.append(w)
+        return real(x, w, bias)
+
+    monkeypatch.setattr(bf16_matmul, "_onednn", record)
+    return seen
+
+
+@needs_native
+@pytest.mark.parametrize("shape", [(1, 48), (1, 1, 48), (5, 48), (2, 3, 48), (30, 1, 48), (MAX_PACKED_ROWS, 48)])
+def test_packed_layers_read_their_blocked_copy_within_one_rounding(shape, onednn_spy):
+    """Up to MAX_PACKED_ROWS rows the product reads the blocked bfloat16 copy: within one
+    rounding of the exact sum, as torch's own kernel is.  Mutants: a forgotten bias, a weight
+    of another layer, a product of the plain weights (no copy read) all fail here."""
+    plain, fast = _twin(seed=shape[0], how="packed")
+    x = torch.randn(*shape).to(torch.bfloat16)
+    with torch.inference_mode():
+        got = fast.layer(x)
+        assert onednn_spy == [getattr(fast.layer, bf16_matmul._PACKED)]
+        assert got.shape == (*shape[:-1], 40) and got.dtype == torch.bfloat16
+        assert _ulps(got.reshape(-1, 40), _float32_reference(plain.layer, x.reshape(-1, 48))) <= 1.0
+        head = fast.head(got)
+        assert _ulps(head.reshape(-1, 300), _float32_reference(plain.head, got.reshape(-1, 40))) <= 1.0
+    assert onednn_spy[1] is getattr(fast.head, bf16_matmul._PACKED)
+
+
+@needs_native
+def test_long_prompts_and_gradients_take_torchs_kernel(onednn_spy):
+    plain, fast = _twin(how="packed")
+    x = torch.randn(MAX_PACKED_ROWS + 1, 48).to(torch.bfloat16)
+    with torch.inference_mode():
+        assert torch.equal(fast.layer(x), plain.layer(x))
+    assert onednn_spy == []
+    fast.layer.requires_grad_(True)
+    x = torch.randn(4, 48, dtype=torch.bfloat16, requires_grad=True)
+    fast.layer(x).float().sum().backward()
+    assert x.grad is not None and fast.layer.weight.grad is not None and onednn_spy == []
+
+
+@needs_native
+def test_every_layer_keeps_a_blocked_bfloat16_copy_and_it_is_counted():
+    plain, fast = _twin(bias=False, how="packed")
+    for ours, theirs in ((fast.layer, plain.layer), (fast.head, plain.head)):
+        copy = getattr(ours, bf16_matmul._PACKED)
+        assert copy.layout == torch._mkldnn and copy.dtype == torch.bfloat16
+        assert torch.equal(copy.to_dense(), theirs.weight)  # the layout moves, the numbers stay
+        assert isinstance(ours, PackedLinear) and torch.equal(ours.weight, theirs.weight)
+    assert model_bytes(fast) == 2 * model_bytes(plain)  # the budget sees them
+    assert bf16_matmul._PACKED not in fast.state_dict()  # never saved with the weights
