@@ -19,7 +19,6 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from playground.drafters.mtp_head import MTPConfig, MTPHead
-from playground.models import bf16_matmul
 
 DEFAULT_WEIGHTS = Path(__file__).resolve().parent.parent / "weights" / "gemma3-270m-mtp"
 
@@ -136,5 +135,4 @@ def _shared_head(path: str, stamp: tuple, dtype: torch.dtype, device: str) -> MT
     head = load_head(path, dtype=torch.float32).to(device=device, dtype=dtype)
     for p in head.parameters():
         p.requires_grad_(False)
-    bf16_matmul.install(head)  # as the target's layers: blocked copies of bfloat16 weights
     return head
