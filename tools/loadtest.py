@@ -125,6 +125,8 @@ def _request_kwargs(args, seed: int, prompt: str | None = None) -> dict:
         kw["preset"] = args.preset
     if args.drafter:
         kw["drafter"] = args.drafter
+    if args.dtype:
+        kw["dtype"] = args.dtype
     return kw
 
 
@@ -273,6 +275,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--requests", type=int, default=1, help="requests per client, one after another")
     p.add_argument("--preset", default=None)
     p.add_argument("--drafter", default=None)
+    p.add_argument(
+        "--dtype",
+        choices=["float32", "bfloat16"],
+        default=None,
+        help="the requests' dtype (default: the preset's); in float32 every answer must equal its run alone",
+    )
     p.add_argument("--prompt", default="The capital of France is")
     p.add_argument(
         "--own-prompts", action="store_true", help="each request its own prompt (the held-out prompts, cycled)"

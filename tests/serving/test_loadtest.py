@@ -88,6 +88,14 @@ def test_own_prompts_share_passes_and_match_alone(server, capsys):
     assert s["mean_shared_rows"] > 1  # passes really carried several runs
 
 
+@pytest.mark.parametrize(("flags", "dtype"), [([], None), (["--dtype", "float32"], "float32")])
+def test_the_requests_carry_a_dtype_only_when_asked(flags, dtype):
+    """Without --dtype the preset's applies; with it every request asks for it."""
+    args = loadtest.build_parser().parse_args(["--url", "http://127.0.0.1:9", "--clients", "2", *flags])
+    requests = [kw for client in loadtest._requests(args) for kw in client]
+    assert [kw.get("dtype") for kw in requests] == [dtype, dtype]
+
+
 def test_only_shared_bfloat16_answers_may_round_differently():
     """A differing answer is a mismatch unless it is bfloat16 and its passes were shared."""
     shared = [{"shared_rows": 1}, {"shared_rows": 5}]
