@@ -482,7 +482,7 @@ def _wire_provenance(c: dict[str, Any], trace_state, run_event) -> None:
     """Run clears the coloured text; it comes back once the run has finished (one render, not per step)."""
     outputs = [c["provenance"], c["prov_dl"]]
     c["run"].click(
-        lambda: (provenance.provenance_html("", ()), gr.DownloadButton(interactive=False)),
+        localized(lambda: (provenance.provenance_html("", ()), gr.DownloadButton(interactive=False))),
         None,
         outputs,
         queue=False,

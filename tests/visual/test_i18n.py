@@ -654,3 +654,18 @@ def test_the_playground_re_renders_every_server_html_panel_in_the_visitors_langu
         values = tab.localized_values()
     prov = [v for v in values if isinstance(v, str) and "prov--empty" in v]
     assert prov == [f'<div class="prov prov--empty">{CATALOGUE["zh"]["prov.empty"]}</div>']
+
+
+def test_every_handler_that_writes_the_provenance_panel_renders_in_the_visitors_language():
+    """Run clears the coloured text at once (its own event, before the run's): that clearing
+    rendered the empty state in English on the Chinese page until the run had finished."""
+    import app
+
+    demo = app.build_demo()
+    panel = next(b for b in demo.blocks.values() if getattr(b, "elem_id", None) == "provenance")
+    writers = [f for f in demo.fns.values() if f.outputs and f.outputs[0] is panel and not f.inputs]
+    assert writers, "no event without inputs writes the provenance panel"  # Run's own clearing event
+    zh = _Req("http://h/?lang=zh")
+    for dep in writers:
+        html = dep.fn(zh)[0]
+        assert CATALOGUE["zh"]["prov.empty"] in html, (dep.name, html)
