@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import torch
 
-from playground.decoding.batch_pass import layer_types, prepare_mask
+from playground.decoding.batch_pass import layer_types, prepare_mask, text_config
 from playground.decoding.tree import DraftTree, tree_attention_mask, tree_position_ids
 
 
@@ -49,13 +49,13 @@ def tree_masks(config, tree: DraftTree, past_len: int, dtype: torch.dtype, devic
 def tree_forward(model, cache, root_token: int, tree: DraftTree, hidden: bool = False):
     """(logits [n+1, V], hidden states [n+1, H] or None): row 0 at the root, row i+1 after node i."""
     past_len = cache.get_seq_length()
-    text_config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
+    config = text_config(model)
     dtype = next(iter(model.parameters()), torch.zeros(())).dtype
     device = model.device
     ids = torch.tensor([[int(root_token), *tree.tokens]], device=device)
     out = model(
         input_ids=ids,
-        attention_mask=tree_masks(text_config, tree, past_len, dtype, device),
+        attention_mask=tree_masks(config, tree, past_len, dtype, device),
         position_ids=tree_position_ids(tree, past_len)[None].to(device),
         cache=cache,
         use_cache=True,

@@ -111,6 +111,7 @@ from typing import Any
 
 import torch
 
+from playground.decoding.batch_pass import text_config
 from playground.decoding.draft import Draft, TargetState, TreeDraft, token_id_set
 from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
 from playground.decoding.tree import ROOT, DraftTree
@@ -119,11 +120,6 @@ from playground.drafters.base import BaseDrafter
 
 NAME = "gemma4-assistant"
 LAYER_TYPES = ("full_attention", "sliding_attention")
-
-
-def _text_config(model):
-    cfg = model.config
-    return cfg.get_text_config() if hasattr(cfg, "get_text_config") else cfg
 
 
 def store_layers(target_text_config) -> dict[str, int]:
@@ -187,7 +183,7 @@ class Gemma4AssistantDrafter(BaseDrafter):
         self.target = target
         self.assistant = assistant
         self.argmax = argmax
-        tcfg = _text_config(target)
+        tcfg = text_config(target)
         acfg = assistant.config
         atcfg = acfg.get_text_config()
         self.embed = target.get_input_embeddings()  # scaled (Gemma multiplies by sqrt(H))
@@ -414,7 +410,7 @@ def load_gemma4_assistant_drafter(
     """The drafter for a loaded target/assistant pair (EOS ids from the target's configs if not given)."""
     if eos_token_ids is None:
         eos_token_ids = set()
-        for src in (_text_config(target), getattr(target, "generation_config", None)):
+        for src in (text_config(target), getattr(target, "generation_config", None)):
             e = getattr(src, "eos_token_id", None)
             if e is not None:
                 eos_token_ids |= set(e) if isinstance(e, (list, tuple)) else {e}

@@ -52,6 +52,7 @@ from typing import Any
 
 import torch
 
+from playground.decoding.batch_pass import text_config
 from playground.decoding.draft import Draft, TargetState, TreeDraft, token_id_set
 from playground.decoding.draft_stop import ChainStop, draft_confidence
 from playground.decoding.sampling import SamplingParams, draw_draft_token, logits_to_probs
@@ -157,7 +158,7 @@ class MTPDrafter(BaseDrafter):
         """Load shipped weights (``config.json`` + ``model*.safetensors``) for ``target``."""
         weight = text_model(target).embed_tokens.weight
         head = shared_head(path, weight.dtype, weight.device)  # read-only, one per weights file and dtype
-        cfg = target.config.get_text_config() if hasattr(target.config, "get_text_config") else target.config
+        cfg = text_config(target)
         if head.cfg.hidden_size != cfg.hidden_size or head.cfg.vocab_size != cfg.vocab_size:
             raise ValueError(f"MTP weights in {path} were trained for another target ({head.cfg.target})")
         if eos_token_ids is None:
