@@ -25,7 +25,7 @@ import torch
 
 from playground.decoding.confidence import row_confidence
 from playground.decoding.sampling import SamplingParams, logits_to_probs
-from playground.decoding.top_n import top_entries
+from playground.decoding.top_n import top_entries_rows
 
 
 @dataclass(frozen=True)
@@ -80,8 +80,20 @@ def read_rows(logits: list[torch.Tensor], specs: list[ReadSpec | None]) -> list[
 
 def _tops_by_n(probs: torch.Tensor, sizes: list[int], top_ns: list[int]) -> list[list | None]:
     """Per run (``sizes[j]`` rows of ``probs`` [sum keep, V] each), each of its p rows' (values,
-    ids) as ``rows.top`` finds them alone (``top_n.top_entries`` at the run's own n)."""
-    return [[top_entries(row, n) for row in part] if n else None for part, n in zip(probs.split(sizes), top_ns)]
+    ids) as ``rows.top`` finds them alone (``top_n.top_entries`` at the run's own n), computed
+    for all the runs that ask for the same n together (``top_n.top_entries_rows``)."""
+    out: list[list | None] = [None] * len(sizes)
+    starts = [sum(sizes[:j]) for j in range(len(sizes))]
+    for n in set(top_ns) - {0}:
+        members = [j for j, m in enumerate(top_ns) if m == n]
+        picked = [starts[j] + i for j in members for i in range(sizes[j])]
+        # a view where the members' rows lie together (a class asking alike), a copy otherwise
+        together = picked == list(range(picked[0], picked[0] + len(picked)))
+        rows = probs[picked[0] : picked[0] + len(picked)] if together else probs[picked]
+        found = iter(top_entries_rows(rows, n))
+        for j in members:
+            out[j] = [next(found) for _ in range(sizes[j])]
+    return out
 
 
 def _split_list(items: list, sizes: list[int]) -> list[list]:

@@ -16,7 +16,11 @@ lists over Gemma's 262,144-token vocabulary, and ``torch.topk`` over a full row 
               argument shows none lies outside them), ordered by value, ties by lower id,
               cut at n
 
-about 0.08 ms for n = 5.  The answer is a function of the row alone: the n largest positive
+about 0.2 ms for n = 5.  ``top_entries_rows`` does the same for many rows at once (a shared
+pass reads thirty runs' rows together, ``playground.decoding.batch_probs``): it keeps each
+row's n best blocks and sorts their entries in one batched op, and gives a row whose n-th
+block maximum ties with another block's to ``top_entries``; 30 rows took 10.7 -> ~2 ms on
+one core of the 2-vCPU CPU.  The answer is a function of the row alone: the n largest positive
 entries, value descending, ties broken towards the lower token id (``torch.topk`` leaves the
 order of ties unspecified).  Zero entries are never listed: they are tokens the distribution
 cannot produce.  ``tests/decoding/test_top_n.py`` checks it against a sort of the whole row.
@@ -52,3 +56,40 @@ def top_entries(row: torch.Tensor, n: int) -> tuple[list[float], list[int]]:
     hits = hits[order[:n]]
     ids = kept[hits // BLOCK] * BLOCK + hits % BLOCK
     return values[:n].tolist(), ids.tolist()
+
+
+def top_entries_rows(rows: torch.Tensor, n: int) -> list[tuple[list[float], list[int]]]:
+    """``top_entries(row, n)`` for every row of ``rows`` [R, V], computed together."""
+    rows = rows.detach()
+    count, vocab = rows.shape
+    if n < 1 or vocab == 0:
+        return [([], [])] * count
+    if rows.dtype != torch.float32:  # the keys below read float32 bits
+        return [top_entries(row, n) for row in rows]
+    pad = -vocab % BLOCK
+    blocks = (torch.nn.functional.pad(rows, (0, pad)) if pad else rows).reshape(count, -1, BLOCK)  # [R, V / B, B]
+    block_max = blocks.amax(dim=2)  # [R, V / B]
+    k = min(n, block_max.shape[1])
+    best = torch.topk(block_max, k, dim=1)  # [R, k]: the k best blocks of each row
+    # Where another block ties the k-th best, top_entries keeps it too: those rows go there.
+    tied = ((block_max >= best.values[:, -1:]).sum(dim=1) > k).tolist()
+    kept = best.indices.sort(dim=1).values  # [R, k] ascending block ids, so entries ascend by token id
+    entries = blocks.gather(1, kept.unsqueeze(-1).expand(-1, -1, BLOCK)).reshape(count, -1)  # [R, k * B]
+    # One key per entry, unique and ordered as the answer is: value descending, then position
+    # (token id) ascending.  A non-negative float32's bits, read as an integer, order as its
+    # value; negative entries get negative keys and are dropped below with the zeros.  A
+    # stable sort of the entries gives the same order but took 10 ms for 30 rows here, the
+    # top-n of the keys 0.3 ms.
+    width = entries.shape[1]
+    keys = entries.view(torch.int32).long() * (1 << 32) + (width - 1 - torch.arange(width))  # [R, k * B]
+    order = torch.topk(keys, min(n, width), dim=1).indices  # [R, m], best first
+    values = entries.gather(1, order)
+    ids = kept.gather(1, order // BLOCK) * BLOCK + order % BLOCK  # [R, m]
+    out = []
+    for r, (vals, toks) in enumerate(zip(values.tolist(), ids.tolist())):
+        if tied[r]:
+            out.append(top_entries(rows[r], n))
+            continue
+        positive = sum(v > 0 for v in vals)  # zeros (and negatives) come last: tokens the row cannot produce
+        out.append((vals[:positive], toks[:positive]))
+    return out

@@ -43,6 +43,7 @@ def test_each_run_reads_what_it_would_alone(dtype):
         ReadSpec(TOP_P, top_n=0, confidence=True),
         ReadSpec(WARM, top_n=0, confidence=False),
         ReadSpec(GREEDY, top_n=0, confidence=False),
+        ReadSpec(WARM, top_n=5, confidence=False),  # its top-n rows apart from the first run's
     ]
     logits = [_logits(1 + b % 4, seed=b, dtype=dtype) for b in range(len(specs))]
     reads = read_rows(logits, specs)

@@ -74,3 +74,46 @@ def test_fewer_positive_entries_than_asked():
     row[[7, 2999]] = torch.tensor([0.25, 0.75])
     assert top_entries(row, 5) == ([0.75, 0.25], [2999, 7])
     assert top_entries(torch.zeros(10), 5) == ([], [])
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.sampled_from([0.0, 0.0, 0.5, 1.0, 2.0]), min_size=1, max_size=4 * top_n.BLOCK),
+    count=st.integers(1, 4),
+    n=st.integers(1, 8),
+    seed=st.integers(0, 2**16),
+)
+def test_rows_together_equal_each_row_alone(values, count, n, seed):
+    """Rows of ties and zeros (some rows tied at the n-th block maximum, some not), shuffled per row."""
+    g = torch.Generator().manual_seed(seed)
+    base = torch.tensor(values, dtype=torch.float32)
+    rows = torch.stack([base[torch.randperm(base.shape[0], generator=g)] for _ in range(count)])
+    assert top_n.top_entries_rows(rows, n) == [reference(row, n) for row in rows]
+
+
+@pytest.mark.parametrize("n", [1, 5, 10])
+def test_rows_together_at_real_size(n):
+    """Thirty softmaxes over 262,144 tokens, as a shared pass reads them: each as top_entries alone."""
+    g = torch.Generator().manual_seed(n)
+    probs = torch.softmax((torch.randn(30, 262_144, generator=g) * 3).bfloat16().float() / 0.7, dim=-1)
+    assert top_n.top_entries_rows(probs, n) == [top_entries(row, n) for row in probs]
+
+
+def test_rows_together_fall_back_where_block_maxima_tie(monkeypatch):
+    """Row 0: its 2nd-best block maximum (0.2) ties a third block's, so only that row goes to
+    top_entries, which keeps both blocks and answers the lower id; row 1 has no tie."""
+    rows = torch.zeros(2, 8 * top_n.BLOCK)
+    rows[0, [5, 1030, 3000]] = torch.tensor([0.3, 0.2, 0.2])
+    rows[1, [5, 1030, 3000]] = torch.tensor([0.3, 0.2, 0.1])
+    alone = []
+    monkeypatch.setattr(top_n, "top_entries", lambda row, n: alone.append(row) or top_entries(row, n))
+    got = top_n.top_entries_rows(rows, 2)
+    assert got == [reference(rows[0], 2), reference(rows[1], 2)]
+    assert got[0][1] == [5, 1030]
+    assert len(alone) == 1 and torch.equal(alone[0], rows[0])
+
+
+def test_rows_together_with_nothing_asked():
+    rows = torch.rand(3, 50)
+    assert top_n.top_entries_rows(rows, 0) == [([], [])] * 3
+    assert top_n.top_entries_rows(torch.zeros(2, 10), 4) == [([], []), ([], [])]
