@@ -12,6 +12,8 @@ import gc
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from transformers import DynamicCache
 
 from playground.decoding import batch_slots
@@ -208,3 +210,40 @@ def test_mutant_buffers_not_zeroed(model, monkeypatch):
 
     monkeypatch.setattr(SlotCache, "_ensure", unzeroed)
     assert not _four_runs(model, _slots(model))
+
+
+def _mask_row_by_row(geo, slots_new: int, width: int, window: int | None) -> torch.Tensor:
+    """The mask as its definition reads, one row at a time (the reference for SlotPass.mask)."""
+    mask = torch.zeros(len(geo), 1, slots_new, width, dtype=torch.bool)
+    for b, (past, pos, attend) in enumerate(geo):
+        k = len(pos)
+        for j in range(slots_new):
+            if j >= k:  # a pad query sees only its own slot
+                mask[b, 0, j, past + j] = True
+                continue
+            for w in range(past):  # cached keys, position w
+                mask[b, 0, j, w] = window is None or int(pos[j]) - w < window
+            for i in range(k):  # the row's new keys
+                mask[b, 0, j, past + i] = bool(attend[j, i]) and (window is None or int(pos[j] - pos[i]) < window)
+    return mask
+
+
+rows_geo = st.lists(st.tuples(st.integers(0, 9), st.integers(1, 4), st.integers(0, 2**16)), min_size=1, max_size=5)
+
+
+@settings(max_examples=80, deadline=None)
+@given(rows=rows_geo, extra=st.integers(0, 2), window=st.sampled_from([None, 1, 3, 6]))
+def test_the_mask_of_every_row_at_once_is_its_definition(rows, extra, window):
+    """Rows of 0-9 cached tokens and 1-4 new ones (chains, and trees' masks and positions),
+    padded to the pass's widest; the slots as wide as the longest row or wider."""
+    geo = []
+    for past, k, seed in rows:
+        g = torch.Generator().manual_seed(seed)
+        attend = (torch.rand(k, k, generator=g) < 0.6).tril() | torch.eye(k, dtype=torch.bool)
+        depth = attend.sum(dim=1) - 1  # a tree's positions: past + depth of each node
+        geo.append((past, past + depth, attend))
+    slots_new = max(k for _, k, _ in rows) + extra
+    width = max(past for past, _, _ in rows) + slots_new + extra
+    plan = batch_slots.SlotPass.__new__(batch_slots.SlotPass)
+    plan.slots_new, plan.width = slots_new, width
+    assert torch.equal(plan.mask(geo, window), _mask_row_by_row(geo, slots_new, width, window))
