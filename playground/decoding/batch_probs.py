@@ -64,20 +64,28 @@ def read_rows(logits: list[torch.Tensor], specs: list[ReadSpec | None]) -> list[
         parts = [logits[b] for b in members]
         # cat straight into float32: one copy instead of two (7 against 16 ms for 30 rows on one core)
         x = torch.cat(parts, out=parts[0].new_empty((sum(sizes), parts[0].shape[-1]), dtype=torch.float32)).cpu()
-        confidence = (
-            _split_list(row_confidence(x).tolist(), sizes) if any(specs[b].confidence for b in members) else None
-        )
+        probs = None if params.greedy else logits_to_probs(x, params)  # [sum keep, V], row by row
+        confidence = None
+        if any(specs[b].confidence for b in members):
+            # At T = 1 without filters the p rows are the softmax the confidence takes
+            # (x / 1 is x), so their maxima are its values, without a second softmax.
+            top = probs.amax(dim=-1) if _plain_softmax(params, x.shape[-1]) else row_confidence(x)
+            confidence = _split_list(top.tolist(), sizes)
         if params.greedy:
             argmax_of = _split_list(x.max(dim=-1).indices.tolist(), sizes)  # the first maximum, as target_rows
             probs_of = top_of = [None] * len(members)
         else:
-            probs = logits_to_probs(x, params)  # [sum keep, V], row by row
             probs_of, argmax_of = list(probs.split(sizes)), [None] * len(members)
             top_of = _tops_by_n(probs, sizes, [specs[b].top_n for b in members])
         for j, b in enumerate(members):
             conf = dict(enumerate(confidence[j])) if specs[b].confidence else None
             out[b] = RowReads(probs=probs_of[j], argmax=argmax_of[j], confidence=conf, top=top_of[j])
     return out
+
+
+def _plain_softmax(params: SamplingParams, vocab: int) -> bool:
+    """Whether ``logits_to_probs`` at these parameters is the plain softmax of the logits."""
+    return params.temperature == 1.0 and not 0 < params.top_k < vocab and params.top_p >= 1.0 and params.min_p <= 0.0
 
 
 def _tops_by_n(probs: torch.Tensor, sizes: list[int], top_ns: list[int]) -> list[list | None]:

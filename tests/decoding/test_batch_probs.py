@@ -17,6 +17,7 @@ V = 262_144  # Gemma 3's vocabulary: the size where a sum or a top-k could be sp
 GREEDY = SamplingParams(0.0)
 WARM = SamplingParams(0.7)
 TOP_K = SamplingParams(1.0, top_k=40)
+PLAIN = SamplingParams(1.0)
 TOP_P = SamplingParams(0.9, top_p=0.8)
 
 
@@ -44,6 +45,9 @@ def test_each_run_reads_what_it_would_alone(dtype):
         ReadSpec(WARM, top_n=0, confidence=False),
         ReadSpec(GREEDY, top_n=0, confidence=False),
         ReadSpec(WARM, top_n=5, confidence=False),  # its top-n rows apart from the first run's
+        ReadSpec(PLAIN, top_n=5, confidence=True),  # T = 1, no filter: the confidence is p's maximum
+        ReadSpec(PLAIN, top_n=0, confidence=False),
+        ReadSpec(TOP_K, top_n=0, confidence=True),  # T = 1 with a filter: p is not the plain softmax
     ]
     logits = [_logits(1 + b % 4, seed=b, dtype=dtype) for b in range(len(specs))]
     reads = read_rows(logits, specs)
