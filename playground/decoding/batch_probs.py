@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 
 from playground.decoding.confidence import row_confidence
-from playground.decoding.sampling import SamplingParams, logits_to_probs
+from playground.decoding.sampling import SamplingParams, logits_to_probs, plain_softmax
 from playground.decoding.top_n import top_entries_rows
 
 
@@ -67,9 +67,9 @@ def read_rows(logits: list[torch.Tensor], specs: list[ReadSpec | None]) -> list[
         probs = None if params.greedy else logits_to_probs(x, params)  # [sum keep, V], row by row
         confidence = None
         if any(specs[b].confidence for b in members):
-            # At T = 1 without filters the p rows are the softmax the confidence takes
-            # (x / 1 is x), so their maxima are its values, without a second softmax.
-            top = probs.amax(dim=-1) if _plain_softmax(params, x.shape[-1]) else row_confidence(x)
+            # Where the p rows are the softmax the confidence takes, their maxima are its
+            # values, without a second softmax over the vocabulary.
+            top = probs.amax(dim=-1) if plain_softmax(params, x.shape[-1]) else row_confidence(x)
             confidence = _split_list(top.tolist(), sizes)
         if params.greedy:
             argmax_of = _split_list(x.max(dim=-1).indices.tolist(), sizes)  # the first maximum, as target_rows
@@ -81,11 +81,6 @@ def read_rows(logits: list[torch.Tensor], specs: list[ReadSpec | None]) -> list[
             conf = dict(enumerate(confidence[j])) if specs[b].confidence else None
             out[b] = RowReads(probs=probs_of[j], argmax=argmax_of[j], confidence=conf, top=top_of[j])
     return out
-
-
-def _plain_softmax(params: SamplingParams, vocab: int) -> bool:
-    """Whether ``logits_to_probs`` at these parameters is the plain softmax of the logits."""
-    return params.temperature == 1.0 and not 0 < params.top_k < vocab and params.top_p >= 1.0 and params.min_p <= 0.0
 
 
 def _tops_by_n(probs: torch.Tensor, sizes: list[int], top_ns: list[int]) -> list[list | None]:

@@ -209,7 +209,7 @@ class SlotPass:
         past = torch.tensor([g[0] for g in geo], dtype=torch.long)  # [B] L_b
         real = torch.arange(K)[None, :] < torch.tensor([len(g[1]) for g in geo])[:, None]  # [B, K] not a pad
         pos = pad_sequence([g[1] for g in geo], batch_first=True)  # [B, k_max]
-        pos = torch.nn.functional.pad(pos, (0, K - pos.shape[1]))  # [B, K]; a pad's only ever meets itself
+        pos = torch.nn.functional.pad(pos, (0, K - pos.shape[1]))  # [B, K]; a pad's position only ever meets itself
         # [B, K, K]: query j sees new key j' (a pad query: only itself)
         new = torch.stack([_padded(g[2], K) for g in geo]) | (torch.eye(K, dtype=torch.bool) & ~real[:, :, None])
         cached = torch.arange(W)  # [W]: a cached key's slot is its position

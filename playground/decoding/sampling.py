@@ -60,6 +60,12 @@ class SamplingParams:
         return self.temperature == 0.0
 
 
+def plain_softmax(params: SamplingParams, vocab: int) -> bool:
+    """Whether ``logits_to_probs`` at ``params`` over ``vocab`` tokens is exactly the softmax
+    of the logits in float32: temperature 1 (x / 1 is x) and every filter below off."""
+    return params.temperature == 1.0 and not 0 < params.top_k < vocab and params.top_p >= 1.0 and params.min_p <= 0.0
+
+
 def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tensor:
     """Apply temperature, top-k, top-p and min-p, in that order, and return probabilities.
 

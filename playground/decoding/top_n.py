@@ -18,9 +18,10 @@ lists over Gemma's 262,144-token vocabulary, and ``torch.topk`` over a full row 
 
 about 0.2 ms for n = 5.  ``top_entries_rows`` does the same for many rows at once (a shared
 pass reads thirty runs' rows together, ``playground.decoding.batch_probs``): it keeps each
-row's n best blocks and sorts their entries in one batched op, and gives a row whose n-th
-block maximum ties with another block's to ``top_entries``; 30 rows took 10.7 -> ~2 ms on
-one core of the 2-vCPU CPU.  The answer is a function of the row alone: the n largest positive
+row's n best blocks and takes the top n of their entries by a key that orders them as the
+answer does, in batched ops, and gives a row whose n-th block maximum ties with another
+block's to ``top_entries``; 30 rows took 9.5-12.0 -> 6.3-8.3 ms on one core of the 2-vCPU
+CPU.  The answer is a function of the row alone: the n largest positive
 entries, value descending, ties broken towards the lower token id (``torch.topk`` leaves the
 order of ties unspecified).  Zero entries are never listed: they are tokens the distribution
 cannot produce.  ``tests/decoding/test_top_n.py`` checks it against a sort of the whole row.

@@ -16,6 +16,7 @@ from playground.decoding.sampling import (
     is_accepted,
     logits_to_probs,
     one_hot,
+    plain_softmax,
     predicted_speedup,
     residual_distribution,
 )
@@ -378,3 +379,22 @@ def test_index_at_agrees_with_a_plain_cumulative_sum_across_blocks(vocab):
     for u in grid + edges:
         assert index_at(w, u) == reference(u), u
     assert w[index_at(w, 1 - 1e-16)] > 0
+
+
+@pytest.mark.parametrize(
+    ("params", "plain"),
+    [
+        (SamplingParams(1.0), True),
+        (SamplingParams(1.0, top_k=1000), True),  # top-k past the vocabulary filters nothing
+        (SamplingParams(0.7), False),
+        (SamplingParams(1.0, top_k=40), False),
+        (SamplingParams(1.0, top_p=0.9), False),
+        (SamplingParams(1.0, min_p=0.05), False),
+    ],
+)
+def test_plain_softmax_is_exactly_when_logits_to_probs_is_the_softmax(params, plain):
+    """batch_probs reads the confidence off p where plain_softmax says so: p must then be the
+    float32 softmax bit for bit, and where it says not, some row must differ."""
+    logits = (torch.randn(4, 500, generator=torch.Generator().manual_seed(0)) * 3).bfloat16()
+    assert plain_softmax(params, 500) is plain
+    assert torch.equal(logits_to_probs(logits, params), torch.softmax(logits.float(), dim=-1)) is plain
