@@ -81,7 +81,8 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams) -> torch.Tenso
     logits = logits.float()
     if params.greedy:
         return one_hot(logits.argmax(dim=-1), logits.shape[-1])
-    logits = logits.div_(params.temperature) if own else logits / params.temperature
+    if params.temperature != 1.0:  # x / 1 is x: no pass over the row (a copy, when not our own) at T = 1
+        logits = logits.div_(params.temperature) if own else logits / params.temperature
     vocab = logits.shape[-1]
     if 0 < params.top_k < vocab:
         kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]  # [..., 1]
