@@ -64,19 +64,21 @@ def read_rows(logits: list[torch.Tensor], specs: list[ReadSpec | None]) -> list[
         parts = [logits[b] for b in members]
         # cat straight into float32: one copy instead of two (7 against 16 ms for 30 rows on one core)
         x = torch.cat(parts, out=parts[0].new_empty((sum(sizes), parts[0].shape[-1]), dtype=torch.float32)).cpu()
-        probs = None if params.greedy else logits_to_probs(x, params)  # [sum keep, V], row by row
-        confidence = None
-        if any(specs[b].confidence for b in members):
-            # Where the p rows are the softmax the confidence takes, their maxima are its
-            # values, without a second softmax over the vocabulary.
-            top = probs.amax(dim=-1) if plain_softmax(params, x.shape[-1]) else row_confidence(x)
-            confidence = _split_list(top.tolist(), sizes)
+        wants = any(specs[b].confidence for b in members)
+        # Where the p rows are the softmax the confidence takes, their maxima are its values,
+        # without a second softmax over the vocabulary; otherwise it reads x before the
+        # temperature divides x in place.
+        from_probs = plain_softmax(params, x.shape[-1])
+        top = row_confidence(x) if wants and not from_probs else None
         if params.greedy:
             argmax_of = _split_list(x.max(dim=-1).indices.tolist(), sizes)  # the first maximum, as target_rows
             probs_of = top_of = [None] * len(members)
         else:
+            probs = logits_to_probs(x, params, scratch=True)  # [sum keep, V], row by row; x is spent
+            top = probs.amax(dim=-1) if wants and from_probs else top
             probs_of, argmax_of = list(probs.split(sizes)), [None] * len(members)
             top_of = _tops_by_n(probs, sizes, [specs[b].top_n for b in members])
+        confidence = _split_list(top.tolist(), sizes) if wants else None
         for j, b in enumerate(members):
             conf = dict(enumerate(confidence[j])) if specs[b].confidence else None
             out[b] = RowReads(probs=probs_of[j], argmax=argmax_of[j], confidence=conf, top=top_of[j])

@@ -398,3 +398,22 @@ def test_plain_softmax_is_exactly_when_logits_to_probs_is_the_softmax(params, pl
     logits = (torch.randn(4, 500, generator=torch.Generator().manual_seed(0)) * 3).bfloat16()
     assert plain_softmax(params, 500) is plain
     assert torch.equal(logits_to_probs(logits, params), torch.softmax(logits.float(), dim=-1)) is plain
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        SamplingParams(0.7),
+        SamplingParams(1.0),
+        SamplingParams(1.3, top_k=7, top_p=0.9, min_p=0.02),
+        SamplingParams(0.0),
+    ],
+)
+def test_scratch_logits_give_the_same_bits(params):
+    """scratch=True may overwrite the caller's float32 logits (the batched read's own copy);
+    p must be the same bits as from untouched logits."""
+    logits = torch.randn(3, 500, generator=torch.Generator().manual_seed(1)) * 3  # float32: not copied by .float()
+    kept = logits.clone()
+    expected = logits_to_probs(logits, params)
+    assert torch.equal(logits, kept)  # without scratch the caller's logits stay as they were
+    assert torch.equal(logits_to_probs(logits.clone(), params, scratch=True), expected)
