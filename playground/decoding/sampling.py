@@ -59,11 +59,24 @@ class SamplingParams:
     def greedy(self) -> bool:
         return self.temperature == 0.0
 
+    # One predicate per filter: ``logits_to_probs`` applies a filter exactly where its predicate
+    # holds, and ``plain_softmax`` asks the same predicates.
+    def cuts_top_k(self, vocab: int) -> bool:
+        return 0 < self.top_k < vocab  # top-k at or past the vocabulary keeps every token
+
+    @property
+    def cuts_top_p(self) -> bool:
+        return self.top_p < 1.0
+
+    @property
+    def cuts_min_p(self) -> bool:
+        return self.min_p > 0.0
+
 
 def plain_softmax(params: SamplingParams, vocab: int) -> bool:
     """Whether ``logits_to_probs`` at ``params`` over ``vocab`` tokens is exactly the softmax
     of the logits in float32: temperature 1 (x / 1 is x) and every filter below off."""
-    return params.temperature == 1.0 and not 0 < params.top_k < vocab and params.top_p >= 1.0 and params.min_p <= 0.0
+    return params.temperature == 1.0 and not (params.cuts_top_k(vocab) or params.cuts_top_p or params.cuts_min_p)
 
 
 def logits_to_probs(logits: torch.Tensor, params: SamplingParams, scratch: bool = False) -> torch.Tensor:
@@ -85,10 +98,10 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams, scratch: bool 
     if params.temperature != 1.0:  # x / 1 is x: no pass over the row (a copy, when not our own) at T = 1
         logits = logits.div_(params.temperature) if own else logits / params.temperature
     vocab = logits.shape[-1]
-    if 0 < params.top_k < vocab:
+    if params.cuts_top_k(vocab):
         kth = torch.topk(logits, params.top_k, dim=-1).values[..., -1:]  # [..., 1]
         logits = logits.masked_fill(logits < kth, float("-inf"))
-    if params.top_p < 1.0:
+    if params.cuts_top_p:
         sorted_logits, sorted_idx = torch.sort(logits, dim=-1, descending=True)
         sorted_probs = torch.softmax(sorted_logits, dim=-1)
         # Mass strictly before each token; keep tokens until that mass reaches top_p.
@@ -97,7 +110,7 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams, scratch: bool 
         remove_sorted[..., 0] = False  # always keep the most likely token
         remove = torch.zeros_like(remove_sorted).scatter(-1, sorted_idx, remove_sorted)
         logits = logits.masked_fill(remove, float("-inf"))
-    if params.min_p > 0.0:
+    if params.cuts_min_p:
         # p >= min_p * p_max  <=>  logit >= max logit + log(min_p): no softmax needed to filter
         top = logits.max(dim=-1, keepdim=True).values  # [..., 1]
         logits = logits.masked_fill(logits < top + math.log(params.min_p), float("-inf"))
