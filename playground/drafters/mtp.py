@@ -292,7 +292,7 @@ class MTPDrafter(BaseDrafter):
             if tok in self.eos:
                 break
             # decided from the drafts already drawn, before the next is drawn: lossless
-            if stop.active and j + 1 < gamma and stop.after(draft_confidence(logits[0], idx, probs)):
+            if stop.active and j + 1 < gamma and stop.after(draft_confidence(logits[0], probs)):
                 break
         ms = (time.perf_counter() - t0) * 1000.0
         self.last_ms_per_token = ms / len(tokens)
