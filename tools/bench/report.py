@@ -144,8 +144,8 @@ def markdown_table(rows: list[dict[str, Any]], meta: dict[str, Any] | None = Non
             else ""
         )
         + (
-            " Stop below = the chain stops once the drafter's path confidence (product of the probabilities it "
-            "gave its drafts) is below this; those rows draft fewer than γ and get only the step-mix prediction."
+            " Stop below = the chain stops once the drafter's path confidence (product of its top probability "
+            "at each draft) is below this; those rows draft fewer than γ and get only the step-mix prediction."
             if any(r.get("draft_stop") for r in rows)
             else ""
         )

@@ -34,8 +34,9 @@ MESSAGES: dict[str, str] = {
     ),
     "pg.draft_stop": "Stop drafting below (MTP)",
     "pg.draft_stop.info": (
-        "The MTP head stops its chain once its confidence in it (the product of its drafts’ probabilities) falls "
-        "below this, instead of always drafting γ. 0 = always γ. Exact either way; other drafters ignore it."
+        "The MTP head stops its chain once its confidence in it (the product of its top probability at each "
+        "draft) falls below this, instead of always drafting γ. 0 = always γ. Exact either way; other drafters "
+        "ignore it."
     ),
     "pg.verification": "Verification",
     "pg.verification.info": (
@@ -305,8 +306,8 @@ MESSAGES: dict[str, str] = {
         "the output is unchanged."
     ),
     "di.chain_stopped": (
-        "stopped after {n} draft{s}: the head’s confidence in its chain (the product of the probabilities it gave "
-        "its drafts, {path}) fell below the {rule}, so no step was spent on drafts the target would likely reject. "
+        "stopped after {n} draft{s}: the head’s confidence in its chain (the product of its top probability at "
+        "each draft, {path}) fell below the {rule}, so no step was spent on drafts the target would likely reject. "
         "Stopping depends only on drafts already made, so the output is unchanged."
     ),
     "di.may_stop": "the chain may stop early when the head’s confidence in it falls below the {rule}; it did not here.",
