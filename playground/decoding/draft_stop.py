@@ -26,11 +26,11 @@ conf_j is the largest probability of the row draft j came from: of q when sample
 the drafter's softmax when it drafts the argmax (then the argmax's own probability).  Not
 q(x_j) of the drawn token: when sampling, a draw that lands on a less likely token is
 kept with probability min(1, p(x)/q(x)), about as often as a likely one when the head is
-calibrated, so q(x_j) measured the draw's luck and cut chains short at random.  The row's
-maximum says how sure the head is at that position (at temperature 0 it is the same
+calibrated, so q(x_j) measures the draw's luck and would cut chains short at random.  The
+row's maximum says how sure the head is at that position (at temperature 0 it is the same
 number).  On twelve training prompts at T = 1 (64 tokens, the default preset, γ 8, τ 0.15,
-two draws of twelve) it carried 1.94 and 1.97 tokens per target call against 1.75 and
-1.81 with q(x_j).  This module does not draft or verify (``drafters.mtp`` uses it) and
+two draws of twelve) it carries 1.94 and 1.97 tokens per target call against 1.75 and
+1.81 with q(x_j) (docs/concepts/draft-stop.md: the held-out bench).  This module does not draft or verify (``drafters.mtp`` uses it) and
 does not check settings (``playground.validate.draft_stop``).
 """
 
