@@ -75,7 +75,8 @@ def read_rows(logits: list[torch.Tensor], specs: list[ReadSpec | None]) -> list[
             probs_of = top_of = [None] * len(members)
         else:
             probs = logits_to_probs(x, params, scratch=True)  # [sum keep, V], row by row; x is spent
-            top = probs.amax(dim=-1) if wants and from_probs else top
+            if wants and from_probs:
+                top = probs.amax(dim=-1)
             probs_of, argmax_of = list(probs.split(sizes)), [None] * len(members)
             top_of = _tops_by_n(probs, sizes, [specs[b].top_n for b in members])
         confidence = _split_list(top.tolist(), sizes) if wants else None

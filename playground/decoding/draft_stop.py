@@ -30,8 +30,9 @@ calibrated, so q(x_j) measures the draw's luck and would cut chains short at ran
 row's maximum says how sure the head is at that position (at temperature 0 it is the same
 number).  On twelve training prompts at T = 1 (64 tokens, the default preset, γ 8, τ 0.15,
 two draws of twelve) it carries 1.94 and 1.97 tokens per target call against 1.75 and
-1.81 with q(x_j) (docs/concepts/draft-stop.md: the held-out bench).  This module does not draft or verify (``drafters.mtp`` uses it) and
-does not check settings (``playground.validate.draft_stop``).
+1.81 with q(x_j) (docs/concepts/draft-stop.md: the held-out bench).  This module does not
+draft or verify (``drafters.mtp`` uses it) and does not check settings
+(``playground.validate.draft_stop``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,8 @@ from typing import Any
 
 import torch
 
+from playground.decoding.confidence import row_confidence
+
 
 def draft_confidence(logits: torch.Tensor, probs: torch.Tensor | None) -> float:
     """How sure the drafter is at one position: the largest probability of ``probs`` (the row
@@ -47,7 +50,7 @@ def draft_confidence(logits: torch.Tensor, probs: torch.Tensor | None) -> float:
     greedy argmax, which is then the argmax's own probability."""
     if probs is not None:
         return float(probs.max())
-    return float(torch.softmax(logits.float(), dim=-1).max())
+    return float(row_confidence(logits))
 
 
 class ChainStop:

@@ -89,7 +89,7 @@ def logits_to_probs(logits: torch.Tensor, params: SamplingParams, scratch: bool 
     logits: [..., V] (any float dtype) -> probs: [..., V] float32, rows sum to 1.
     Greedy (temperature 0) returns a one-hot row at the argmax; we never divide
     by a zero temperature.  scratch=True: the caller no longer needs ``logits`` (float32), so
-    they are divided in place (a fresh [30, V] quotient costs 10x the division here).
+    they are divided in place (a fresh [30, V] quotient costs several times the in-place division).
     """
     own = scratch or logits.dtype != torch.float32  # .float() makes a copy, which may be divided in place
     logits = logits.float()
